@@ -1,0 +1,46 @@
+# The two commands of README.md's quick start:
+#   make run    start a broker (single node, ./data, loopback listeners)
+#   make test   run the whole test suite
+# Each does its own set-up on first use: a virtualenv in .venv, the package
+# installed into it in editable mode, and (as root) the Debian packages the
+# tests drive (kcat).
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+CONFIG ?= etc/server.properties
+PYTEST_ARGS ?=
+
+.PHONY: run test test-slow bench-codec bench-network bench-produce system-deps clean
+
+run: $(VENV)/.base-installed
+	bin/twisted-kafka-server-start $(CONFIG) $(ARGS)
+
+test: $(VENV)/.test-installed system-deps
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-slow: $(VENV)/.test-installed system-deps
+	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
+
+bench-codec: $(VENV)/.test-installed
+	$(BIN)/python bench/codec.py
+
+system-deps:
+	@bin/install-system-deps
+
+$(VENV)/.created:
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+	  { echo "twisted_kafka needs Python >= 3.11 (found: $$($(PYTHON) --version 2>&1))"; exit 1; }
+	@$(PYTHON) -m venv $(VENV) || { bin/install-system-deps venv && $(PYTHON) -m venv $(VENV); }
+	@touch $@
+
+$(VENV)/.base-installed: $(VENV)/.created setup.cfg pyproject.toml
+	$(BIN)/pip install --disable-pip-version-check -q -e . --config-settings editable_mode=compat
+	@touch $@
+
+$(VENV)/.test-installed: $(VENV)/.base-installed
+	$(BIN)/pip install --disable-pip-version-check -q -e '.[test,bench]' --config-settings editable_mode=compat
+	@touch $@
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
