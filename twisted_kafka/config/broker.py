@@ -1,0 +1,671 @@
+"""``BROKER_CONFIG``: the broker keys this project reads, as Apache Kafka defines them.
+
+Names, types, defaults, validators, importance and dynamic update modes are
+those of Apache Kafka 3.9 (the last line with ZooKeeper mode, which SPEC S9
+follows); the doc lines are this project's own words. A key Kafka has but
+this broker does not define is reported as unknown at startup instead of
+being silently accepted, so an operator is never misled into thinking a
+setting took effect.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .definition import ConfigDef, ConfigKey, Importance, UpdateMode
+from .types import Type
+from .validators import at_least, between, one_of, valid_list
+
+__all__ = [
+    "BROKER_CONFIG",
+    "SECURITY_PROTOCOLS",
+    "COMPRESSION_TYPES",
+    "MECHANISM_PREFIX_REQUIRED",
+]
+
+HIGH, MEDIUM, LOW = Importance.HIGH, Importance.MEDIUM, Importance.LOW
+BOOLEAN, SHORT, INT, LONG, DOUBLE = Type.BOOLEAN, Type.SHORT, Type.INT, Type.LONG, Type.DOUBLE
+STRING, LIST, PASSWORD, CLASS = Type.STRING, Type.LIST, Type.PASSWORD, Type.CLASS
+READ_ONLY = UpdateMode.READ_ONLY
+PER_BROKER = UpdateMode.PER_BROKER
+CLUSTER_WIDE = UpdateMode.CLUSTER_WIDE
+
+INT_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+DOUBLE_MAX = 1.7976931348623157e308
+
+#: Kafka's SecurityProtocol names, in declaration order.
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+#: Kafka's BrokerCompressionType names.
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+#: The order Kafka's docs print the default map in (a Java HashMap's order).
+_DEFAULT_PROTOCOL_MAP = "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT"
+
+_keys: list[ConfigKey] = []
+
+
+def _define(
+    name: str,
+    type_: Type,
+    default: Any,
+    importance: Importance,
+    doc: str,
+    *,
+    validator: Any = None,
+    mode: UpdateMode = READ_ONLY,
+    listener: bool = False,
+    mechanism: bool = False,
+    default_doc: str | None = None,
+) -> None:
+    _keys.append(
+        ConfigKey(
+            name,
+            type_,
+            default,
+            validator,
+            importance,
+            doc,
+            _group,
+            listener_override=listener or mechanism,
+            per_mechanism=mechanism,
+            update_mode=mode,
+            default_doc=default_doc,
+        )
+    )
+
+
+# --------------------------------------------------------------------------
+_group = "Broker"
+_define("broker.id", INT, -1, HIGH,
+        "This broker's id in the cluster. With the default -1 and "
+        "broker.id.generation.enable, an id above reserved.broker.max.id is "
+        "generated on first start and remembered in the log directories.")
+_define("broker.id.generation.enable", BOOLEAN, True, MEDIUM,
+        "Let the broker generate its id when broker.id is -1.")
+_define("reserved.broker.max.id", INT, 1000, MEDIUM,
+        "Highest id an operator may assign; generated ids start above it.",
+        validator=at_least(0))
+_define("broker.rack", STRING, None, MEDIUM,
+        "Rack (or availability zone) of this broker; replica placement spreads "
+        "partitions across racks.")
+_define("message.max.bytes", INT, 1048588, HIGH,
+        "Largest record batch the broker accepts, after compression; "
+        "max.message.bytes overrides it per topic.",
+        validator=at_least(0), mode=CLUSTER_WIDE)
+_define("num.io.threads", INT, 8, HIGH,
+        "Number of request handlers of the data plane, which run KafkaApis "
+        "for queued requests.",
+        validator=at_least(1), mode=CLUSTER_WIDE)
+_define("background.threads", INT, 10, HIGH,
+        "Workers for background chores such as deleting old segment files.",
+        validator=at_least(1), mode=CLUSTER_WIDE)
+_define("request.timeout.ms", INT, 30000, HIGH,
+        "How long the broker's own clients (inter-broker, controller) wait for "
+        "a response before retrying or failing the request.")
+_define("socket.connection.setup.timeout.ms", LONG, 10000, MEDIUM,
+        "How long the broker's own clients wait for a new connection to be "
+        "established before giving up on it.")
+_define("socket.connection.setup.timeout.max.ms", LONG, 30000, MEDIUM,
+        "Upper bound of the connection setup timeout, which grows "
+        "exponentially on consecutive failures.")
+_define("delete.topic.enable", BOOLEAN, True, HIGH,
+        "Allow DeleteTopics; when false, topic deletion requests are refused.")
+_define("auto.create.topics.enable", BOOLEAN, True, HIGH,
+        "Create a topic on first use (metadata request for an unknown topic) "
+        "with num.partitions and default.replication.factor.")
+_define("num.partitions", INT, 1, MEDIUM,
+        "Partition count of automatically created topics and of CreateTopics "
+        "requests that leave it unset.",
+        validator=at_least(1))
+_define("default.replication.factor", INT, 1, MEDIUM,
+        "Replication factor of automatically created topics and of "
+        "CreateTopics requests that leave it unset.")
+_define("min.insync.replicas", INT, 1, HIGH,
+        "With acks=all, the fewest in-sync replicas that must hold a write for "
+        "it to succeed; below that the producer gets NOT_ENOUGH_REPLICAS.",
+        validator=at_least(1), mode=CLUSTER_WIDE)
+_define("unclean.leader.election.enable", BOOLEAN, False, HIGH,
+        "Allow a replica outside the ISR to become leader when no in-sync "
+        "replica is left, trading possible data loss for availability.",
+        mode=CLUSTER_WIDE)
+_define("compression.type", STRING, "producer", HIGH,
+        "Compression of stored batches: 'producer' keeps what the producer "
+        "sent; a codec name makes the broker store that codec.",
+        validator=one_of(*COMPRESSION_TYPES), mode=CLUSTER_WIDE)
+_define("fetch.max.bytes", INT, 57671680, MEDIUM,
+        "Upper bound on the bytes one fetch response carries, whatever the "
+        "request asks for.",
+        validator=at_least(1024))
+_define("max.incremental.fetch.session.cache.slots", INT, 1000, MEDIUM,
+        "How many incremental fetch sessions (KIP-227) the broker keeps.",
+        validator=at_least(0))
+
+# --------------------------------------------------------------------------
+_group = "Socket server"
+_define("socket.send.buffer.bytes", INT, 102400, HIGH,
+        "SO_SNDBUF of accepted sockets; -1 leaves the operating system default.")
+_define("socket.receive.buffer.bytes", INT, 102400, HIGH,
+        "SO_RCVBUF of accepted sockets; -1 leaves the operating system default.")
+_define("socket.request.max.bytes", INT, 104857600, HIGH,
+        "Largest request frame accepted; a connection announcing a larger (or "
+        "negative) size is closed.",
+        validator=at_least(1))
+_define("socket.listen.backlog.size", INT, 50, MEDIUM,
+        "Backlog of pending connections passed to listen() on each listener.",
+        validator=at_least(1))
+_define("queued.max.requests", INT, 500, HIGH,
+        "Capacity of the data-plane request queue; when it is full the network "
+        "layer stops reading from data-plane connections.",
+        validator=at_least(1))
+_define("queued.max.request.bytes", LONG, -1, MEDIUM,
+        "Bound on the bytes held by queued requests (KIP-72); -1 means no bound. "
+        "When positive it must be at least socket.request.max.bytes.")
+_define("num.network.threads", INT, 3, HIGH,
+        "Kafka's count of network processor threads per listener. Here the "
+        "reactor performs the network I/O; see docs/ for how the key is honoured.",
+        validator=at_least(1), mode=CLUSTER_WIDE, listener=True)
+_define("connections.max.idle.ms", LONG, 600000, MEDIUM,
+        "Close connections that have been idle for this long.")
+_define("connection.failed.authentication.delay.ms", INT, 100, LOW,
+        "Delay before closing a connection whose authentication failed, to "
+        "slow down password guessing; must be below connections.max.idle.ms.",
+        validator=at_least(0))
+
+# --------------------------------------------------------------------------
+_group = "Listeners"
+_define("listeners", STRING, "PLAINTEXT://:9092", HIGH,
+        "Comma-separated NAME://host:port endpoints to listen on; an empty host "
+        "binds all interfaces. Names other than the four security protocols "
+        "need listener.security.protocol.map.",
+        mode=PER_BROKER)
+_define("advertised.listeners", STRING, None, HIGH,
+        "Endpoints given to clients in metadata responses, when they differ "
+        "from listeners (NAT, containers). Unset means: use listeners.",
+        mode=PER_BROKER)
+_define("listener.security.protocol.map", STRING, _DEFAULT_PROTOCOL_MAP, LOW,
+        "NAME:PROTOCOL pairs giving each listener name its security protocol "
+        "(PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL).",
+        mode=PER_BROKER)
+_define("inter.broker.listener.name", STRING, None, MEDIUM,
+        "Listener other brokers use to reach this one. Unset means the listener "
+        "whose name is security.inter.broker.protocol. Set only one of the two.")
+_define("security.inter.broker.protocol", STRING, "PLAINTEXT", MEDIUM,
+        "Security protocol between brokers, when inter.broker.listener.name is "
+        "not set.",
+        validator=one_of(*SECURITY_PROTOCOLS))
+_define("control.plane.listener.name", STRING, None, HIGH,
+        "Listener reserved for controller requests: it gets its own acceptor, "
+        "queue (20) and a single handler. Must be one of listeners and differ "
+        "from the inter-broker listener. Unset: controller traffic uses the "
+        "data plane.")
+
+# --------------------------------------------------------------------------
+_group = "Connection quotas"
+_define("max.connections.per.ip", INT, INT_MAX, MEDIUM,
+        "Most connections allowed from one IP address; a further connection is "
+        "accepted and closed at once. 0 is allowed only with overrides.",
+        validator=at_least(0), mode=CLUSTER_WIDE)
+_define("max.connections.per.ip.overrides", STRING, "", MEDIUM,
+        "Per-host or per-IP exceptions to max.connections.per.ip, as "
+        "host:count pairs separated by commas.",
+        mode=CLUSTER_WIDE)
+_define("max.connections", INT, INT_MAX, MEDIUM,
+        "Most connections the broker holds; at the limit, listeners stop "
+        "accepting until one closes. With the listener.name.<l>. prefix: a "
+        "limit for that listener.",
+        validator=at_least(0), mode=CLUSTER_WIDE, listener=True)
+_define("max.connection.creation.rate", INT, INT_MAX, MEDIUM,
+        "Most new connections accepted per second (KIP-612), broker-wide or, "
+        "with the listener.name.<l>. prefix, per listener.",
+        validator=at_least(0), mode=CLUSTER_WIDE, listener=True)
+
+# --------------------------------------------------------------------------
+_group = "Security"
+_define("principal.builder.class", CLASS,
+        "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",
+        MEDIUM,
+        "Builds the principal of an authenticated connection: by default the "
+        "TLS subject (after ssl.principal.mapping.rules) or the SASL user name.",
+        mode=PER_BROKER, listener=True)
+_define("connections.max.reauth.ms", LONG, 0, MEDIUM,
+        "Longest life of an authenticated SASL session before the client must "
+        "re-authenticate (KIP-368); 0 disables re-authentication.",
+        listener=True, mechanism=True)
+_define("security.providers", STRING, None, LOW,
+        "Java security provider creators; accepted for compatibility, unused here.")
+
+# --------------------------------------------------------------------------
+_group = "TLS"
+_define("ssl.protocol", STRING, "TLSv1.3", MEDIUM,
+        "TLS protocol used to create the server context.",
+        mode=PER_BROKER, listener=True)
+_define("ssl.provider", STRING, None, MEDIUM,
+        "Name of the security provider for TLS; unused with pyOpenSSL.",
+        mode=PER_BROKER, listener=True)
+_define("ssl.enabled.protocols", LIST, "TLSv1.2,TLSv1.3", MEDIUM,
+        "TLS protocol versions the server accepts.",
+        mode=PER_BROKER, listener=True)
+_define("ssl.cipher.suites", LIST, "", MEDIUM,
+        "Cipher suites to allow; empty means the TLS library's defaults.",
+        mode=PER_BROKER, listener=True)
+_define("ssl.keystore.type", STRING, "JKS", MEDIUM,
+        "Format of the key store: PEM, PKCS12 or JKS.",
+        mode=PER_BROKER, listener=True)
+_define("ssl.keystore.location", STRING, None, MEDIUM,
+        "Path of the key store holding the server certificate and private key.",
+        mode=PER_BROKER, listener=True)
+_define("ssl.keystore.password", PASSWORD, None, MEDIUM,
+        "Password of the key store file.",
+        mode=PER_BROKER, listener=True)
+_define("ssl.key.password", PASSWORD, None, MEDIUM,
+        "Password of the private key in the key store (or of the PEM key in "
+        "ssl.keystore.key).",
+        mode=PER_BROKER, listener=True)
+_define("ssl.keystore.key", PASSWORD, None, MEDIUM,
+        "The private key itself, PEM-encoded, instead of a key store file "
+        "(ssl.keystore.type=PEM).",
+        mode=PER_BROKER, listener=True)
+_define("ssl.keystore.certificate.chain", PASSWORD, None, MEDIUM,
+        "The certificate chain, PEM-encoded, that goes with ssl.keystore.key.",
+        mode=PER_BROKER, listener=True)
+_define("ssl.truststore.type", STRING, "JKS", MEDIUM,
+        "Format of the trust store: PEM, PKCS12 or JKS.",
+        mode=PER_BROKER, listener=True)
+_define("ssl.truststore.location", STRING, None, MEDIUM,
+        "Path of the trust store with the CA certificates client certificates "
+        "are verified against.",
+        mode=PER_BROKER, listener=True)
+_define("ssl.truststore.password", PASSWORD, None, MEDIUM,
+        "Password of the trust store file.",
+        mode=PER_BROKER, listener=True)
+_define("ssl.truststore.certificates", PASSWORD, None, MEDIUM,
+        "Trusted CA certificates, PEM-encoded, instead of a trust store file.",
+        mode=PER_BROKER, listener=True)
+_define("ssl.keymanager.algorithm", STRING, "SunX509", MEDIUM,
+        "Java key manager algorithm; accepted for compatibility, unused here.",
+        mode=PER_BROKER, listener=True,
+        default_doc="SunX509 (the JVM's default)")
+_define("ssl.trustmanager.algorithm", STRING, "PKIX", MEDIUM,
+        "Java trust manager algorithm; accepted for compatibility, unused here.",
+        mode=PER_BROKER, listener=True,
+        default_doc="PKIX (the JVM's default)")
+_define("ssl.endpoint.identification.algorithm", STRING, "https", LOW,
+        "Host name verification of the peer's certificate when this broker "
+        "connects out; empty disables it.",
+        mode=PER_BROKER, listener=True)
+_define("ssl.secure.random.implementation", STRING, None, LOW,
+        "Java SecureRandom implementation; accepted for compatibility, unused here.",
+        mode=PER_BROKER, listener=True)
+_define("ssl.engine.factory.class", CLASS, None, LOW,
+        "Pluggable factory of TLS engines; unused here.",
+        mode=PER_BROKER, listener=True)
+_define("ssl.client.auth", STRING, "none", MEDIUM,
+        "Client certificates on TLS listeners: required, requested (verified "
+        "when offered) or none.",
+        validator=one_of("required", "requested", "none"),
+        mode=PER_BROKER, listener=True)
+_define("ssl.principal.mapping.rules", STRING, "DEFAULT", LOW,
+        "Rules that turn a certificate subject into a principal name; DEFAULT "
+        "keeps the full distinguished name.",
+        listener=True)
+_define("ssl.allow.dn.changes", BOOLEAN, False, LOW,
+        "Allow a dynamically updated key store whose certificate has a "
+        "different subject.",
+        listener=True)
+_define("ssl.allow.san.changes", BOOLEAN, False, LOW,
+        "Allow a dynamically updated key store whose certificate has different "
+        "subject alternative names.",
+        listener=True)
+
+# --------------------------------------------------------------------------
+_group = "SASL"
+_define("sasl.enabled.mechanisms", LIST, "GSSAPI", MEDIUM,
+        "SASL mechanisms offered on SASL listeners (PLAIN, SCRAM-SHA-256, "
+        "SCRAM-SHA-512 here).",
+        mode=PER_BROKER, listener=True)
+_define("sasl.mechanism.inter.broker.protocol", STRING, "GSSAPI", MEDIUM,
+        "SASL mechanism brokers use with each other; must be enabled on the "
+        "inter-broker listener.",
+        mode=PER_BROKER)
+_define("sasl.jaas.config", PASSWORD, None, MEDIUM,
+        "JAAS login settings. Brokers read it only per listener and mechanism: "
+        "listener.name.<l>.<mechanism>.sasl.jaas.config, mechanism in lower case.",
+        mode=PER_BROKER, mechanism=True)
+_define("sasl.server.callback.handler.class", CLASS, None, MEDIUM,
+        "Pluggable server-side SASL callback handler, set per listener and "
+        "mechanism.",
+        mechanism=True)
+_define("sasl.login.class", CLASS, None, MEDIUM,
+        "Pluggable login class, set per listener and mechanism.",
+        mechanism=True)
+_define("sasl.login.callback.handler.class", CLASS, None, MEDIUM,
+        "Pluggable login callback handler, set per listener and mechanism.",
+        mechanism=True)
+_define("sasl.kerberos.service.name", STRING, None, MEDIUM,
+        "Kerberos service name of the broker (GSSAPI only).",
+        mode=PER_BROKER, listener=True)
+_define("sasl.kerberos.principal.to.local.rules", LIST, "DEFAULT", MEDIUM,
+        "Rules mapping Kerberos principals to short names (GSSAPI only).",
+        mode=PER_BROKER, listener=True)
+_define("sasl.server.max.receive.size", INT, 524288, MEDIUM,
+        "Largest SASL token accepted before authentication completes.",
+        listener=True)
+
+# --------------------------------------------------------------------------
+_group = "Authorization"
+_define("authorizer.class.name", STRING, "", LOW,
+        "Authorizer checking each request against ACLs; empty disables "
+        "authorization (everything is allowed).")
+_define("allow.everyone.if.no.acl.found", BOOLEAN, False, MEDIUM,
+        "Read by the ACL authorizer: allow access to a resource that has no "
+        "matching ACL at all.")
+_define("super.users", STRING, None, MEDIUM,
+        "Read by the ACL authorizer: principals allowed everything, separated "
+        "by semicolons (User:admin;User:broker).")
+
+# --------------------------------------------------------------------------
+_group = "Log"
+_define("log.dirs", STRING, None, HIGH,
+        "Comma-separated directories holding partition logs; when unset, "
+        "log.dir is used.")
+_define("log.dir", STRING, "/tmp/kafka-logs", HIGH,
+        "Single log directory, used only when log.dirs is unset.")
+_define("log.segment.bytes", INT, 1073741824, HIGH,
+        "Size at which a partition's active segment is rolled; topic key "
+        "segment.bytes.",
+        validator=at_least(14), mode=CLUSTER_WIDE)
+_define("log.roll.ms", LONG, None, HIGH,
+        "Age at which the active segment is rolled, in milliseconds; when "
+        "unset, log.roll.hours applies. Topic key segment.ms.",
+        mode=CLUSTER_WIDE)
+_define("log.roll.hours", INT, 168, HIGH,
+        "Segment roll age in hours, used when log.roll.ms is unset.",
+        validator=at_least(1))
+_define("log.roll.jitter.ms", LONG, None, HIGH,
+        "Random reduction of the roll age, so that segments of many partitions "
+        "do not roll together; when unset, log.roll.jitter.hours applies.",
+        mode=CLUSTER_WIDE)
+_define("log.roll.jitter.hours", INT, 0, HIGH,
+        "Roll jitter in hours, used when log.roll.jitter.ms is unset.",
+        validator=at_least(0))
+_define("log.retention.ms", LONG, None, HIGH,
+        "How long closed segments are kept before deletion; -1 keeps them "
+        "forever. Takes precedence over log.retention.minutes and "
+        "log.retention.hours. Topic key retention.ms.",
+        mode=CLUSTER_WIDE)
+_define("log.retention.minutes", INT, None, HIGH,
+        "Retention in minutes, used when log.retention.ms is unset.")
+_define("log.retention.hours", INT, 168, HIGH,
+        "Retention in hours, used when neither log.retention.ms nor "
+        "log.retention.minutes is set.")
+_define("log.retention.bytes", LONG, -1, HIGH,
+        "Size a partition may grow to before its oldest segments are deleted; "
+        "-1 means no size limit. Topic key retention.bytes.",
+        mode=CLUSTER_WIDE)
+_define("log.retention.check.interval.ms", LONG, 300000, MEDIUM,
+        "How often the retention task looks for deletable segments.",
+        validator=at_least(1))
+_define("log.segment.delete.delay.ms", LONG, 60000, HIGH,
+        "Grace period between removing a segment from the log and deleting "
+        "its files. Topic key file.delete.delay.ms.",
+        validator=at_least(0), mode=CLUSTER_WIDE)
+_define("log.flush.interval.messages", LONG, LONG_MAX, HIGH,
+        "Force an fsync after this many appended records; the default leaves "
+        "flushing to the operating system. Topic key flush.messages.",
+        validator=at_least(1), mode=CLUSTER_WIDE)
+_define("log.flush.interval.ms", LONG, None, HIGH,
+        "Force an fsync when unflushed data is this old; when unset, "
+        "log.flush.scheduler.interval.ms applies. Topic key flush.ms.",
+        mode=CLUSTER_WIDE)
+_define("log.flush.scheduler.interval.ms", LONG, LONG_MAX, HIGH,
+        "How often the flusher checks whether a log needs an fsync.")
+_define("log.flush.offset.checkpoint.interval.ms", INT, 60000, HIGH,
+        "How often the recovery-point checkpoint is written.",
+        validator=at_least(0))
+_define("log.flush.start.offset.checkpoint.interval.ms", INT, 60000, HIGH,
+        "How often the log-start-offset checkpoint is written.",
+        validator=at_least(0))
+_define("log.index.size.max.bytes", INT, 10485760, MEDIUM,
+        "Largest offset (and time) index file of a segment; a full index rolls "
+        "the segment. Topic key segment.index.bytes.",
+        validator=at_least(4), mode=CLUSTER_WIDE)
+_define("log.index.interval.bytes", INT, 4096, MEDIUM,
+        "Bytes appended between two offset index entries. Topic key "
+        "index.interval.bytes.",
+        validator=at_least(0), mode=CLUSTER_WIDE)
+_define("log.cleanup.policy", LIST, "delete", MEDIUM,
+        "What happens to old segments: delete, compact, or both. Topic key "
+        "cleanup.policy.",
+        validator=valid_list("compact", "delete"), mode=CLUSTER_WIDE)
+_define("log.preallocate", BOOLEAN, False, MEDIUM,
+        "Preallocate segment files at their full size when they are created. "
+        "Topic key preallocate.",
+        mode=CLUSTER_WIDE)
+_define("log.message.timestamp.type", STRING, "CreateTime", MEDIUM,
+        "Which timestamp records keep: the producer's (CreateTime) or the "
+        "broker's append time (LogAppendTime).",
+        validator=one_of("CreateTime", "LogAppendTime"), mode=CLUSTER_WIDE)
+_define("log.message.timestamp.before.max.ms", LONG, LONG_MAX, MEDIUM,
+        "With CreateTime, reject batches whose timestamp is further than this "
+        "in the past (KIP-937).",
+        validator=at_least(0), mode=CLUSTER_WIDE)
+_define("log.message.timestamp.after.max.ms", LONG, LONG_MAX, MEDIUM,
+        "With CreateTime, reject batches whose timestamp is further than this "
+        "in the future (KIP-937).",
+        validator=at_least(0), mode=CLUSTER_WIDE)
+_define("num.recovery.threads.per.data.dir", INT, 1, HIGH,
+        "Workers per log directory that load logs at startup and flush them at "
+        "shutdown.",
+        validator=at_least(1), mode=CLUSTER_WIDE)
+
+# --------------------------------------------------------------------------
+_group = "Log cleaner"
+_define("log.cleaner.enable", BOOLEAN, True, MEDIUM,
+        "Run the log cleaner, which compacts topics with cleanup.policy=compact.")
+_define("log.cleaner.threads", INT, 1, MEDIUM,
+        "Number of cleaner workers.",
+        validator=at_least(0), mode=CLUSTER_WIDE)
+_define("log.cleaner.io.max.bytes.per.second", DOUBLE, DOUBLE_MAX, MEDIUM,
+        "Throttle on the cleaner's combined read and write rate.",
+        mode=CLUSTER_WIDE)
+_define("log.cleaner.dedupe.buffer.size", LONG, 134217728, MEDIUM,
+        "Memory for the key map the cleaner builds, shared by all cleaner "
+        "workers (at least 1 MiB each).",
+        mode=CLUSTER_WIDE)
+_define("log.cleaner.io.buffer.size", INT, 524288, MEDIUM,
+        "I/O buffer memory of the cleaner, shared by all cleaner workers.",
+        validator=at_least(0), mode=CLUSTER_WIDE)
+_define("log.cleaner.io.buffer.load.factor", DOUBLE, 0.9, MEDIUM,
+        "How full the cleaner's key map may get before a pass stops.",
+        mode=CLUSTER_WIDE)
+_define("log.cleaner.backoff.ms", LONG, 15000, MEDIUM,
+        "Pause of the cleaner when no log needs cleaning.",
+        validator=at_least(0), mode=CLUSTER_WIDE)
+_define("log.cleaner.min.cleanable.ratio", DOUBLE, 0.5, MEDIUM,
+        "Share of a log that must be uncompacted before it is cleaned. Topic "
+        "key min.cleanable.dirty.ratio.",
+        validator=between(0, 1), mode=CLUSTER_WIDE)
+_define("log.cleaner.delete.retention.ms", LONG, 86400000, MEDIUM,
+        "How long tombstones survive compaction, so consumers can see deletes. "
+        "Topic key delete.retention.ms.",
+        validator=at_least(0), mode=CLUSTER_WIDE)
+_define("log.cleaner.min.compaction.lag.ms", LONG, 0, MEDIUM,
+        "Youngest a record may be and still be compacted away. Topic key "
+        "min.compaction.lag.ms.",
+        validator=at_least(0), mode=CLUSTER_WIDE)
+_define("log.cleaner.max.compaction.lag.ms", LONG, LONG_MAX, MEDIUM,
+        "Oldest an uncompacted record may get before its log is cleaned "
+        "regardless of the dirty ratio. Topic key max.compaction.lag.ms.",
+        validator=at_least(1), mode=CLUSTER_WIDE)
+
+# --------------------------------------------------------------------------
+_group = "Replication"
+_define("controller.socket.timeout.ms", INT, 30000, MEDIUM,
+        "Timeout of the controller's requests to brokers over the control plane.")
+_define("replica.lag.time.max.ms", LONG, 30000, HIGH,
+        "A follower that has not caught up with the leader for this long "
+        "leaves the ISR.")
+_define("replica.socket.timeout.ms", INT, 30000, HIGH,
+        "Socket timeout of follower fetches; at least replica.fetch.wait.max.ms.")
+_define("replica.socket.receive.buffer.bytes", INT, 65536, HIGH,
+        "SO_RCVBUF of follower fetch connections.")
+_define("replica.fetch.max.bytes", INT, 1048576, MEDIUM,
+        "Bytes a follower asks for per partition in one fetch (a larger first "
+        "batch is still returned).",
+        validator=at_least(0))
+_define("replica.fetch.wait.max.ms", INT, 500, HIGH,
+        "Longest a follower fetch waits on the leader for data; at most "
+        "replica.lag.time.max.ms.")
+_define("replica.fetch.min.bytes", INT, 1, HIGH,
+        "Bytes a follower fetch waits for before the leader answers.")
+_define("replica.fetch.backoff.ms", INT, 1000, MEDIUM,
+        "Pause of a follower after a fetch error.",
+        validator=at_least(0))
+_define("replica.fetch.response.max.bytes", INT, 10485760, MEDIUM,
+        "Bytes a follower asks for in one fetch response overall.",
+        validator=at_least(0))
+_define("num.replica.fetchers", INT, 1, HIGH,
+        "Fetchers per source broker that replicate its partitions.",
+        mode=CLUSTER_WIDE)
+_define("replica.high.watermark.checkpoint.interval.ms", LONG, 5000, HIGH,
+        "How often high watermarks are checkpointed to disk.")
+_define("auto.leader.rebalance.enable", BOOLEAN, True, HIGH,
+        "Let the controller move leadership back to preferred replicas.")
+_define("leader.imbalance.per.broker.percentage", INT, 10, HIGH,
+        "Share of non-preferred leaders on a broker that triggers a rebalance.")
+_define("leader.imbalance.check.interval.seconds", LONG, 300, HIGH,
+        "How often the controller checks leader balance.",
+        validator=at_least(1))
+
+# --------------------------------------------------------------------------
+_group = "Controlled shutdown"
+_define("controlled.shutdown.enable", BOOLEAN, True, MEDIUM,
+        "On shutdown, ask the controller to move leadership away first.")
+_define("controlled.shutdown.max.retries", INT, 3, MEDIUM,
+        "Attempts of the ControlledShutdown request before an unclean shutdown.")
+_define("controlled.shutdown.retry.backoff.ms", LONG, 5000, MEDIUM,
+        "Pause between ControlledShutdown attempts.")
+
+# --------------------------------------------------------------------------
+_group = "ZooKeeper"
+_define("zookeeper.connect", STRING, None, HIGH,
+        "host:port[,host:port...][/chroot] of the ZooKeeper ensemble. Set: "
+        "cluster mode (SPEC S9). Unset: the single-node embedded controller.")
+_define("zookeeper.session.timeout.ms", INT, 18000, HIGH,
+        "ZooKeeper session timeout.")
+_define("zookeeper.connection.timeout.ms", INT, None, HIGH,
+        "How long to wait for a ZooKeeper connection; when unset, "
+        "zookeeper.session.timeout.ms.")
+_define("zookeeper.set.acl", BOOLEAN, False, HIGH,
+        "Create ZooKeeper nodes with secure ACLs.")
+_define("zookeeper.max.in.flight.requests", INT, 10, HIGH,
+        "Unacknowledged ZooKeeper requests allowed before the client blocks.",
+        validator=at_least(1))
+
+# --------------------------------------------------------------------------
+_group = "Group coordinator"
+_define("group.min.session.timeout.ms", INT, 6000, MEDIUM,
+        "Shortest session timeout a consumer may ask for when joining a group.")
+_define("group.max.session.timeout.ms", INT, 1800000, MEDIUM,
+        "Longest session timeout a consumer may ask for when joining a group.")
+_define("group.initial.rebalance.delay.ms", INT, 3000, MEDIUM,
+        "How long a new (empty) group waits for more members before its first "
+        "rebalance completes.")
+_define("group.max.size", INT, INT_MAX, MEDIUM,
+        "Most members one consumer group may have.",
+        validator=at_least(1))
+
+# --------------------------------------------------------------------------
+_group = "Offsets"
+_define("offset.metadata.max.bytes", INT, 4096, HIGH,
+        "Largest metadata string stored with a committed offset.")
+_define("offsets.load.buffer.size", INT, 5242880, HIGH,
+        "Read size used when loading the offsets topic into memory.",
+        validator=at_least(1))
+_define("offsets.topic.replication.factor", SHORT, 3, HIGH,
+        "Replication factor of __consumer_offsets; creation waits until that "
+        "many brokers exist (set 1 for a single broker).",
+        validator=at_least(1))
+_define("offsets.topic.num.partitions", INT, 50, HIGH,
+        "Partition count of __consumer_offsets; fixed once it is created.",
+        validator=at_least(1))
+_define("offsets.topic.segment.bytes", INT, 104857600, HIGH,
+        "Segment size of __consumer_offsets, kept small for fast loading.",
+        validator=at_least(1))
+_define("offsets.topic.compression.codec", INT, 0, HIGH,
+        "Compression codec id of offset commit batches (0 = none).")
+_define("offsets.retention.minutes", INT, 10080, HIGH,
+        "How long committed offsets of an empty group are kept.",
+        validator=at_least(1))
+_define("offsets.retention.check.interval.ms", LONG, 600000, HIGH,
+        "How often expired offsets are looked for.",
+        validator=at_least(1))
+_define("offsets.commit.timeout.ms", INT, 5000, HIGH,
+        "Longest an offset commit waits for its write to be replicated.",
+        validator=at_least(1))
+
+# --------------------------------------------------------------------------
+_group = "Transactions"
+_define("transactional.id.expiration.ms", INT, 604800000, HIGH,
+        "How long an idle transactional id is remembered.",
+        validator=at_least(1))
+_define("transaction.max.timeout.ms", INT, 900000, HIGH,
+        "Longest transaction timeout a producer may ask for.",
+        validator=at_least(1))
+_define("transaction.state.log.num.partitions", INT, 50, HIGH,
+        "Partition count of __transaction_state.",
+        validator=at_least(1))
+_define("transaction.state.log.replication.factor", SHORT, 3, HIGH,
+        "Replication factor of __transaction_state (set 1 for a single broker).",
+        validator=at_least(1))
+_define("transaction.state.log.min.isr", INT, 2, HIGH,
+        "min.insync.replicas of __transaction_state (set 1 for a single broker).",
+        validator=at_least(1))
+_define("transaction.state.log.segment.bytes", INT, 104857600, HIGH,
+        "Segment size of __transaction_state.",
+        validator=at_least(1))
+_define("transaction.state.log.load.buffer.size", INT, 5242880, HIGH,
+        "Read size used when loading __transaction_state into memory.",
+        validator=at_least(1))
+_define("transaction.abort.timed.out.transaction.cleanup.interval.ms", INT, 10000, LOW,
+        "How often transactions past their timeout are aborted.",
+        validator=at_least(1))
+_define("transaction.remove.expired.transaction.cleanup.interval.ms", INT, 3600000, LOW,
+        "How often expired transactional ids are removed.",
+        validator=at_least(1))
+_define("transaction.partition.verification.enable", BOOLEAN, True, LOW,
+        "Check that a partition was added to the transaction before accepting "
+        "a transactional write to it (KIP-890).",
+        mode=CLUSTER_WIDE)
+_define("producer.id.expiration.ms", INT, 86400000, LOW,
+        "How long the state of an idle producer id is kept by partition leaders.",
+        validator=at_least(1), mode=CLUSTER_WIDE)
+
+# --------------------------------------------------------------------------
+_group = "Metrics"
+_define("metrics.num.samples", INT, 2, LOW,
+        "Samples kept per rate or windowed metric.",
+        validator=at_least(1))
+_define("metrics.sample.window.ms", LONG, 30000, LOW,
+        "Length of one metric sample window.",
+        validator=at_least(1))
+_define("metrics.recording.level", STRING, "INFO", LOW,
+        "Highest recording level of metrics that are recorded.")
+_define("metric.reporters", LIST, "", LOW,
+        "Additional metric reporter classes.",
+        mode=CLUSTER_WIDE)
+
+#: Per-mechanism keys a Kafka broker reads *only* in the form
+#: listener.name.<l>.<mechanism>.<key>; the listener-level form is ignored.
+MECHANISM_PREFIX_REQUIRED = frozenset(
+    {
+        "sasl.jaas.config",
+        "sasl.server.callback.handler.class",
+        "sasl.login.class",
+        "sasl.login.callback.handler.class",
+    }
+)
+
+#: Every broker key, in documentation order.
+BROKER_CONFIG = ConfigDef(_keys)
+del _keys, _group

@@ -1,0 +1,183 @@
+"""Generate ``docs/configuration.md`` from the key definitions.
+
+The reference is generated, never hand-edited, so it cannot disagree with
+what the broker accepts; a unit test runs ``--check`` logic and fails when
+the committed file is stale.
+
+Usage::
+
+    python -m twisted_kafka.config.docs > docs/configuration.md
+    python -m twisted_kafka.config.docs --check   # exit 1 if the file differs
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from .broker import BROKER_CONFIG, MECHANISM_PREFIX_REQUIRED
+from .definition import ConfigDef, ConfigKey
+from .topic import TOPIC_CONFIG, TOPIC_SYNONYMS
+from .types import format_value
+from .validators import describe
+
+__all__ = ["render", "DOCS_PATH", "REGENERATE_COMMAND", "main"]
+
+DOCS_PATH = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
+REGENERATE_COMMAND = "python -m twisted_kafka.config.docs > docs/configuration.md"
+
+_INTRO = f"""\
+# Broker configuration reference
+
+<!-- Generated from twisted_kafka/config/ by `{REGENERATE_COMMAND}`.
+     Do not edit by hand: change the definitions and regenerate. -->
+
+The broker reads a Java `.properties` file (`twistd -n kafka --config
+etc/server.properties`) and `--override key=value` pairs, which win over the
+file. Key names, types, defaults, valid values, importance and dynamic update
+modes are those of Apache Kafka 3.9, so a `server.properties` written for
+Kafka means the same here. At startup:
+
+* a value that does not fit its key stops the broker with
+  `Invalid value '...' for configuration <key>: <reason>`;
+* a key this broker does not define is reported with a warning and ignored;
+* values of *password* keys are never shown: not in logs, errors or here.
+
+**Per-listener keys.** Keys marked *per listener* may also be written as
+`listener.name.<listener>.<key>` (listener name in lower case) to apply to one
+listener only, for example `listener.name.internal.max.connections=100`.
+Keys marked *per mechanism* are written
+`listener.name.<listener>.<mechanism>.<key>`, mechanism in lower case, for
+example `listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=...`.
+
+**Update mode** is Kafka's: *read-only* keys need a restart, *per-broker* and
+*cluster-wide* keys may be changed at runtime with AlterConfigs (for one
+broker, or as a cluster default).
+"""
+
+
+def _anchor(title: str) -> str:
+    return "".join(c for c in title.lower().replace(" ", "-") if c.isalnum() or c == "-")
+
+
+def _text(doc: str) -> str:
+    """Doc prose for Markdown: angle brackets would read as HTML tags."""
+    return doc.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _code(text: str) -> str:
+    return f"`{text}`" if text else '`""`'
+
+
+def _default(key: ConfigKey) -> str:
+    if key.default_doc is not None:
+        return key.default_doc
+    if key.required:
+        return "(required)"
+    if key.default is None:
+        return "null"
+    return _code(format_value(key.default, key.type) or "")
+
+
+def _overrides(key: ConfigKey) -> str | None:
+    forms = []
+    if key.listener_override and key.name not in MECHANISM_PREFIX_REQUIRED:
+        forms.append(f"per listener (`listener.name.<listener>.{key.name}`)")
+    if key.per_mechanism:
+        forms.append(f"per mechanism (`listener.name.<listener>.<mechanism>.{key.name}`)")
+    return ", ".join(forms) or None
+
+
+def _key_section(key: ConfigKey) -> list[str]:
+    facts = [f"*{key.type.value}*", f"default {_default(key)}"]
+    valid = describe(key.validator)
+    if valid:
+        facts.append(f"valid values {_code(valid)}")
+    facts.append(f"importance {key.importance.value}")
+    facts.append(f"update mode {key.update_mode.value}")
+    overrides = _overrides(key)
+    if overrides:
+        facts.append(overrides)
+    return [f"### `{key.name}`", "", _text(key.doc), "", " · ".join(facts), ""]
+
+
+def _broker_sections(definition: ConfigDef) -> list[str]:
+    lines = ["## Broker keys", ""]
+    groups = definition.groups()
+    lines += [f"* [{group}](#{_anchor(group)})" for group in groups]
+    lines.append("* [Topic-level keys](#topic-level-keys)")
+    lines.append("")
+    for group in groups:
+        lines += [f"## {group}", ""]
+        for key in definition.values():
+            if key.group == group:
+                lines += _key_section(key)
+    return lines
+
+
+def _cell(text: str) -> str:
+    return _text(text).replace("|", "\\|")
+
+
+def _topic_section() -> list[str]:
+    lines = [
+        "## Topic-level keys",
+        "",
+        "Set per topic (CreateTopics, AlterConfigs). A topic without its own "
+        "value uses its broker synonym: the first one listed that is set, else "
+        "the broker default; hours and minutes are converted to milliseconds.",
+        "",
+        "| Topic key | Type | Default | Valid values | Broker synonyms | Description |",
+        "|---|---|---|---|---|---|",
+    ]
+    for key in TOPIC_CONFIG.values():
+        synonyms = ", ".join(f"`{s.name}`" for s in TOPIC_SYNONYMS[key.name])
+        valid = describe(key.validator)
+        lines.append(
+            f"| `{key.name}` | {key.type.value} | {_default(key)} | "
+            f"{_code(valid) if valid else ''} | {synonyms} | {_cell(key.doc)} |"
+        )
+    lines.append("")
+    return lines
+
+
+def render() -> str:
+    """The full text of docs/configuration.md."""
+    lines: list[Any] = [_INTRO]
+    lines += _broker_sections(BROKER_CONFIG)
+    lines += _topic_section()
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m twisted_kafka.config.docs",
+        description="Print docs/configuration.md, generated from the key definitions.",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help=f"exit 1 if {DOCS_PATH.name} differs from the generated text",
+    )
+    args = parser.parse_args(argv)
+    text = render()
+    if args.check:
+        try:
+            current = DOCS_PATH.read_text(encoding="utf-8")
+        except OSError:
+            current = None
+        if current != text:
+            print(
+                f"{DOCS_PATH} is stale; regenerate it with: {REGENERATE_COMMAND}",
+                file=sys.stderr,
+            )
+            return 1
+        return 0
+    sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
