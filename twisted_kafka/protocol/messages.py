@@ -1,0 +1,167 @@
+"""Request/response message classes, one pair per API key.
+
+The message layouts come from kafka-python 3.0.12 (``kafka.protocol``), whose
+classes are generated from Apache Kafka's own JSON message definitions and
+compile a decoder/encoder per (message, version); docs/architecture.md records
+why the project depends on it rather than generating its own. The four
+ZooKeeper-mode controller APIs kafka-python does not ship are defined by this
+project's schema files in ``schemas/`` and loaded through the same machinery
+(``load_json=``), so every message -- client-facing or inter-broker -- is the
+same kind of object with the same encode/decode entry points.
+
+Handlers build responses with these classes, e.g.
+``ProduceResponse(version=v, responses=[...], throttle_time_ms=0)``; nested
+structs are available as class attributes (``ProduceResponse.TopicProduceResponse``)
+or may be given as tuples in wire order.
+"""
+
+from __future__ import annotations
+
+from kafka.protocol.admin import (
+    AlterConfigsRequest, AlterConfigsResponse,
+    CreateAclsRequest, CreateAclsResponse,
+    CreatePartitionsRequest, CreatePartitionsResponse,
+    CreateTopicsRequest, CreateTopicsResponse,
+    DeleteAclsRequest, DeleteAclsResponse,
+    DeleteGroupsRequest, DeleteGroupsResponse,
+    DeleteRecordsRequest, DeleteRecordsResponse,
+    DeleteTopicsRequest, DeleteTopicsResponse,
+    DescribeAclsRequest, DescribeAclsResponse,
+    DescribeClusterRequest, DescribeClusterResponse,
+    DescribeConfigsRequest, DescribeConfigsResponse,
+    DescribeGroupsRequest, DescribeGroupsResponse,
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+    ListGroupsRequest, ListGroupsResponse,
+)
+from kafka.protocol.api_message import ApiMessage
+from kafka.protocol.consumer import (
+    FetchRequest, FetchResponse,
+    HeartbeatRequest, HeartbeatResponse,
+    JoinGroupRequest, JoinGroupResponse,
+    LeaveGroupRequest, LeaveGroupResponse,
+    ListOffsetsRequest, ListOffsetsResponse,
+    OffsetCommitRequest, OffsetCommitResponse,
+    OffsetFetchRequest, OffsetFetchResponse,
+    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
+    SyncGroupRequest, SyncGroupResponse,
+)
+from kafka.protocol.metadata import (
+    ApiVersionsRequest, ApiVersionsResponse,
+    FindCoordinatorRequest, FindCoordinatorResponse,
+    MetadataRequest, MetadataResponse,
+)
+from kafka.protocol.producer import (
+    InitProducerIdRequest, InitProducerIdResponse,
+    ProduceRequest, ProduceResponse,
+)
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest, SaslAuthenticateResponse,
+    SaslHandshakeRequest, SaslHandshakeResponse,
+)
+
+from . import schemas as _schemas
+
+
+# --- controller APIs (our schema files) -----------------------------------------
+
+def _expose_type_as_request_type(cls, json):
+    """Rename the top-level ``Type`` field to ``RequestType`` (attribute ``request_type``).
+
+    kafka-python's message classes use the class attribute ``type`` to tell
+    requests from responses (header choice, response registry); a field named
+    ``type`` would replace it with a slot. The wire layout is unchanged; only
+    the Python attribute name differs from Kafka's field name.
+    """
+    for field in json["fields"]:
+        if field["name"] == "Type":
+            field["name"] = "RequestType"
+    return json
+
+
+class LeaderAndIsrRequest(ApiMessage, load_json=_schemas):
+    """Controller -> broker: partition leadership and ISR (api key 4).
+
+    Kafka's ``Type`` field (v5+: 0 unknown, 1 incremental, 2 full) is
+    ``request_type`` here.
+    """
+
+    json_patch = classmethod(_expose_type_as_request_type)
+
+
+class LeaderAndIsrResponse(ApiMessage, load_json=_schemas):
+    pass
+
+
+class StopReplicaRequest(ApiMessage, load_json=_schemas):
+    """Controller -> broker: stop (and maybe delete) replicas (api key 5)."""
+
+
+class StopReplicaResponse(ApiMessage, load_json=_schemas):
+    pass
+
+
+class UpdateMetadataRequest(ApiMessage, load_json=_schemas):
+    """Controller -> broker: cluster metadata for the broker's cache (api key 6).
+
+    Kafka's tagged ``Type`` field (v8+) is ``request_type`` here.
+    """
+
+    json_patch = classmethod(_expose_type_as_request_type)
+
+
+class UpdateMetadataResponse(ApiMessage, load_json=_schemas):
+    pass
+
+
+class ControlledShutdownRequest(ApiMessage, load_json=_schemas):
+    """Broker -> controller: move leadership away before shutting down (api key 7)."""
+
+
+class ControlledShutdownResponse(ApiMessage, load_json=_schemas):
+    pass
+
+
+#: api_key -> (request class, response class), for every API this codec can carry.
+MESSAGE_CLASSES: dict[int, tuple[type[ApiMessage], type[ApiMessage]]] = {
+    cls.API_KEY: (cls, resp) for cls, resp in (
+        (ProduceRequest, ProduceResponse),
+        (FetchRequest, FetchResponse),
+        (ListOffsetsRequest, ListOffsetsResponse),
+        (MetadataRequest, MetadataResponse),
+        (LeaderAndIsrRequest, LeaderAndIsrResponse),
+        (StopReplicaRequest, StopReplicaResponse),
+        (UpdateMetadataRequest, UpdateMetadataResponse),
+        (ControlledShutdownRequest, ControlledShutdownResponse),
+        (OffsetCommitRequest, OffsetCommitResponse),
+        (OffsetFetchRequest, OffsetFetchResponse),
+        (FindCoordinatorRequest, FindCoordinatorResponse),
+        (JoinGroupRequest, JoinGroupResponse),
+        (HeartbeatRequest, HeartbeatResponse),
+        (LeaveGroupRequest, LeaveGroupResponse),
+        (SyncGroupRequest, SyncGroupResponse),
+        (DescribeGroupsRequest, DescribeGroupsResponse),
+        (ListGroupsRequest, ListGroupsResponse),
+        (SaslHandshakeRequest, SaslHandshakeResponse),
+        (ApiVersionsRequest, ApiVersionsResponse),
+        (CreateTopicsRequest, CreateTopicsResponse),
+        (DeleteTopicsRequest, DeleteTopicsResponse),
+        (DeleteRecordsRequest, DeleteRecordsResponse),
+        (InitProducerIdRequest, InitProducerIdResponse),
+        (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
+        (DescribeAclsRequest, DescribeAclsResponse),
+        (CreateAclsRequest, CreateAclsResponse),
+        (DeleteAclsRequest, DeleteAclsResponse),
+        (DescribeConfigsRequest, DescribeConfigsResponse),
+        (AlterConfigsRequest, AlterConfigsResponse),
+        (SaslAuthenticateRequest, SaslAuthenticateResponse),
+        (CreatePartitionsRequest, CreatePartitionsResponse),
+        (DeleteGroupsRequest, DeleteGroupsResponse),
+        (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
+        (DescribeClusterRequest, DescribeClusterResponse),
+    )
+}
+
+__all__ = sorted(
+    [cls.__name__ for pair in MESSAGE_CLASSES.values() for cls in pair]
+    + ["ApiMessage", "MESSAGE_CLASSES"]
+)
