@@ -1,0 +1,191 @@
+"""Acceptor: one per listener, it turns accepted sockets into admitted Processors.
+
+The listening socket is a Twisted server endpoint; the Acceptor is its
+factory.  Before a connection becomes a ``Processor`` the shared
+``ConnectionQuotas`` decide:
+
+* over the IP's limit → ``buildProtocol`` returns ``None`` and Twisted closes
+  the socket at once (the client reads EOF);
+* at the broker-wide or listener limit, or over a creation rate → the
+  Acceptor stops reading its listening socket, so further connections wait in
+  the kernel backlog, as Kafka's blocking acceptor thread makes them wait.
+  Twisted accepts several sockets per readiness event, so a connection
+  accepted in the same batch as the one that reached the limit is *parked*:
+  held, unread and uncounted, and admitted first when a slot frees.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections import deque
+from itertools import count
+
+from twisted.internet.defer import Deferred
+from twisted.internet.endpoints import TCP4ServerEndpoint, TCP6ServerEndpoint
+from twisted.internet.protocol import ServerFactory
+from twisted.logger import Logger
+
+from .connection_quotas import ConnectionQuotas, TooManyConnections
+from .connections import ConnectionRegistry
+from .listeners import EndPoint
+from .processor import CloseReason
+
+
+class Acceptor(ServerFactory):
+    log = Logger(namespace="twisted_kafka.network.Acceptor")
+    noisy = False
+
+    def __init__(self, *, endpoint: EndPoint, plane, quotas: ConnectionQuotas, registry: ConnectionRegistry,
+                 reactor, config, processor_class, protected: bool):
+        self.endpoint = endpoint
+        self.listener_name = endpoint.listener_name
+        self.security_protocol = endpoint.security_protocol
+        self.plane = plane
+        self.quotas = quotas
+        self.registry = registry
+        self.reactor = reactor
+        self.processor_class = processor_class
+        self.protected = protected
+        self.max_request_size: int = config["socket.request.max.bytes"]
+        self.socket_send_buffer_bytes: int = config["socket.send.buffer.bytes"]
+        self.socket_receive_buffer_bytes: int = config["socket.receive.buffer.bytes"]
+        self.backlog: int = config["socket.listen.backlog.size"]
+        self.port = None
+        self.paused_for: str | None = None
+        self._resume_call = None
+        self._parked: deque = deque()
+        self._stopping = False
+        self._ids = count()
+        self.processors: set = set()
+        quotas.on_slot_freed(self._slot_freed)
+
+    # -- listening --------------------------------------------------------------------
+
+    def listen(self) -> Deferred:
+        host = self.endpoint.host
+        if ":" in host:
+            ep = TCP6ServerEndpoint(self.reactor, self.endpoint.port, backlog=self.backlog, interface=host)
+        else:
+            ep = TCP4ServerEndpoint(self.reactor, self.endpoint.port, backlog=self.backlog, interface=host)
+        return ep.listen(self).addCallback(self._listening)
+
+    def _listening(self, port):
+        self.port = port
+        if self.socket_receive_buffer_bytes != -1:
+            # Accepted sockets inherit the listening socket's receive buffer,
+            # which must be set before the connection's window is negotiated.
+            port.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.socket_receive_buffer_bytes)
+        self.log.info("Listening on {listener} {address} ({plane} plane)", listener=self.listener_name,
+                      address=self.bound_address, plane=self.plane.name)
+        return port
+
+    @property
+    def bound_address(self) -> str:
+        host = self.port.getHost()
+        return f"{host.host}:{host.port}"
+
+    @property
+    def bound_port(self) -> int:
+        return self.port.getHost().port
+
+    def stop_listening(self) -> Deferred | None:
+        """Stop accepting (shutdown): close the listening socket and every parked connection."""
+        self._stopping = True
+        self.quotas.remove_slot_freed(self._slot_freed)
+        if self._resume_call is not None and self._resume_call.active():
+            self._resume_call.cancel()
+        while self._parked:
+            self._parked.popleft().close(CloseReason.SHUTDOWN)
+        if self.port is not None:
+            return self.port.stopListening()
+        return None
+
+    # -- accepting --------------------------------------------------------------------
+
+    def buildProtocol(self, addr):
+        if self._stopping:
+            return None
+        connection_id = f"{self.endpoint.host}:{self.endpoint.port}-{addr.host}:{addr.port}-{next(self._ids)}"
+        processor = self.processor_class(self, addr, connection_id)
+        if self._parked or not self._may_admit_now():
+            processor.parked = True
+            self._parked.append(processor)
+            self.processors.add(processor)
+            return processor
+        if not self._admit(processor):
+            return None
+        self.processors.add(processor)
+        return processor
+
+    def _may_admit_now(self) -> bool:
+        reason = self.quotas.limit_reached(self.listener_name)
+        if reason is not None:
+            self._pause(reason)
+            return False
+        delay = self.quotas.creation_delay(self.listener_name)
+        if delay > 0:
+            self.quotas.throttled_accepts[self.listener_name] += 1
+            self._pause("connection creation rate", delay)
+            return False
+        return True
+
+    def _admit(self, processor) -> bool:
+        try:
+            slot = self.quotas.inc(self.listener_name, processor.client_host)
+        except TooManyConnections as exc:
+            self.log.info("Rejected connection from {peer} on listener {listener}: {reason} "
+                          "(max.connections.per.ip)", peer=processor.peer, listener=self.listener_name,
+                          reason=exc)
+            return False
+        processor.admit(slot)
+        if self.protected and self.quotas.over_broker_limit():
+            victim = self.registry.least_recently_used(exclude_listener=self.listener_name)
+            if victim is not None:
+                victim.close(CloseReason.QUOTA, "closed as the least recently used connection to make room "
+                                                f"for inter-broker listener {self.listener_name} (max.connections)")
+        if self.quotas.limit_reached(self.listener_name) is not None:
+            self._pause(self.quotas.limit_reached(self.listener_name))
+        return True
+
+    def _pause(self, reason: str, delay: float | None = None) -> None:
+        if self.paused_for is None and self.port is not None:
+            self.port.stopReading()
+            self.log.debug("Listener {listener} stops accepting: {reason}", listener=self.listener_name,
+                           reason=reason)
+        self.paused_for = reason
+        if delay is not None and (self._resume_call is None or not self._resume_call.active()):
+            self._resume_call = self.reactor.callLater(delay, self._try_resume)
+
+    def _slot_freed(self) -> None:
+        if self.paused_for is not None or self._parked:
+            self._try_resume()
+
+    def _try_resume(self) -> None:
+        if self._stopping:
+            return
+        while self._parked:
+            if not self._may_admit_now():
+                return
+            processor = self._parked.popleft()
+            if not processor.connected or processor.closing:
+                continue
+            if not self._admit(processor):
+                processor.close(CloseReason.QUOTA)
+        if self.paused_for is not None and self._may_admit_now():
+            self.paused_for = None
+            if self.port is not None:
+                self.port.startReading()
+
+    # -- bookkeeping --------------------------------------------------------------------
+
+    def connection_closed(self, processor, reason: str) -> None:
+        self.processors.discard(processor)
+        if processor.parked:
+            try:
+                self._parked.remove(processor)
+            except ValueError:
+                pass
+            return
+        self.registry.remove(processor)
+        if processor.slot is not None:
+            processor.slot.release(reason)

@@ -1,0 +1,229 @@
+"""ConnectionQuotas: one ledger of connections for every listener of both planes.
+
+Kafka bounds connections three ways and this class answers all three, so a
+connection is counted once whichever plane it arrived on:
+
+* per IP (``max.connections.per.ip`` and ``max.connections.per.ip.overrides``):
+  a connection over the limit is accepted and closed at once;
+* broker-wide and per listener (``max.connections``,
+  ``listener.name.<l>.max.connections``): at the limit the acceptor stops
+  accepting, so new connections wait in the kernel backlog until one closes;
+* creation rate (KIP-612: ``max.connection.creation.rate`` and the listener
+  form): accepts are spaced out, never refused.
+
+The inter-broker listener is *protected* when there are several listeners: it
+is exempt from the broker-wide limit (not from its own) so brokers can always
+reach each other, and when it pushes the total over ``max.connections`` the
+least recently used connection of another listener is closed to make room.
+
+Counts are released exactly once per admitted connection, whatever closes it;
+``ConnectionSlot.release`` is idempotent so every close path can call it.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections import Counter
+from typing import Callable
+
+from twisted.logger import Logger
+
+from twisted_kafka.config import ConfigError
+
+from .listeners import ListenerConfig
+
+UNLIMITED = 2147483647
+
+
+class TooManyConnections(Exception):
+    """The IP already holds as many connections as it may."""
+
+    def __init__(self, ip: str, limit: int):
+        super().__init__(f"{ip} already has {limit} connection(s), its limit")
+        self.ip = ip
+        self.limit = limit
+
+
+class TokenBucket:
+    """Accept-rate limiter: ``rate`` tokens a second, bursts of at most one second's worth.
+
+    A bucket answers how long to wait before the next accept; it never
+    refuses, because Kafka's acceptor throttles rather than rejects when a
+    connection creation rate is exceeded.
+    """
+
+    def __init__(self, rate: float, now: float):
+        self.rate = float(rate)
+        self.capacity = max(1.0, self.rate)
+        self.tokens = self.capacity
+        self.updated = now
+
+    def _refill(self, now: float) -> None:
+        if now > self.updated:
+            self.tokens = min(self.capacity, self.tokens + (now - self.updated) * self.rate)
+            self.updated = now
+
+    def delay(self, now: float) -> float:
+        """Seconds until a token is available (0 when one is)."""
+        self._refill(now)
+        return 0.0 if self.tokens >= 1.0 else (1.0 - self.tokens) / self.rate
+
+    def take(self, now: float) -> None:
+        self._refill(now)
+        self.tokens -= 1.0
+
+
+class ConnectionSlot:
+    """One admitted connection's place in the counts; released exactly once."""
+
+    __slots__ = ("_quotas", "listener_name", "ip", "released")
+
+    def __init__(self, quotas: ConnectionQuotas, listener_name: str, ip: str):
+        self._quotas = quotas
+        self.listener_name = listener_name
+        self.ip = ip
+        self.released = False
+
+    def release(self, reason: str) -> None:
+        if not self.released:
+            self.released = True
+            self._quotas._dec(self, reason)
+
+
+def _resolve_ip_overrides(overrides: dict[str, int], resolve: Callable[[str], str]) -> dict[str, int]:
+    """Kafka resolves host names in ``max.connections.per.ip.overrides`` once, at startup."""
+    resolved: dict[str, int] = {}
+    for host, limit in overrides.items():
+        if limit < 0:
+            raise ConfigError("max.connections.per.ip.overrides", f"limit for {host} must be at least 0")
+        try:
+            resolved[resolve(host.strip("[]"))] = limit
+        except OSError as exc:
+            raise ConfigError("max.connections.per.ip.overrides", f"cannot resolve host {host!r}: {exc}") from None
+    return resolved
+
+
+def _resolve(host: str) -> str:
+    return socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)[0][4][0]
+
+
+class ConnectionQuotas:
+    """Counts, limits and accept pacing for every listener; see the module docstring."""
+
+    log = Logger(namespace="twisted_kafka.network.ConnectionQuotas")
+
+    def __init__(self, config, listeners: ListenerConfig, clock, *, resolve: Callable[[str], str] = _resolve):
+        self.clock = clock
+        self.listeners = listeners
+        self.max_connections_per_ip: int = config["max.connections.per.ip"]
+        self.max_connections_per_ip_overrides = _resolve_ip_overrides(
+            config.max_connections_per_ip_overrides, resolve)
+        self.max_connections: int = config["max.connections"]
+        now = clock.seconds()
+        broker_rate = config["max.connection.creation.rate"]
+        self._broker_rate = TokenBucket(broker_rate, now) if broker_rate < UNLIMITED else None
+        self.listener_max_connections: dict[str, int] = {}
+        self._listener_rate: dict[str, TokenBucket] = {}
+        for ep in listeners.listeners:
+            limit = config.listener_value(ep.listener_name, "max.connections")
+            self.listener_max_connections[ep.listener_name] = UNLIMITED if limit is None else limit
+            rate = config.listener_value(ep.listener_name, "max.connection.creation.rate")
+            if rate is not None and rate < UNLIMITED:
+                self._listener_rate[ep.listener_name] = TokenBucket(rate, now)
+
+        self.total = 0
+        self.per_listener: Counter[str] = Counter()
+        self.per_ip: Counter[str] = Counter()
+        # Statistics for operators (the admin endpoint reads these).
+        self.accepted: Counter[str] = Counter()
+        self.rejected: Counter[tuple[str, str]] = Counter()     # (listener, quota) -> count
+        self.rejected_per_ip: Counter[str] = Counter()
+        self.closed: Counter[tuple[str, str]] = Counter()       # (listener, reason) -> count
+        self.throttled_accepts: Counter[str] = Counter()
+        self._slot_freed: list[Callable[[], None]] = []
+
+    # -- limits ---------------------------------------------------------------------
+
+    def ip_limit(self, ip: str) -> int:
+        return self.max_connections_per_ip_overrides.get(ip, self.max_connections_per_ip)
+
+    def limit_reached(self, listener_name: str) -> str | None:
+        """The key whose limit stops this listener from accepting now, or None."""
+        if self.per_listener[listener_name] >= self.listener_max_connections.get(listener_name, UNLIMITED):
+            return f"listener.name.{listener_name.lower()}.max.connections"
+        if not self.listeners.is_protected(listener_name) and self.total >= self.max_connections:
+            return "max.connections"
+        return None
+
+    def creation_delay(self, listener_name: str) -> float:
+        """Seconds before this listener may accept again under the creation-rate quotas."""
+        now = self.clock.seconds()
+        delay = 0.0
+        bucket = self._listener_rate.get(listener_name)
+        if bucket is not None:
+            delay = bucket.delay(now)
+        if self._broker_rate is not None and not self.listeners.is_protected(listener_name):
+            delay = max(delay, self._broker_rate.delay(now))
+        return delay
+
+    def over_broker_limit(self) -> bool:
+        """True when protected connections have pushed the total past ``max.connections``."""
+        return self.total > self.max_connections
+
+    # -- counting -------------------------------------------------------------------
+
+    def inc(self, listener_name: str, ip: str) -> ConnectionSlot:
+        """Admit one connection, or raise ``TooManyConnections`` for its IP."""
+        limit = self.ip_limit(ip)
+        if self.per_ip[ip] >= limit:
+            self.rejected[(listener_name, "max.connections.per.ip")] += 1
+            self.rejected_per_ip[ip] += 1
+            raise TooManyConnections(ip, limit)
+        now = self.clock.seconds()
+        bucket = self._listener_rate.get(listener_name)
+        if bucket is not None:
+            bucket.take(now)
+        if self._broker_rate is not None and not self.listeners.is_protected(listener_name):
+            self._broker_rate.take(now)
+        self.per_ip[ip] += 1
+        self.per_listener[listener_name] += 1
+        self.total += 1
+        self.accepted[listener_name] += 1
+        return ConnectionSlot(self, listener_name, ip)
+
+    def _dec(self, slot: ConnectionSlot, reason: str) -> None:
+        self.per_ip[slot.ip] -= 1
+        if self.per_ip[slot.ip] <= 0:
+            del self.per_ip[slot.ip]
+        self.per_listener[slot.listener_name] -= 1
+        self.total -= 1
+        self.closed[(slot.listener_name, reason)] += 1
+        for notify in list(self._slot_freed):
+            notify()
+
+    def on_slot_freed(self, notify: Callable[[], None]) -> None:
+        """Call ``notify`` whenever a connection is released (acceptors resume here)."""
+        self._slot_freed.append(notify)
+
+    def remove_slot_freed(self, notify: Callable[[], None]) -> None:
+        if notify in self._slot_freed:
+            self._slot_freed.remove(notify)
+
+    def record_rejection(self, listener_name: str, quota: str) -> None:
+        self.rejected[(listener_name, quota)] += 1
+
+    def snapshot(self) -> dict:
+        """Current use and limits, for the admin endpoint and tests."""
+        return {
+            "total": self.total,
+            "max.connections": self.max_connections,
+            "per_listener": dict(self.per_listener),
+            "listener_limits": dict(self.listener_max_connections),
+            "per_ip": dict(self.per_ip),
+            "max.connections.per.ip": self.max_connections_per_ip,
+            "max.connections.per.ip.overrides": dict(self.max_connections_per_ip_overrides),
+            "accepted": dict(self.accepted),
+            "rejected": {f"{listener}/{quota}": n for (listener, quota), n in self.rejected.items()},
+            "closed": {f"{listener}/{reason}": n for (listener, reason), n in self.closed.items()},
+            "throttled_accepts": dict(self.throttled_accepts),
+        }

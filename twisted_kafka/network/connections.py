@@ -1,0 +1,50 @@
+"""Live connections in least-recently-active order.
+
+Two policies need that order: the idle reaper (``connections.max.idle.ms``)
+closes connections from the old end, and the protected inter-broker listener
+evicts the least recently used connection of another listener when it pushes
+the broker past ``max.connections``.  An ``OrderedDict`` moved-to-end on every
+read and write keeps both O(1) per event.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Iterator
+
+
+class ConnectionRegistry:
+    def __init__(self) -> None:
+        self._lru: OrderedDict[str, object] = OrderedDict()
+
+    def add(self, processor) -> None:
+        self._lru[processor.connection_id] = processor
+
+    def remove(self, processor) -> None:
+        self._lru.pop(processor.connection_id, None)
+
+    def touch(self, processor) -> None:
+        if processor.connection_id in self._lru:
+            self._lru.move_to_end(processor.connection_id)
+
+    def idle_before(self, cutoff: float) -> list:
+        """Connections whose last activity is older than ``cutoff`` and that wait on nothing."""
+        idle = []
+        for processor in self._lru.values():
+            if processor.last_active >= cutoff:
+                break
+            if not processor.busy:
+                idle.append(processor)
+        return idle
+
+    def least_recently_used(self, *, exclude_listener: str):
+        for processor in self._lru.values():
+            if processor.listener_name != exclude_listener and not processor.closing:
+                return processor
+        return None
+
+    def __len__(self) -> int:
+        return len(self._lru)
+
+    def __iter__(self) -> Iterator:
+        return iter(list(self._lru.values()))

@@ -1,0 +1,121 @@
+"""RequestChannel: the bounded queue between a plane's processors and its handlers.
+
+As in Kafka, each plane has its own channel, so a data plane drowning in
+Produce requests cannot delay a LeaderAndIsr waiting on the control plane.
+The bound is what turns overload into backpressure rather than memory growth:
+when the queue holds ``queued.max.requests`` requests (or the requests held
+reach ``queued.max.request.bytes``), processors of this plane stop reading
+their sockets and wait here until a handler takes a request.  Nothing is ever
+dropped; a waiting processor resumes in the order it started waiting.
+
+Byte accounting follows KIP-72's memory pool: a request's bytes count from
+the moment it is queued until its handler has finished with it (not just
+while it sits in the queue), because that is how long its buffer is alive.
+A request larger than the whole byte budget is still admitted when nothing
+else is held, or it could never be served.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from time import perf_counter_ns
+from typing import Callable
+
+from twisted.internet.defer import CancelledError, Deferred, succeed
+
+from .request import Request
+
+
+class RequestChannel:
+    """Bounded FIFO of requests, with Deferred-based takers and FIFO-resumed producers."""
+
+    def __init__(self, *, plane: str, max_queued_requests: int, max_queued_bytes: int = -1):
+        if max_queued_requests < 1:
+            raise ValueError("max_queued_requests must be at least 1")
+        self.plane = plane
+        self.max_queued_requests = max_queued_requests
+        self.max_queued_bytes = max_queued_bytes
+        self._queue: deque[Request] = deque()
+        self._takers: deque[Deferred] = deque()
+        self._room_waiters: deque[Callable[[], None]] = deque()
+        self.held_bytes = 0
+        self.peak_queue_size = 0
+        self.total_requests = 0
+
+    # -- producer side (processors) -------------------------------------------------
+
+    @property
+    def queue_size(self) -> int:
+        return len(self._queue)
+
+    def has_room(self, size: int) -> bool:
+        """Whether a request of ``size`` bytes may be queued now without exceeding a bound."""
+        if len(self._queue) >= self.max_queued_requests:
+            return False
+        if self.max_queued_bytes >= 0 and self.held_bytes and self.held_bytes + size > self.max_queued_bytes:
+            return False
+        return True
+
+    def wait_for_room(self, resume: Callable[[], None]) -> None:
+        """Register a processor that found no room; ``resume`` is called once room frees."""
+        self._room_waiters.append(resume)
+
+    def forget_waiter(self, resume: Callable[[], None]) -> None:
+        try:
+            self._room_waiters.remove(resume)
+        except ValueError:
+            pass
+
+    def send_request(self, request: Request) -> None:
+        """Queue a request (the caller checked ``has_room``) or hand it to a waiting handler."""
+        self.held_bytes += request.size
+        self.total_requests += 1
+        while self._takers:
+            taker = self._takers.popleft()
+            if not taker.called:
+                request.dequeue_ns = perf_counter_ns()
+                taker.callback(request)
+                return
+        self._queue.append(request)
+        if len(self._queue) > self.peak_queue_size:
+            self.peak_queue_size = len(self._queue)
+
+    # -- consumer side (handlers) --------------------------------------------------
+
+    def receive_request(self) -> Deferred:
+        """A Deferred firing with the next request; handlers wait on it without blocking."""
+        if self._queue:
+            request = self._queue.popleft()
+            request.dequeue_ns = perf_counter_ns()
+            self._wake_waiters()
+            return succeed(request)
+        taker: Deferred = Deferred(lambda d: self._cancel_taker(d))
+        self._takers.append(taker)
+        return taker
+
+    def _cancel_taker(self, taker: Deferred) -> None:
+        try:
+            self._takers.remove(taker)
+        except ValueError:
+            pass
+
+    def release(self, request: Request) -> None:
+        """The handler is done with ``request``: its bytes no longer count against the budget."""
+        if not request.released:
+            request.released = True
+            self.held_bytes -= request.size
+            self._wake_waiters()
+
+    def _wake_waiters(self) -> None:
+        # Resume processors one at a time while there is room: each resumed
+        # processor may queue a request synchronously and use the room up.
+        while self._room_waiters and self.has_room(0):
+            resume = self._room_waiters.popleft()
+            resume()
+
+    def cancel_takers(self) -> None:
+        """Shutdown: handlers waiting for a request stop waiting."""
+        takers, self._takers = self._takers, deque()
+        for taker in takers:
+            if not taker.called:
+                taker.errback(CancelledError("request channel shut down"))

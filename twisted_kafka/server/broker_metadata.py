@@ -1,0 +1,93 @@
+"""The broker's identity on disk: ``meta.properties`` in every log directory.
+
+Kafka writes ``version``, ``broker.id`` and ``cluster.id`` into each log
+directory the first time it starts, and refuses to start when the directories
+disagree with each other or with a configured ``broker.id``: pointing a broker
+at another broker's data is an operator mistake that must fail loudly, not
+serve foreign partitions.  The cluster id a single node generates on first
+start is therefore stable across restarts, which clients rely on.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import uuid
+from dataclasses import dataclass
+
+from twisted_kafka.config import ConfigError
+
+META_PROPERTIES = "meta.properties"
+
+
+@dataclass(frozen=True)
+class BrokerMetadata:
+    broker_id: int
+    cluster_id: str
+
+
+def generate_cluster_id() -> str:
+    """A random id in the form Kafka uses: 16 random bytes, URL-safe base64, unpadded."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+
+
+def _read(path: str) -> dict[str, str]:
+    values: dict[str, str] = {}
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            line = line.strip()
+            if not line or line[0] in "#!":
+                continue
+            key, _, value = line.partition("=")
+            values[key.strip()] = value.strip()
+    return values
+
+
+def _write(path: str, metadata: BrokerMetadata) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write("#\n#Written by twisted_kafka\n")
+        fh.write(f"version=0\nbroker.id={metadata.broker_id}\ncluster.id={metadata.cluster_id}\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def load_or_create(log_dirs: list[str], configured_broker_id: int, *, reserved_broker_max_id: int) -> BrokerMetadata:
+    """Read the identity stored in ``log_dirs``, or create one, checking Kafka's consistency rules."""
+    found: dict[str, dict[str, str]] = {}
+    for log_dir in log_dirs:
+        os.makedirs(log_dir, exist_ok=True)
+        path = os.path.join(log_dir, META_PROPERTIES)
+        if os.path.exists(path):
+            found[log_dir] = _read(path)
+
+    cluster_ids = {values.get("cluster.id") for values in found.values() if values.get("cluster.id")}
+    if len(cluster_ids) > 1:
+        raise ConfigError("log.dirs", f"log directories belong to different clusters ({', '.join(sorted(cluster_ids))})")
+    stored_ids = set()
+    for log_dir, values in found.items():
+        try:
+            stored_ids.add(int(values["broker.id"]))
+        except (KeyError, ValueError):
+            raise ConfigError("log.dirs", f"{os.path.join(log_dir, META_PROPERTIES)} has no valid broker.id") from None
+    if len(stored_ids) > 1:
+        raise ConfigError("log.dirs", f"log directories belong to different brokers ({sorted(stored_ids)})")
+
+    stored_id = stored_ids.pop() if stored_ids else None
+    if configured_broker_id >= 0 and stored_id is not None and stored_id != configured_broker_id:
+        raise ConfigError("broker.id", f"configured broker.id {configured_broker_id} does not match the "
+                                       f"broker.id {stored_id} stored in meta.properties under log.dirs")
+    if configured_broker_id >= 0:
+        broker_id = configured_broker_id
+    elif stored_id is not None:
+        broker_id = stored_id
+    else:
+        # Kafka asks ZooKeeper for a sequence number above reserved.broker.max.id;
+        # a single node takes the first such id.
+        broker_id = reserved_broker_max_id + 1
+    metadata = BrokerMetadata(broker_id, cluster_ids.pop() if cluster_ids else generate_cluster_id())
+    for log_dir in log_dirs:
+        if log_dir not in found:
+            _write(os.path.join(log_dir, META_PROPERTIES), metadata)
+    return metadata
