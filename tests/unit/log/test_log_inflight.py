@@ -1,0 +1,127 @@
+"""Appends whose writes run in the thread pool; reads that avoid waiting for the disk."""
+
+from __future__ import annotations
+
+import pytest
+
+from twisted_kafka.config import KafkaConfig
+from twisted_kafka.log.log_manager import LogManager
+from twisted_kafka.log.segment import WouldBlock
+from twisted_kafka.protocol.errors import ErrorCode, KafkaError
+
+from .helpers import NOW, FakeReactor, ManualThreadPool, batch, new_log, records_of, reopen
+
+
+def test_prepared_appends_are_ordered_and_visible_only_when_committed(tmp_path):
+    log = new_log(tmp_path)
+    first = log.prepare_append_as_leader(batch(2), 0, NOW)
+    second = log.prepare_append_as_leader(batch(3), 0, NOW)
+    assert (first.info.first_offset, second.info.first_offset) == (0, 2)
+    assert log.log_end_offset == 5 and log.high_watermark == 0 and log.committed_end_offset == 0
+    assert log.read(0, 1 << 20).empty                 # nothing visible yet
+    order = []
+    first.on_commit(lambda e: order.append(("first", e)))
+    second.on_commit(lambda e: order.append(("second", e)))
+    second.write()
+    log.complete_append(second)                       # finished first, must wait
+    assert order == [] and log.high_watermark == 0
+    first.write()
+    log.complete_append(first)
+    assert order == [("first", None), ("second", None)]
+    assert log.high_watermark == log.committed_end_offset == 5
+    assert [o for o, _ in records_of(log.read(0, 1 << 20))] == list(range(5))
+
+
+def test_roll_while_a_write_is_in_flight(tmp_path):
+    log = new_log(tmp_path, segment_bytes=600)
+    pendings = [log.prepare_append_as_leader(batch(3, value_size=40), 0, NOW) for _ in range(6)]
+    assert len(log.segments) > 1
+    for p in reversed(pendings):
+        p.write()
+        log.complete_append(p)
+    assert [o for o, _ in records_of(log.read(0, 1 << 20))] == list(range(18))
+    log.flush()
+    log = reopen(log, clean=True, segment_bytes=600)
+    assert log.log_end_offset == 18 and log.recovery_stats.segments_recovered == 0
+
+
+def test_failed_write_fails_the_log(tmp_path):
+    log = new_log(tmp_path)
+    log.append_as_leader(batch(1), 0, NOW)
+    first = log.prepare_append_as_leader(batch(1), 0, NOW)
+    second = log.prepare_append_as_leader(batch(1), 0, NOW)
+    errors = []
+    second.on_commit(errors.append)
+    log.complete_append(first, OSError(28, "No space left on device"))
+    assert [e.code for e in errors] == [ErrorCode.KAFKA_STORAGE_ERROR]
+    with pytest.raises(KafkaError) as e:
+        log.append_as_leader(batch(1), 0, NOW)
+    assert e.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert [o for o, _ in records_of(log.read(0, 1 << 20))] == [0]
+
+
+def _manager(tmp_path, pool, **props):
+    reactor = FakeReactor()
+    reactor.advance(NOW / 1000)
+    base = {"log.dirs": str(tmp_path / "data")}
+    base.update(props)
+    manager = LogManager(KafkaConfig.from_props(base), reactor=reactor, threadpool=pool)
+    manager.startService()
+    pool.run_all()
+    return manager
+
+
+def test_large_appends_are_written_in_the_pool_and_acked_in_order(tmp_path):
+    pool = ManualThreadPool()
+    manager = _manager(tmp_path, pool)
+    manager.inline_write_max_bytes = 1000
+    log = manager.create_log("t", 0)
+    acked = []
+    big = manager.append(log, batch(20, value_size=100), 0)        # > 1000 bytes: pool
+    small = manager.append(log, batch(1), 0)                        # inline write
+    big.addCallback(lambda info: acked.append(info.first_offset))
+    small.addCallback(lambda info: acked.append(info.first_offset))
+    assert acked == [] and len(pool.queue) == 1
+    assert log.high_watermark == 0                                  # small waits for big
+    pool.run_all()
+    assert acked == [0, 20] and log.high_watermark == 21
+
+
+def test_stop_waits_for_writes_in_flight(tmp_path):
+    pool = ManualThreadPool()
+    manager = _manager(tmp_path, pool)
+    manager.inline_write_max_bytes = 0
+    log = manager.create_log("t", 0)
+    manager.append(log, batch(3), 0)
+    done = []
+    manager.stopService().addCallback(done.append)
+    assert done == [] and not (tmp_path / "data" / ".kafka_cleanshutdown").exists()
+    pool.run_all()
+    assert done == [None]
+    assert (tmp_path / "data" / ".kafka_cleanshutdown").exists()
+    assert log.committed_end_offset == 3
+
+
+def test_reads_stay_inline_when_cached_and_move_to_the_pool_otherwise(tmp_path):
+    pool = ManualThreadPool()
+    manager = _manager(tmp_path, pool, **{"log.segment.bytes": "500", "log.index.interval.bytes": "50"})
+    log = manager.create_log("t", 0)
+    for _ in range(10):
+        log.append_as_leader(batch(3), 0, NOW)
+    pool.run_all()                                            # background flushes after rolls
+    d = manager.read(log, 27, 1 << 20)
+    assert d.called and not pool.queue                        # hot data: answered inline
+    assert [o for o, _ in records_of(d.result)] == [27, 28, 29]
+    # An old segment whose index was never loaded would touch the disk:
+    old = log.segments[0]
+    old.offset_index.release()
+    old.offset_index.unload()
+    with pytest.raises(WouldBlock):
+        log.read(0, 100, nowait=True)
+    d = manager.read(log, 0, 1 << 20)
+    assert not d.called and len(pool.queue) == 1
+    pool.run_all()
+    assert [o for o, _ in records_of(d.result)][:3] == [0, 1, 2]
+    failure = []
+    manager.read(log, 99, 10).addErrback(failure.append)
+    assert failure[0].value.code == ErrorCode.OFFSET_OUT_OF_RANGE

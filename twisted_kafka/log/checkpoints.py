@@ -1,0 +1,177 @@
+"""Small text files that record log state between runs, in Kafka's formats.
+
+* ``recovery-point-offset-checkpoint`` / ``log-start-offset-checkpoint``
+  (one per log dir)::
+
+      0                 <- version
+      2                 <- number of entries
+      orders 0 1234     <- topic partition offset
+      orders 1 977
+
+* ``leader-epoch-checkpoint`` (one per partition)::
+
+      0
+      2
+      0 0               <- epoch start_offset
+      3 4711
+
+* ``partition.metadata`` (one per partition)::
+
+      version: 0
+      topic_id: <topic id in Kafka's base64url form, 22 characters>
+
+* ``.kafka_cleanshutdown`` (one per log dir) is a marker: present means every
+  log in that dir was flushed and closed; its content is
+  ``{"version":0,"brokerEpoch":N}`` as in Kafka 3.7+.
+
+Every write goes to ``<name>.tmp``, is fsynced, renamed over the old file and
+the directory fsynced, so a crash leaves either the old or the new content.
+A file that cannot be parsed raises ``CheckpointError``; callers fall back to
+the safe choice (recover everything, rebuild from the segments).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import uuid
+from typing import Iterable
+
+from twisted_kafka.log.layout import TMP_SUFFIX, fsync_dir
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file exists but its content is not in the expected format."""
+
+
+def write_atomically(path: str, data: bytes, *, fsync: bool = True) -> None:
+    """Replace ``path`` with ``data`` so a crash leaves old or new content, never a mix.
+
+    ``fsync=False`` keeps the rename (never a torn file) but skips the disk
+    barriers; used where a later flush makes the content durable.
+    """
+    tmp = path + TMP_SUFFIX
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        if fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    if fsync:
+        fsync_dir(os.path.dirname(path) or ".")
+
+
+def _lines(path: str) -> list[str] | None:
+    try:
+        with open(path, "r", encoding="utf-8") as f:
+            return f.read().splitlines()
+    except FileNotFoundError:
+        return None
+
+
+def _header(path: str, lines: list[str]) -> int:
+    try:
+        version = int(lines[0])
+        count = int(lines[1])
+    except (IndexError, ValueError):
+        raise CheckpointError(f"{path}: malformed header") from None
+    if version != 0:
+        raise CheckpointError(f"{path}: unsupported version {version}")
+    if len(lines) - 2 < count:
+        raise CheckpointError(f"{path}: expected {count} entries, found {len(lines) - 2}")
+    return count
+
+
+def read_offset_checkpoint(path: str) -> dict[tuple[str, int], int]:
+    """``{(topic, partition): offset}``; empty when the file does not exist."""
+    lines = _lines(path)
+    if lines is None:
+        return {}
+    count = _header(path, lines)
+    out = {}
+    for line in lines[2:2 + count]:
+        parts = line.split(" ")
+        if len(parts) != 3:
+            raise CheckpointError(f"{path}: malformed entry {line!r}")
+        try:
+            out[(parts[0], int(parts[1]))] = int(parts[2])
+        except ValueError:
+            raise CheckpointError(f"{path}: malformed entry {line!r}") from None
+    return out
+
+
+def write_offset_checkpoint(path: str, offsets: dict[tuple[str, int], int], *,
+                            fsync: bool = True) -> None:
+    lines = ["0", str(len(offsets))]
+    lines += [f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())]
+    write_atomically(path, ("\n".join(lines) + "\n").encode(), fsync=fsync)
+
+
+def read_epoch_checkpoint(path: str) -> list[tuple[int, int]]:
+    """``[(epoch, start_offset), ...]`` in file order; empty when absent."""
+    lines = _lines(path)
+    if lines is None:
+        return []
+    count = _header(path, lines)
+    out = []
+    for line in lines[2:2 + count]:
+        parts = line.split(" ")
+        try:
+            epoch, offset = int(parts[0]), int(parts[1])
+        except (IndexError, ValueError):
+            raise CheckpointError(f"{path}: malformed entry {line!r}") from None
+        if len(parts) != 2:
+            raise CheckpointError(f"{path}: malformed entry {line!r}")
+        out.append((epoch, offset))
+    return out
+
+
+def write_epoch_checkpoint(path: str, entries: Iterable[tuple[int, int]], *,
+                           fsync: bool = True) -> None:
+    entries = list(entries)
+    lines = ["0", str(len(entries))] + [f"{e} {o}" for e, o in entries]
+    write_atomically(path, ("\n".join(lines) + "\n").encode(), fsync=fsync)
+
+
+def topic_id_to_str(topic_id: uuid.UUID) -> str:
+    """Kafka's ``Uuid.toString()``: base64url of the 16 bytes, no padding."""
+    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
+
+
+def topic_id_from_str(text: str) -> uuid.UUID:
+    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if len(raw) != 16:
+        raise ValueError(f"not a topic id: {text!r}")
+    return uuid.UUID(bytes=raw)
+
+
+def read_partition_metadata(path: str) -> uuid.UUID | None:
+    lines = _lines(path)
+    if lines is None:
+        return None
+    fields = {}
+    for line in lines:
+        key, sep, value = line.partition(":")
+        if sep:
+            fields[key.strip()] = value.strip()
+    if fields.get("version") != "0" or "topic_id" not in fields:
+        raise CheckpointError(f"{path}: malformed partition metadata")
+    try:
+        return topic_id_from_str(fields["topic_id"])
+    except ValueError as e:
+        raise CheckpointError(f"{path}: {e}") from None
+
+
+def write_partition_metadata(path: str, topic_id: uuid.UUID, *, fsync: bool = True) -> None:
+    text = f"version: 0\ntopic_id: {topic_id_to_str(topic_id)}\n"
+    write_atomically(path, text.encode(), fsync=fsync)
+
+
+def write_clean_shutdown_marker(path: str, broker_epoch: int = -1) -> None:
+    write_atomically(path, json.dumps({"version": 0, "brokerEpoch": broker_epoch},
+                                      separators=(",", ":")).encode())

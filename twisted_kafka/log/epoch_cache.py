@@ -1,0 +1,180 @@
+"""``LeaderEpochCache``: the first offset written under each leader epoch.
+
+KIP-101/KIP-279: a replica that becomes follower asks the leader "where did
+my latest epoch end?" (OffsetForLeaderEpoch) and truncates there, instead of
+trusting a high watermark that may be stale.  The answer comes from this
+cache: an ordered list of (epoch, start offset), persisted as
+``leader-epoch-checkpoint`` in the partition directory.
+
+Epochs never go backwards: an assignment with an epoch lower than the latest
+is refused (the log raises FENCED_LEADER_EPOCH for leader appends before it
+gets here); equal epochs are a no-op.  Entries are only removed when the log
+itself is cut: ``truncate_from_end`` (the log was truncated — replication)
+and ``truncate_from_start`` (log start moved — retention, DeleteRecords).
+
+Writes of the checkpoint happen on the caller's thread without fsync (a new
+epoch is rare: once per leader change), through an atomic rename;
+``flush()`` makes it durable together with the log, and recovery re-derives
+the epochs of every batch it re-reads, so an unflushed checkpoint loses
+nothing that recovery cannot restore.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from bisect import bisect_right
+
+from twisted.logger import Logger
+
+from twisted_kafka.log.checkpoints import (
+    CheckpointError,
+    read_epoch_checkpoint,
+    write_epoch_checkpoint,
+)
+
+log = Logger()
+
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+
+
+class LeaderEpochCache:
+    """Ordered (epoch, start_offset) pairs with Kafka's ``endOffsetFor`` semantics."""
+
+    def __init__(self, path: str | None, entries: list[tuple[int, int]] | None = None):
+        self.path = path
+        self._lock = threading.RLock()   # flush() runs in the thread pool
+        self._epochs: list[int] = []
+        self._starts: list[int] = []
+        for epoch, start in entries or ():
+            self._assign(epoch, start)
+        self._dirty = False
+
+    @classmethod
+    def load(cls, path: str) -> "LeaderEpochCache":
+        """Read the checkpoint; an unreadable one is discarded (recovery refills it)."""
+        try:
+            entries = read_epoch_checkpoint(path)
+        except (CheckpointError, OSError) as e:
+            log.warn("ignoring leader epoch checkpoint {path}: {e}", path=path, e=e)
+            entries = []
+        return cls(path, entries)
+
+    # -- queries ------------------------------------------------------------
+
+    @property
+    def entries(self) -> list[tuple[int, int]]:
+        return list(zip(self._epochs, self._starts))
+
+    @property
+    def latest_epoch(self) -> int:
+        return self._epochs[-1] if self._epochs else UNDEFINED_EPOCH
+
+    @property
+    def earliest_entry(self) -> tuple[int, int] | None:
+        return (self._epochs[0], self._starts[0]) if self._epochs else None
+
+    def epoch_for_offset(self, offset: int) -> int:
+        """The epoch under which ``offset`` was written (largest start <= offset)."""
+        i = bisect_right(self._starts, offset) - 1
+        return self._epochs[i] if i >= 0 else UNDEFINED_EPOCH
+
+    def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (epoch, end offset) for a requested epoch.
+
+        * the latest epoch: it is still open, so it ends at the log end;
+        * an older known epoch: it ends where the next higher epoch starts;
+        * an epoch between known ones: answer with the largest known epoch
+          below it, ending where the next higher one starts;
+        * below every known epoch: (requested epoch, first known start);
+        * above the latest, undefined (-1), or an empty cache: (-1, -1).
+        """
+        if epoch == UNDEFINED_EPOCH or not self._epochs:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if epoch == self._epochs[-1]:
+            return epoch, log_end_offset
+        higher = bisect_right(self._epochs, epoch)
+        if higher == len(self._epochs):
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if higher == 0:
+            return epoch, self._starts[0]
+        return self._epochs[higher - 1], self._starts[higher]
+
+    # -- updates ------------------------------------------------------------
+
+    def _assign(self, epoch: int, start_offset: int) -> bool:
+        if epoch < 0:
+            return False
+        if self._epochs:
+            latest = self._epochs[-1]
+            if epoch == latest:
+                return False
+            if epoch < latest:
+                # Refused quietly: recovery replays old segments' epochs into a
+                # cache that already knows later ones; leader appends with an
+                # old epoch were already rejected (FENCED_LEADER_EPOCH) by the log.
+                return False
+            # A higher epoch cannot start before an earlier one: drop those it overlaps.
+            while self._starts and self._starts[-1] >= start_offset:
+                self._epochs.pop()
+                self._starts.pop()
+        self._epochs.append(epoch)
+        self._starts.append(start_offset)
+        return True
+
+    def assign(self, epoch: int, start_offset: int) -> bool:
+        """Record that ``epoch`` starts at ``start_offset``; True if the cache changed."""
+        with self._lock:
+            changed = self._assign(epoch, start_offset)
+            if changed:
+                self._dirty = True
+                self.write()
+            return changed
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """The log now ends at ``end_offset``: forget epochs starting at or after it."""
+        with self._lock:
+            if self._starts and self._starts[-1] >= end_offset:
+                keep = bisect_right(self._starts, end_offset - 1)
+                del self._epochs[keep:]
+                del self._starts[keep:]
+                self._dirty = True
+                self.write()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """The log now starts at ``start_offset``: drop epochs wholly before it and
+        move the start of the one it falls in up to it."""
+        with self._lock:
+            i = bisect_right(self._starts, start_offset) - 1
+            if i < 0 or (i == 0 and self._starts[0] == start_offset):
+                return
+            del self._epochs[:i]
+            del self._starts[:i]
+            self._starts[0] = start_offset
+            self._dirty = True
+            self.write()
+
+    def clear(self) -> None:
+        with self._lock:
+            if self._epochs:
+                self._epochs.clear()
+                self._starts.clear()
+                self._dirty = True
+                self.write()
+
+    # -- persistence --------------------------------------------------------
+
+    def write(self, *, fsync: bool = False) -> None:
+        if self.path is None:
+            return
+        with self._lock:
+            write_epoch_checkpoint(self.path, self.entries, fsync=fsync)
+            if fsync:
+                self._dirty = False
+
+    def flush(self) -> None:
+        """Make the checkpoint durable if it changed since the last flush (BLOCKING)."""
+        with self._lock:
+            if self._dirty and self.path is not None and os.path.isdir(os.path.dirname(self.path)):
+                self.write(fsync=True)

@@ -1,0 +1,818 @@
+"""``Log``: one partition's ordered sequence of segments.
+
+The log owns the offsets: an append validates the producer's batches, gives
+them the next offsets and the leader epoch by rewriting the two header
+fields outside the CRC (records are never touched; LogAppendTime topics also
+get the append time stamped, which does recompute the CRC), and writes them
+to the active segment, rolling to a new one when Kafka's rules say so.
+Reads hand back whole batches, as stored.
+
+An append has two halves so that its write can leave the reactor:
+``prepare_append_as_leader`` (validate, assign offsets, reserve the file
+position — ``log_end_offset`` moves at once, so appends are ordered by
+arrival) and ``complete_append`` once ``PendingAppend.write()`` has put the
+bytes in place (on any thread).  Completion is applied strictly in prepare
+order: indexes, the visible segment size, ``committed_end_offset`` and the
+high watermark advance only then.  ``append_as_leader`` does all three in a
+row.
+
+Threading: every method runs on the reactor thread, except
+``PendingAppend.write`` and ``flush`` (fsync), both BLOCKING, which run in
+the thread pool concurrently with appends and reads: ``flush`` works on a
+snapshot of the segment list and only moves ``recovery_point`` forward,
+under its own lock.  ``read`` and ``fetch_offset_by_timestamp`` are also safe
+on a pool thread (they read bytes below a snapshot of each segment's
+committed size; deleted segments keep their descriptors until the delayed
+unlink).
+
+Where future issues hook in:
+
+* idempotent producers — ``prepare_append_as_leader`` has the validated
+  (position, header) pairs before any offset is assigned: the per-producer
+  sequence check goes there, and its state is rebuilt from batches by
+  ``recovery.load_log``'s ``on_batch`` callback (which already feeds the
+  leader-epoch cache);
+* transactions — ``AppendOrigin.COORDINATOR`` is the origin allowed to write
+  control batches; the last stable offset would bound ``read`` through
+  ``max_offset`` exactly like the high watermark does now;
+* replication — ``append_as_follower``, ``truncate_to``, the
+  ``high_watermark`` setter, ``hw_follows_leo=False`` and
+  ``end_offset_for_epoch``;
+* compaction — segments are replaced wholesale (``.cleaned``/``.swap`` names
+  are reserved in ``layout``), and ``_delete_segments`` is the one way out.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import shutil
+import threading
+import time
+from bisect import bisect_right
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable, NamedTuple
+
+from twisted.logger import Logger
+
+from twisted_kafka.log.batches import (
+    InvalidRecordBatch,
+    validate_records,
+    iter_batch_headers,
+    record_offsets_and_timestamps,
+    rewrite_offsets_and_epoch,
+    set_log_append_time,
+    validate_batch,
+    whole_batches,
+)
+from twisted_kafka.log.checkpoints import write_partition_metadata
+from twisted_kafka.log.epoch_cache import LeaderEpochCache
+from twisted_kafka.log.layout import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, fsync_dir
+from twisted_kafka.log.log_config import LogConfig
+from twisted_kafka.log.segment import BatchInfo, LogSegment
+from twisted_kafka.protocol.errors import ErrorCode, KafkaError
+
+log = Logger()
+
+NO_TIMESTAMP = -1
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class AppendOrigin(enum.Enum):
+    """Who is appending: the rules differ (Kafka's ``AppendOrigin``)."""
+
+    CLIENT = "client"              # Produce: no control batches, counts must match offsets
+    COORDINATOR = "coordinator"    # the broker's own writes (group offsets, txn markers)
+
+
+@dataclass(frozen=True, slots=True)
+class LogAppendInfo:
+    """What an append did (the Produce response is built from it)."""
+
+    first_offset: int              # base offset of the first batch (-1: nothing appended)
+    last_offset: int               # last offset of the last batch (-1: nothing appended)
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int           # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+    num_records: int
+    num_batches: int
+    valid_bytes: int
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchDataInfo:
+    """What a read returned.
+
+    ``records`` are bytes-like chunks holding whole batches back to back (a
+    read may span segments); ``first_offset`` is the base offset of the first
+    batch, which is below ``fetch_offset`` when the fetch offset falls inside
+    a batch (clients skip the earlier records, as with Kafka).
+    """
+
+    fetch_offset: int
+    records: list = field(default_factory=list)
+    size: int = 0
+    first_offset: int = -1
+    next_offset: int = -1
+
+    @property
+    def empty(self) -> bool:
+        return self.size == 0
+
+
+class TimestampAndOffset(NamedTuple):
+    """A ListOffsets answer: the record's offset, its timestamp, its batch's leader epoch."""
+
+    offset: int
+    timestamp: int
+    leader_epoch: int      # -1 when unknown
+
+
+class PendingAppend:
+    """An append whose offsets are assigned and file position reserved.
+
+    ``write()`` (BLOCKING, any thread) puts the bytes at the reserved
+    position; ``Log.complete_append`` then makes it visible — strictly in the
+    order appends were prepared, whatever order the writes finish in.
+    ``on_commit(callback)`` registers ``callback(error)`` (error None on
+    success, else the ``KafkaError`` the append failed with).
+    """
+
+    __slots__ = ("segment", "position", "data", "batches", "info", "written", "done", "error",
+                 "_callbacks")
+
+    def __init__(self, segment: LogSegment | None, position: int, data, batches: list[BatchInfo],
+                 info: "LogAppendInfo"):
+        self.segment = segment
+        self.position = position
+        self.data = data
+        self.batches = batches
+        self.info = info
+        self.written = segment is None
+        self.done = False
+        self.error: Exception | None = None
+        self._callbacks: list[Callable[[Exception | None], None]] = []
+
+    @property
+    def nbytes(self) -> int:
+        return 0 if self.data is None else len(self.data)
+
+    def write(self) -> None:
+        """Write the batches to the segment file (BLOCKING; safe on a pool thread)."""
+        if self.segment is not None:
+            self.segment.write_at(self.position, self.data)
+
+    def on_commit(self, callback: Callable[[Exception | None], None]) -> None:
+        if self.done:
+            callback(self.error)
+        else:
+            self._callbacks.append(callback)
+
+    def _finish(self, error: Exception | None) -> None:
+        self.done = True
+        self.error = error
+        self.data = None
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback(error)
+
+
+SegmentDeleter = Callable[["Log", list[LogSegment]], None]
+
+
+def delete_segments_now(log_: "Log", segments: list[LogSegment]) -> None:
+    """The default deleter: close and unlink at once (LogManager delays instead)."""
+    for segment in segments:
+        segment.delete()
+
+
+class Log:
+    """One partition's log: ``<log.dir>/<topic>-<partition>/``."""
+
+    def __init__(self, dir: str, topic: str, partition: int, config: LogConfig, *,
+                 segments: list[LogSegment], log_start_offset: int, recovery_point: int,
+                 epoch_cache: LeaderEpochCache, topic_id=None,
+                 segment_deleter: SegmentDeleter | None = None):
+        if not segments:
+            raise ValueError("a log has at least one segment")
+        self.dir = dir
+        self.topic = topic
+        self.partition = partition
+        self.topic_id = topic_id
+        self.config = config
+        self._segments = list(segments)
+        self._bases = [s.base_offset for s in segments]
+        self._leo = segments[-1].next_offset       # next offset to assign
+        self._committed_leo = self._leo             # end of what readers can see
+        self._pending: deque[PendingAppend] = deque()
+        #: Set when a write failed: the log refuses appends from then on
+        #: (Kafka takes the log dir offline on an I/O error).
+        self.failed: KafkaError | None = None
+        self.log_start_offset = log_start_offset
+        self.recovery_point = min(recovery_point, self._leo)
+        #: Single node: the high watermark follows the log end after every
+        #: leader append.  Replication turns this off and sets the setter.
+        self.hw_follows_leo = True
+        self._high_watermark = self._leo
+        self.epoch_cache = epoch_cache
+        self.segment_deleter = segment_deleter or delete_segments_now
+        #: Called with (log, new_base_offset) after a roll; LogManager uses it
+        #: to flush the finished segment in the thread pool, as Kafka does.
+        self.on_roll: Callable[["Log", int], None] | None = None
+        self.last_flush_ms = wall_clock_ms()
+        self._flush_lock = threading.Lock()
+        self._dir_generation = 0          # bumped when files are created in the dir
+        self._dir_flushed_generation = 0
+        self.closed = False
+        self.deleted = False          # set by LogManager.delete_log
+        self.recovery_stats = None    # set by the loader
+
+    # -- construction -------------------------------------------------------
+
+    @classmethod
+    def open(cls, dir: str, config: LogConfig, **kwargs) -> "Log":
+        """Load (and if needed recover) the log in ``dir``; see ``recovery.load_log``."""
+        from twisted_kafka.log.recovery import load_log
+
+        return load_log(dir, config, **kwargs)
+
+    @classmethod
+    def create(cls, dir: str, topic: str, partition: int, config: LogConfig, *,
+               topic_id=None, now_ms: int | None = None,
+               segment_deleter: SegmentDeleter | None = None) -> "Log":
+        """A new empty log at offset 0 (writes ``partition.metadata`` when a topic id is given)."""
+        os.makedirs(dir, exist_ok=True)
+        if topic_id is not None:
+            write_partition_metadata(os.path.join(dir, PARTITION_METADATA), topic_id, fsync=False)
+        now_ms = wall_clock_ms() if now_ms is None else now_ms
+        segment = LogSegment.create(dir, 0, config, now_ms)
+        new = cls(dir, topic, partition, config, segments=[segment], log_start_offset=0,
+                  recovery_point=0,
+                  epoch_cache=LeaderEpochCache(os.path.join(dir, LEADER_EPOCH_CHECKPOINT)),
+                  topic_id=topic_id, segment_deleter=segment_deleter)
+        new._dir_generation += 1
+        return new
+
+    # -- state --------------------------------------------------------------
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._leo
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        """Set by replication; clamped to [log_start_offset, committed end]."""
+        self._high_watermark = max(self.log_start_offset, min(offset, self._committed_leo))
+
+    @property
+    def latest_epoch(self) -> int:
+        return self.epoch_cache.latest_epoch
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self._committed_leo - self.recovery_point
+
+    @property
+    def committed_end_offset(self) -> int:
+        """End of the written and visible log (== log_end_offset when no write is in flight)."""
+        return self._committed_leo
+
+    @property
+    def has_writes_in_flight(self) -> bool:
+        return bool(self._pending)
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def size(self) -> int:
+        """Bytes on disk over all segments (what retention.bytes limits)."""
+        return sum(s.size for s in self._segments)
+
+    def update_config(self, config: LogConfig) -> None:
+        """New effective settings (AlterConfigs); they apply from the next append/check."""
+        self.config = config
+
+    def __repr__(self) -> str:
+        return (f"<Log {self.topic}-{self.partition} start={self.log_start_offset} "
+                f"end={self._leo} segments={len(self._segments)}>")
+
+    # -- appends ------------------------------------------------------------
+
+    def _validate(self, records, origin: AppendOrigin, produce_version: int | None = None) -> list:
+        """(position, header) of each batch, after Kafka's checks for this origin.
+
+        Clients get the whole produce-path validation of the codec
+        (``validate_records``: framing, CRC, sizes, codec, base offset 0,
+        counts, no control batches, sequence numbers, no LogAppendTime;
+        compressed batches are decompressed and their records' framing
+        checked).  The broker's own writes and replicated batches get the
+        stored-data checks only (framing, CRC, codec, counts).
+        """
+        try:
+            if origin is AppendOrigin.CLIENT:
+                return validate_records(records, max_batch_size=self.config.max_message_bytes,
+                                        max_records_size=self.config.segment_bytes,
+                                        produce_version=produce_version)
+            batches = []
+            for pos, header in iter_batch_headers(records):
+                validate_batch(records, pos, header, max_size=self.config.max_message_bytes)
+                batches.append((pos, header))
+        except InvalidRecordBatch as e:
+            raise KafkaError(e.error_code, str(e)) from e
+        if len(records) > self.config.segment_bytes:
+            raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE,
+                             f"{len(records)} bytes of records exceed segment.bytes "
+                             f"({self.config.segment_bytes})")
+        return batches
+
+    def _check_timestamp(self, ts: int, now_ms: int) -> None:
+        if ts == NO_TIMESTAMP:
+            return
+        low = now_ms - self.config.message_timestamp_before_max_ms
+        high = now_ms + self.config.message_timestamp_after_max_ms
+        if ts < low or ts > high:
+            raise KafkaError(ErrorCode.INVALID_TIMESTAMP,
+                             f"timestamp {ts} of a record batch for {self.topic}-{self.partition} "
+                             f"is out of range: it must be within [{low}, {high}]")
+
+    def append_as_leader(self, records, leader_epoch: int, now_ms: int | None = None, *,
+                         origin: AppendOrigin = AppendOrigin.CLIENT,
+                         produce_version: int | None = None) -> LogAppendInfo:
+        """Validate, assign offsets and epoch, write (on this thread).  Raises ``KafkaError``.
+
+        Errors (all before anything is written): CORRUPT_MESSAGE (framing,
+        CRC, partial batch), MESSAGE_TOO_LARGE (a batch over
+        max.message.bytes), RECORD_LIST_TOO_LARGE (over segment.bytes),
+        INVALID_RECORD (control batch from a client, count/offset mismatch,
+        base offset not 0, bad record framing in a compressed batch; with
+        ``produce_version`` >= 3 also: not exactly one batch, magic < 2),
+        INVALID_TIMESTAMP (a client batch claiming LogAppendTime; a
+        CreateTime batch outside message.timestamp.before/after.max.ms,
+        checked on each batch's first and max timestamp),
+        UNSUPPORTED_COMPRESSION_TYPE, UNSUPPORTED_FOR_MESSAGE_FORMAT (magic
+        0/1 without a produce version), FENCED_LEADER_EPOCH (an epoch below
+        the latest one), UNKNOWN_TOPIC_OR_PARTITION (log deleted),
+        KAFKA_STORAGE_ERROR (the write failed, or an earlier one did).
+        """
+        pending = self.prepare_append_as_leader(records, leader_epoch, now_ms, origin=origin,
+                                                produce_version=produce_version)
+        self._write_now(pending)
+        return pending.info
+
+    def prepare_append_as_leader(self, records, leader_epoch: int, now_ms: int | None = None, *,
+                                 origin: AppendOrigin = AppendOrigin.CLIENT,
+                                 produce_version: int | None = None) -> PendingAppend:
+        """First half of ``append_as_leader``: everything except the write.
+
+        Offsets are assigned and ``log_end_offset`` moves at once, so the
+        next append can be prepared before this one is written; readers and
+        the high watermark only see it after ``complete_append``.
+        """
+        self._check_writable()
+        now_ms = wall_clock_ms() if now_ms is None else now_ms
+        if leader_epoch < self.epoch_cache.latest_epoch:
+            raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH,
+                             f"leader epoch {leader_epoch} is older than the log's latest epoch "
+                             f"{self.epoch_cache.latest_epoch}")
+        batches = self._validate(records, origin, produce_version)
+        if not batches:
+            return PendingAppend(None, 0, None, [], LogAppendInfo(
+                -1, -1, NO_TIMESTAMP, -1, -1, self.log_start_offset, 0, 0, 0, leader_epoch))
+        log_append_time = self.config.log_append_time
+        if not log_append_time:
+            for _, header in batches:
+                self._check_timestamp(header.base_timestamp, now_ms)
+                self._check_timestamp(header.max_timestamp, now_ms)
+        buf = bytearray(records)
+        offset = self._leo
+        infos = []
+        num_records = 0
+        max_ts, offset_of_max = NO_TIMESTAMP, offset
+        for pos, header in batches:
+            if log_append_time:
+                set_log_append_time(buf, pos, now_ms)
+                batch_max = now_ms
+            else:
+                batch_max = header.max_timestamp
+            rewrite_offsets_and_epoch(buf, pos, offset, leader_epoch)
+            last = offset + header.last_offset_delta
+            infos.append(BatchInfo(pos, header.size, offset, last, batch_max))
+            if batch_max > max_ts:
+                max_ts, offset_of_max = batch_max, offset
+            num_records += header.records_count
+            offset = last + 1
+        info = LogAppendInfo(
+            first_offset=infos[0].base_offset, last_offset=infos[-1].last_offset,
+            max_timestamp=max_ts, offset_of_max_timestamp=offset_of_max,
+            log_append_time=now_ms if log_append_time else -1,
+            log_start_offset=self.log_start_offset, num_records=num_records,
+            num_batches=len(infos), valid_bytes=len(buf), leader_epoch=leader_epoch)
+        pending = self._reserve(buf, infos, max_ts, now_ms, info)
+        self.epoch_cache.assign(leader_epoch, infos[0].base_offset)
+        return pending
+
+    def append_as_follower(self, records, now_ms: int | None = None) -> LogAppendInfo:
+        """Append batches that already carry offsets and epochs (replication).
+
+        The batches must be intact (framing, CRC) and continue the log: the
+        first base offset at or above the log end, offsets increasing.
+        Raises ``KafkaError`` (CORRUPT_MESSAGE, OFFSET_OUT_OF_RANGE,
+        KAFKA_STORAGE_ERROR).
+        """
+        self._check_writable()
+        now_ms = wall_clock_ms() if now_ms is None else now_ms
+        batches = self._validate(records, AppendOrigin.COORDINATOR)
+        if not batches:
+            return LogAppendInfo(-1, -1, NO_TIMESTAMP, -1, -1, self.log_start_offset, 0, 0, 0, -1)
+        expected = self._leo
+        infos = []
+        max_ts, offset_of_max = NO_TIMESTAMP, batches[0][1].base_offset
+        num_records = 0
+        for pos, header in batches:
+            if header.base_offset < expected:
+                raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                                 f"batch base offset {header.base_offset} is below the expected "
+                                 f"{expected}")
+            infos.append(BatchInfo(pos, header.size, header.base_offset, header.last_offset,
+                                   header.max_timestamp))
+            if header.max_timestamp > max_ts:
+                max_ts, offset_of_max = header.max_timestamp, header.base_offset
+            num_records += header.records_count
+            expected = header.next_offset
+        info = LogAppendInfo(
+            first_offset=infos[0].base_offset, last_offset=infos[-1].last_offset,
+            max_timestamp=max_ts, offset_of_max_timestamp=offset_of_max, log_append_time=-1,
+            log_start_offset=self.log_start_offset, num_records=num_records,
+            num_batches=len(infos), valid_bytes=len(records),
+            leader_epoch=batches[-1][1].partition_leader_epoch)
+        pending = self._reserve(bytes(records), infos, max_ts, now_ms, info)
+        for _, header in batches:
+            self.epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+        self._write_now(pending)
+        return info
+
+    def _check_writable(self) -> None:
+        if self.failed is not None:
+            raise self.failed
+        if self.deleted:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"{self.topic}-{self.partition} has been deleted")
+        if self.closed:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                             f"the log of {self.topic}-{self.partition} is closed")
+
+    def _reserve(self, data, infos: list[BatchInfo], max_ts: int, now_ms: int,
+                 info: LogAppendInfo) -> PendingAppend:
+        """Roll if needed, claim file space, move the log end: the append is now ordered."""
+        segment = self.active_segment
+        if segment.should_roll(self.config, len(data), max_ts, infos[-1].last_offset, now_ms):
+            segment = self.roll(now_ms, base_offset=infos[0].base_offset)
+        position = segment.reserve(len(data))
+        self._leo = infos[-1].last_offset + 1
+        pending = PendingAppend(segment, position, data, infos, info)
+        self._pending.append(pending)
+        return pending
+
+    def _write_now(self, pending: PendingAppend) -> None:
+        try:
+            pending.write()
+        except OSError as e:
+            self.complete_append(pending, e)
+            raise self.failed from e
+        self.complete_append(pending)
+        if pending.error is not None:
+            raise pending.error
+
+    def complete_append(self, pending: PendingAppend, error: BaseException | None = None) -> None:
+        """Second half of an append: its bytes are written (or ``error`` says they are not).
+
+        Appends become visible in the order they were prepared; one that
+        finishes early waits for those before it.  A failed write fails the
+        log (and every append still in flight) with KAFKA_STORAGE_ERROR.
+        """
+        if pending.done:
+            return
+        if pending.segment is None:          # nothing to write
+            pending._finish(None)
+            return
+        if error is not None:
+            self._fail(error)
+            return
+        pending.written = True
+        while self._pending and self._pending[0].written:
+            head = self._pending.popleft()
+            head.segment.commit(head.position, head.nbytes, head.batches)
+            self._committed_leo = head.info.last_offset + 1
+            if self.hw_follows_leo:
+                self._high_watermark = self._committed_leo
+            head._finish(None)
+
+    def _fail(self, error: BaseException) -> None:
+        log.error("write to {topic}-{partition} failed: {error}; the log refuses appends "
+                  "until the broker restarts", topic=self.topic, partition=self.partition,
+                  error=error)
+        self.failed = KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                                 f"write to {self.topic}-{self.partition} failed: {error}")
+        pending, self._pending = self._pending, deque()
+        for p in pending:
+            p._finish(self.failed)
+
+    def roll(self, now_ms: int | None = None, *, base_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at the log end (no-op when the active one is empty)."""
+        now_ms = wall_clock_ms() if now_ms is None else now_ms
+        active = self.active_segment
+        base = self._leo if base_offset is None else max(base_offset, self._leo)
+        if active.reserved_size == 0 and active.base_offset == base:
+            return active
+        if active.reserved_size == 0:
+            # An empty active segment at the wrong base (follower jumped ahead): replace it.
+            self._segments.pop()
+            self._bases.pop()
+            self.segment_deleter(self, [active])
+        else:
+            active.on_become_inactive()
+        segment = LogSegment.create(self.dir, base, self.config, now_ms)
+        self._segments.append(segment)
+        self._bases.append(base)
+        self._dir_generation += 1
+        log.debug("rolled {topic}-{partition} to segment {base}", topic=self.topic,
+                  partition=self.partition, base=base)
+        if self.on_roll is not None:
+            self.on_roll(self, base)
+        return segment
+
+    # -- reads --------------------------------------------------------------
+
+    def _check_in_range(self, offset: int) -> None:
+        if offset < self.log_start_offset or offset > self._leo:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                             f"offset {offset} is outside [{self.log_start_offset}, {self._leo}] "
+                             f"of {self.topic}-{self.partition}")
+
+    def read(self, fetch_offset: int, max_bytes: int, *, max_offset: int | None = None,
+             min_one_message: bool = True, nowait: bool = False) -> FetchDataInfo:
+        """Whole batches from the one holding ``fetch_offset``, up to ``max_bytes``.
+
+        ``max_offset`` (exclusive; the high watermark for consumers) stops
+        before any batch reaching it.  With ``min_one_message`` the first
+        batch is returned even if larger than ``max_bytes`` (KIP-74).  Raises
+        ``KafkaError(OFFSET_OUT_OF_RANGE)`` outside [log start, log end].
+        ``nowait``: raise ``segment.WouldBlock`` rather than wait for the disk
+        (data or index not in memory) — ``LogManager.read`` then retries in
+        the thread pool.  Safe to call on a pool thread.
+        """
+        self._check_in_range(fetch_offset)
+        leo = self._leo
+        limit = leo if max_offset is None else min(max_offset, leo)
+        if fetch_offset >= limit:
+            return FetchDataInfo(fetch_offset, [], 0, fetch_offset, fetch_offset)
+        segments = self._segments
+        bases = self._bases
+        i = max(0, bisect_right(bases, fetch_offset) - 1)
+        chunks: list = []
+        remaining = max_bytes
+        first_offset = -1
+        next_offset = fetch_offset
+        while i < len(segments) and next_offset < limit:
+            segment = segments[i]
+            found = segment.find_batch(next_offset, nowait=nowait)
+            if found is None:
+                i += 1
+                continue
+            position, header = found
+            end = segment.size
+            if header.last_offset >= limit:
+                break
+            want = remaining
+            if not chunks and min_one_message:
+                want = max(want, header.size)
+            if header.size > want:
+                break
+            data = segment.read(position, min(want, end - position), nowait=nowait)
+            cut = 0
+            for span in whole_batches(data, limit):
+                cut = span.position + span.size
+                next_offset = span.last_offset + 1
+            if cut == 0:
+                break
+            chunks.append(data if cut == len(data) else memoryview(data)[:cut])
+            if first_offset < 0:
+                first_offset = header.base_offset
+            remaining -= cut
+            if position + cut < end or remaining <= 0:
+                break
+            i += 1
+        size = max_bytes - remaining
+        if not chunks:
+            return FetchDataInfo(fetch_offset, [], 0, fetch_offset, fetch_offset)
+        return FetchDataInfo(fetch_offset, chunks, size, first_offset, next_offset)
+
+    def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """ListOffsets by time: the first record (at or after log start) with a timestamp
+        >= ``timestamp``: its (offset, timestamp, leader epoch), or None if there is none.
+
+        The time index finds where to start in the first segment that can
+        hold such a record; batch headers are walked from there, and the
+        records of the first batch whose max timestamp qualifies are decoded.
+        """
+        start = self.log_start_offset
+        segments = self._segments
+        for i, segment in enumerate(segments):
+            if segment.max_timestamp < timestamp:
+                continue
+            if i + 1 < len(segments) and segments[i + 1].base_offset <= start:
+                continue
+            _, indexed = segment.time_index.lookup(timestamp)
+            _, position = segment.offset_index.lookup(max(indexed, start))
+            for pos, header in segment.iter_headers(position):
+                if header.max_timestamp < timestamp or header.last_offset < start:
+                    continue
+                data = segment.read(pos, header.size)
+                for offset, ts in record_offsets_and_timestamps(data, 0, header):
+                    if ts >= timestamp and offset >= start:
+                        return TimestampAndOffset(offset, ts, header.partition_leader_epoch)
+        return None
+
+    def fetch_offset_of_max_timestamp(self) -> TimestampAndOffset | None:
+        """ListOffsets MAX_TIMESTAMP (KIP-734): the first record with the largest timestamp."""
+        best = None
+        for segment in self._segments:
+            if segment.max_timestamp >= 0 and (best is None or segment.max_timestamp > best.max_timestamp):
+                best = segment
+        if best is None:
+            return None
+        found = best.find_batch(best.offset_of_max_timestamp)
+        if found is None:
+            return None
+        pos, header = found
+        data = best.read(pos, header.size)
+        for offset, ts in record_offsets_and_timestamps(data, 0, header):
+            if ts == header.max_timestamp:
+                return TimestampAndOffset(offset, ts, header.partition_leader_epoch)
+        return TimestampAndOffset(header.last_offset, header.max_timestamp,
+                                  header.partition_leader_epoch)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: see ``LeaderEpochCache.end_offset_for``."""
+        return self.epoch_cache.end_offset_for(epoch, self._leo)
+
+    # -- removing data ------------------------------------------------------
+
+    def _delete_segments(self, should_delete: Callable[[LogSegment, LogSegment], bool]) -> int:
+        """Delete the longest prefix of non-active segments for which
+        ``should_delete(segment, next_segment)`` holds, never data above the
+        high watermark.  Moves log start up to the first remaining segment.
+        """
+        count = 0
+        segments = self._segments
+        while count < len(segments) - 1:
+            segment, following = segments[count], segments[count + 1]
+            if following.base_offset > self._high_watermark or not should_delete(segment, following):
+                break
+            count += 1
+        if not count:
+            return 0
+        doomed = segments[:count]
+        self._segments = segments[count:]
+        self._bases = self._bases[count:]
+        new_start = self._segments[0].base_offset
+        if new_start > self.log_start_offset:
+            self.log_start_offset = new_start
+            self.epoch_cache.truncate_from_start(new_start)
+        self._dir_generation += 1
+        self.segment_deleter(self, doomed)
+        log.info("deleted {n} segment(s) of {topic}-{partition}; log start is {start}",
+                 n=count, topic=self.topic, partition=self.partition, start=self.log_start_offset)
+        return count
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move log start to ``offset`` (-1: the high watermark).
+
+        Whole segments below the new start are deleted at once; the rest of
+        the segment holding it stays on disk but is no longer readable.
+        Returns the new log start offset (the "low watermark").  Raises
+        OFFSET_OUT_OF_RANGE above the high watermark.
+        """
+        if offset == -1:
+            offset = self._high_watermark
+        if offset < 0 or offset > self._high_watermark:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                             f"cannot delete records before {offset}: the high watermark of "
+                             f"{self.topic}-{self.partition} is {self._high_watermark}")
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self.epoch_cache.truncate_from_start(offset)
+            self._delete_segments(lambda seg, following: following.base_offset <= offset)
+        return self.log_start_offset
+
+    def truncate_to(self, offset: int, now_ms: int | None = None) -> bool:
+        """Remove everything from ``offset`` on (replication; recovery).
+
+        A batch straddling ``offset`` is removed whole, so the log may end a
+        little below ``offset``.  Returns True if anything was removed.
+        """
+        if offset < 0:
+            raise ValueError(f"cannot truncate to a negative offset {offset}")
+        if self._pending:
+            raise RuntimeError("cannot truncate a log with writes in flight")
+        if offset >= self._leo:
+            return False
+        if offset <= self._segments[0].base_offset:
+            self.truncate_fully_and_start_at(offset, now_ms)
+            return True
+        keep = bisect_right(self._bases, offset - 1)  # segments starting below offset
+        doomed = self._segments[keep:]
+        self._segments = self._segments[:keep]
+        self._bases = self._bases[:keep]
+        if doomed:
+            self._dir_generation += 1
+            self.segment_deleter(self, doomed)
+        last = self._segments[-1]
+        last.truncate_to(offset)
+        self._leo = self._committed_leo = last.next_offset
+        self.epoch_cache.truncate_from_end(self._leo)
+        self.recovery_point = min(self.recovery_point, self._leo)
+        self._high_watermark = min(self._high_watermark, self._leo)
+        self.log_start_offset = min(self.log_start_offset, self._leo)
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int, now_ms: int | None = None) -> None:
+        """Drop every segment and start empty at ``offset``."""
+        if self._pending:
+            raise RuntimeError("cannot truncate a log with writes in flight")
+        now_ms = wall_clock_ms() if now_ms is None else now_ms
+        doomed = self._segments
+        for segment in doomed:
+            if segment.base_offset == offset:
+                segment.rename_for_delete()   # free the name for the new segment
+        self.segment_deleter(self, doomed)
+        segment = LogSegment.create(self.dir, offset, self.config, now_ms)
+        self._segments = [segment]
+        self._bases = [offset]
+        self._dir_generation += 1
+        self._leo = self._committed_leo = offset
+        self.log_start_offset = offset
+        self.recovery_point = offset
+        self._high_watermark = offset
+        self.epoch_cache.clear()
+
+    # -- durability and lifecycle -------------------------------------------
+
+    def flush(self, up_to_offset: int | None = None, now_ms: int | None = None) -> int:
+        """fsync segments holding offsets below ``up_to_offset`` (default: the log end).
+
+        BLOCKING — run it in the thread pool.  Also makes new/removed file
+        names (directory fsync) and the leader-epoch checkpoint durable.
+        Advances and returns ``recovery_point``.
+        """
+        with self._flush_lock:
+            committed = self._committed_leo
+            target = committed if up_to_offset is None else min(up_to_offset, committed)
+            segments = list(self._segments)
+            start = self.recovery_point
+            generation = self._dir_generation
+            if target > start:
+                for i, segment in enumerate(segments):
+                    next_base = segments[i + 1].base_offset if i + 1 < len(segments) else None
+                    if segment.base_offset >= target:
+                        break
+                    if next_base is not None and next_base <= start:
+                        continue
+                    segment.flush()
+            if generation != self._dir_flushed_generation and os.path.isdir(self.dir):
+                fsync_dir(self.dir)
+                self._dir_flushed_generation = generation
+            self.epoch_cache.flush()
+            if target > self.recovery_point:
+                self.recovery_point = min(target, self._committed_leo)
+            self.last_flush_ms = wall_clock_ms() if now_ms is None else now_ms
+            return self.recovery_point
+
+    def close(self) -> None:
+        """Close every file (no flush: callers flush first when they want durability)."""
+        if self.closed:
+            return
+        self.closed = True
+        for segment in self._segments:
+            segment.close(finalize=not self.deleted)
+
+    def delete(self) -> None:
+        """Close and remove the whole partition directory (BLOCKING)."""
+        self.close()
+        shutil.rmtree(self.dir, ignore_errors=True)

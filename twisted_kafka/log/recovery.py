@@ -1,0 +1,205 @@
+"""Loading a partition directory at start-up, and recovering it after a crash.
+
+Steps (Kafka's ``LogLoader``, simplified where we have no compaction yet):
+
+1. Remove leftovers: ``*.deleted`` (segments whose delayed deletion was cut
+   short), ``*.tmp`` (half-written checkpoints), ``*.cleaned``/``*.swap``
+   (compaction output; until compaction exists nothing writes them), and
+   index files whose ``.log`` is gone.
+2. Open every segment.  An index that is missing or fails its sanity check
+   (size not a multiple of the entry size, entries out of order, positions
+   beyond the file; every entry is checked on the last segment, the first and
+   last on the others) is rebuilt by recovering that segment.
+3. Unclean shutdown (no ``.kafka_cleanshutdown`` marker): every segment from
+   the one holding the recovery point to the end is recovered — each batch's
+   framing, CRC, codec and offsets are checked, indexes are rebuilt, and the
+   file is cut after the last good batch; segments after a cut are deleted,
+   because the log must stay contiguous.  Recovered batches feed the
+   leader-epoch cache, so epochs written after the last flush come back.
+4. Segments not recovered (all of them after a clean shutdown) are only
+   checked cheaply: batch headers are walked from the last index entry to
+   the end of the file (no CRC), which also yields the log end offset.  A
+   segment whose walk does not end exactly at the end of its file was
+   damaged from outside and is recovered after all; segments after it are
+   kept (its lost offsets become a gap).
+5. Log start offset = max(checkpoint, first segment's base); the epoch cache
+   is cut to [log start, log end).  The recovery point is *not* advanced by
+   recovery: recovered bytes may still be only in the page cache.
+
+BLOCKING: run in the thread pool (``LogManager`` does, in parallel up to
+``num.recovery.threads.per.data.dir`` per directory).
+"""
+
+from __future__ import annotations
+
+import os
+
+from twisted.logger import Logger
+
+from twisted_kafka.log.batches import InvalidRecordBatch
+from twisted_kafka.log.checkpoints import CheckpointError, read_partition_metadata
+from twisted_kafka.log.epoch_cache import LeaderEpochCache
+from twisted_kafka.log.layout import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LEADER_EPOCH_CHECKPOINT,
+    LOG_SUFFIX,
+    PARTITION_METADATA,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TMP_SUFFIX,
+    parse_partition_dir,
+    parse_segment_file,
+    segment_file_name,
+)
+from twisted_kafka.log.log import Log, SegmentDeleter, wall_clock_ms
+from twisted_kafka.log.log_config import LogConfig
+from twisted_kafka.log.segment import LogSegment
+
+log = Logger()
+
+
+class RecoveryStats:
+    """What loading found, for logs and tests."""
+
+    def __init__(self) -> None:
+        self.segments_recovered = 0
+        self.bytes_truncated = 0
+        self.indexes_rebuilt = 0
+        self.segments_deleted = 0
+
+    def __repr__(self) -> str:
+        return (f"<RecoveryStats recovered={self.segments_recovered} "
+                f"truncated={self.bytes_truncated} rebuilt={self.indexes_rebuilt} "
+                f"deleted={self.segments_deleted}>")
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _clean_leftovers(dir: str) -> list[int]:
+    """Delete files recovery must not see; return the base offsets of ``.log`` files."""
+    names = os.listdir(dir)
+    logs = set()
+    indexes: list[tuple[int, str]] = []
+    for name in names:
+        path = os.path.join(dir, name)
+        if name.endswith(TMP_SUFFIX) or name.endswith(DELETED_SUFFIX):
+            _remove(path)
+            continue
+        if name.endswith(CLEANED_SUFFIX) or name.endswith(SWAP_SUFFIX):
+            log.warn("removing unfinished compaction output {path}", path=path)
+            _remove(path)
+            continue
+        parsed = parse_segment_file(name)
+        if parsed is None:
+            continue
+        base, kind, _ = parsed
+        if kind == "log":
+            logs.add(base)
+        else:
+            indexes.append((base, path))
+    for base, path in indexes:
+        if base not in logs:
+            log.info("removing orphaned index {path}", path=path)
+            _remove(path)
+    return sorted(logs)
+
+
+def load_log(dir: str, config: LogConfig, *, topic: str | None = None,
+             partition: int | None = None, topic_id=None, recovery_point: int = 0,
+             log_start_offset: int = 0, had_clean_shutdown: bool = False,
+             now_ms: int | None = None, segment_deleter: SegmentDeleter | None = None,
+             stats: RecoveryStats | None = None) -> Log:
+    """Open (creating if needed) and, after an unclean shutdown, recover the log in ``dir``."""
+    now_ms = wall_clock_ms() if now_ms is None else now_ms
+    stats = stats if stats is not None else RecoveryStats()
+    if topic is None or partition is None:
+        parsed = parse_partition_dir(os.path.basename(os.path.normpath(dir)))
+        if parsed is None:
+            raise ValueError(f"{dir} is not a partition directory")
+        topic, partition = parsed
+    os.makedirs(dir, exist_ok=True)
+    if topic_id is None:
+        try:
+            topic_id = read_partition_metadata(os.path.join(dir, PARTITION_METADATA))
+        except CheckpointError as e:
+            log.warn("{e}", e=e)
+    epoch_cache = LeaderEpochCache.load(os.path.join(dir, LEADER_EPOCH_CHECKPOINT))
+    bases = _clean_leftovers(dir)
+
+    def on_batch(header) -> None:
+        epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+
+    # Unclean: recover from the segment holding the recovery point to the end.
+    first_to_recover = len(bases)
+    if not had_clean_shutdown:
+        first_to_recover = 0
+        for i, base in enumerate(bases):
+            if base <= recovery_point:
+                first_to_recover = i
+
+    segments: list[LogSegment] = []
+    for i, base in enumerate(bases):
+        is_last = i == len(bases) - 1
+        segment, indexes_ok = LogSegment.open(dir, base, config, now_ms, full_index_check=is_last)
+        segments.append(segment)
+        if not indexes_ok:
+            stats.indexes_rebuilt += 1
+        truncated = None
+        if not indexes_ok or i >= first_to_recover:
+            truncated = segment.recover(on_batch)
+            stats.segments_recovered += 1
+            stats.bytes_truncated += truncated
+        else:
+            try:
+                segment.scan_tail()
+            except InvalidRecordBatch as e:
+                log.warn("{dir}: segment {base} does not end on a batch boundary ({e}); "
+                         "recovering it", dir=dir, base=base, e=e)
+                truncated = segment.recover(on_batch)
+                stats.segments_recovered += 1
+                stats.bytes_truncated += truncated
+                if not is_last:
+                    # Damage from outside (this segment was complete once):
+                    # keep the intact segments after it; the lost offsets
+                    # become a gap, which readers skip as after compaction.
+                    segment.on_become_inactive()
+                    continue
+        if truncated and not is_last:
+            # The log must stay contiguous: what follows a segment recovery had
+            # to cut cannot be trusted (and would leave a hole in the offsets).
+            for later in bases[i + 1:]:
+                log.warn("{dir}: deleting segment {base}: it follows a truncated segment",
+                         dir=dir, base=later)
+                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                    _remove(os.path.join(dir, segment_file_name(later, suffix)))
+                stats.segments_deleted += 1
+            break
+        if truncated is not None and not is_last:
+            segment.on_become_inactive()   # recovery wrote its indexes: final entry, close fds
+
+    if not segments:
+        segments = [LogSegment.create(dir, max(log_start_offset, 0), config, now_ms)]
+    log_end = segments[-1].next_offset
+    start = max(log_start_offset, segments[0].base_offset)
+    if start > log_end:
+        log.warn("{dir}: log start offset {start} is beyond the log end {end}; using the log end",
+                 dir=dir, start=start, end=log_end)
+        start = log_end
+    epoch_cache.truncate_from_end(log_end)
+    epoch_cache.truncate_from_start(start)
+    if had_clean_shutdown:
+        recovery_point = log_end
+    result = Log(dir, topic, partition, config, segments=segments, log_start_offset=start,
+                 recovery_point=min(recovery_point, log_end), epoch_cache=epoch_cache,
+                 topic_id=topic_id, segment_deleter=segment_deleter)
+    result.recovery_stats = stats
+    if stats.segments_recovered or stats.indexes_rebuilt:
+        log.info("loaded {log} after recovery: {stats}", log=result, stats=stats)
+    return result

@@ -1,0 +1,555 @@
+"""``LogSegment``: one ``.log`` file of whole record batches plus its two indexes.
+
+A segment is named by its base offset (``00000000000000000000.log``): every
+batch in it has a base offset at or above that, and below the next segment's.
+Batches are stored byte for byte as the log accepted them (offsets and leader
+epoch already assigned), back to back, with no framing of our own: the file
+*is* a Kafka records blob, which is what lets a fetch hand out file bytes
+unchanged.
+
+I/O is plain ``pread``/``pwrite`` on a raw descriptor: no Python buffering
+(nothing is held back from the page cache, so a process crash loses nothing
+written), and positional calls so readers on other threads never race a
+shared file position.  Only ``flush`` (fsync) and ``recover`` (reads the whole
+segment) are slow; the log calls them in the thread pool.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import random
+from typing import Iterator, NamedTuple
+
+from twisted.logger import Logger
+
+from twisted_kafka.log.batches import (
+    BATCH_HEADER_SIZE,
+    InvalidRecordBatch,
+    RecordBatchHeader,
+    iter_batch_headers,
+    parse_batch_header,
+    validate_batch,
+)
+from twisted_kafka.log.index import CorruptIndexError, OffsetIndex, TimeIndex
+from twisted_kafka.log.layout import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    segment_file_name,
+)
+from twisted_kafka.log.log_config import LogConfig
+
+log = Logger()
+
+SCAN_CHUNK = 16 * 1024          # header walks read this much at a time (spans the 4 KiB index interval)
+RECOVERY_CHUNK = 1024 * 1024    # recovery reads and CRC-checks the log in chunks of this size
+MAX_RELATIVE_OFFSET = 2**31 - 1
+
+
+class WouldBlock(Exception):
+    """A ``nowait`` read would have waited for the disk: retry it in the thread pool."""
+
+
+_RWF_NOWAIT = getattr(os, "RWF_NOWAIT", None)
+
+
+def _read_nowait(fd: int, position: int, size: int, visible: int):
+    """pread that refuses to wait for the disk (Linux >= 4.14); WouldBlock if it would."""
+    global _RWF_NOWAIT
+    if _RWF_NOWAIT is None:
+        raise WouldBlock("non-blocking reads are not available here")
+    size = max(0, min(size, visible - position))
+    buf = bytearray(size)
+    got = 0
+    view = memoryview(buf)
+    try:
+        while got < size:
+            try:
+                n = os.preadv(fd, [view[got:]], position + got, _RWF_NOWAIT)
+            except BlockingIOError:
+                raise WouldBlock("data not in the page cache") from None
+            except OSError as e:
+                if e.errno in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                    _RWF_NOWAIT = None      # this kernel/filesystem cannot: stop trying
+                    raise WouldBlock(str(e)) from None
+                raise
+            if n == 0:
+                break
+            got += n
+    finally:
+        view.release()
+    if got < size:
+        del buf[got:]
+    return buf
+
+
+class BatchInfo(NamedTuple):
+    """One batch of an append: where it sits in the appended buffer and what it holds."""
+
+    position: int       # relative to the start of the appended buffer
+    size: int
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+
+
+class LogSegment:
+    """A ``.log`` file with its offset and time index."""
+
+    def __init__(self, dir: str, base_offset: int, *, fd: int, size: int,
+                 offset_index: OffsetIndex, time_index: TimeIndex, config: LogConfig,
+                 created_ms: int, next_offset: int | None,
+                 max_timestamp: int = -1, offset_of_max_timestamp: int | None = None,
+                 preallocated: bool = False):
+        self.dir = dir
+        self.base_offset = base_offset
+        self.fd: int | None = fd
+        self.size = size                # bytes committed: what readers may see
+        self._reserved = size           # end of the file including writes in flight
+        self._outstanding = 0           # reservations not yet committed
+        self._inactive_pending = False  # rolled while writes were in flight
+        self.offset_index = offset_index
+        self.time_index = time_index
+        self.index_interval_bytes = config.index_interval_bytes
+        self.created_ms = created_ms
+        self._next_offset = next_offset
+        self.max_timestamp = max_timestamp
+        self.offset_of_max_timestamp = base_offset if offset_of_max_timestamp is None \
+            else offset_of_max_timestamp
+        self._bytes_since_last_index_entry = 0
+        self._rolling_base_timestamp: int | None = None
+        self.preallocated = preallocated
+        jitter = min(config.segment_jitter_ms, config.segment_ms)
+        self.roll_jitter_ms = random.randrange(jitter) if jitter > 0 else 0
+        self.log_path = os.path.join(dir, segment_file_name(base_offset, LOG_SUFFIX))
+        self.deleted = False
+
+    # -- construction -------------------------------------------------------
+
+    @classmethod
+    def create(cls, dir: str, base_offset: int, config: LogConfig, now_ms: int) -> "LogSegment":
+        """A new empty segment (existing files of that name are emptied)."""
+        path = os.path.join(dir, segment_file_name(base_offset, LOG_SUFFIX))
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        preallocated = False
+        if config.preallocate:
+            try:
+                os.posix_fallocate(fd, 0, config.segment_bytes)
+                preallocated = True
+            except OSError as e:
+                log.warn("preallocating {path} failed: {e}", path=path, e=e)
+        return cls(
+            dir, base_offset, fd=fd, size=0,
+            offset_index=OffsetIndex.create(
+                os.path.join(dir, segment_file_name(base_offset, INDEX_SUFFIX)),
+                base_offset, config.max_index_size),
+            time_index=TimeIndex.create(
+                os.path.join(dir, segment_file_name(base_offset, TIME_INDEX_SUFFIX)),
+                base_offset, config.max_index_size),
+            config=config, created_ms=now_ms, next_offset=base_offset,
+            preallocated=preallocated)
+
+    @classmethod
+    def open(cls, dir: str, base_offset: int, config: LogConfig, now_ms: int, *,
+             full_index_check: bool = False) -> tuple["LogSegment", bool]:
+        """Open an existing segment; returns (segment, indexes_ok).
+
+        A missing or insane index is replaced by an empty one and
+        ``indexes_ok`` is False: the caller must ``recover()`` the segment,
+        which rebuilds both indexes from the batches.
+        """
+        path = os.path.join(dir, segment_file_name(base_offset, LOG_SUFFIX))
+        fd = os.open(path, os.O_RDWR)
+        size = os.fstat(fd).st_size
+        ok = True
+        index_path = os.path.join(dir, segment_file_name(base_offset, INDEX_SUFFIX))
+        time_path = os.path.join(dir, segment_file_name(base_offset, TIME_INDEX_SUFFIX))
+        try:
+            offset_index = OffsetIndex.open(index_path, base_offset, config.max_index_size, size,
+                                            full_check=full_index_check)
+            time_index = TimeIndex.open(time_path, base_offset, config.max_index_size, size,
+                                        full_check=full_index_check)
+        except (FileNotFoundError, CorruptIndexError) as e:
+            log.warn("rebuilding the indexes of {path}: {e}", path=path, e=e)
+            ok = False
+            offset_index = OffsetIndex.create(index_path, base_offset, config.max_index_size)
+            time_index = TimeIndex.create(time_path, base_offset, config.max_index_size)
+        max_ts, offset_of_max = time_index.last_entry
+        segment = cls(dir, base_offset, fd=fd, size=size, offset_index=offset_index,
+                      time_index=time_index, config=config, created_ms=now_ms, next_offset=None,
+                      max_timestamp=max_ts, offset_of_max_timestamp=offset_of_max)
+        return segment, ok
+
+    # -- reading ------------------------------------------------------------
+
+    def read(self, position: int, size: int, *, nowait: bool = False):
+        """Up to ``size`` bytes from ``position`` (fewer at the end of the file).
+
+        ``nowait``: only what the page cache holds — raises ``WouldBlock``
+        instead of waiting for the disk (Linux ``RWF_NOWAIT``), so a caller
+        on the reactor can retry in the thread pool.
+        """
+        fd = self.fd
+        if fd is None:
+            raise OSError(f"segment {self.log_path} is closed")
+        if nowait:
+            return _read_nowait(fd, position, size, self.size)
+        data = os.pread(fd, size, position)
+        if len(data) == size or not data:
+            return data
+        parts = [data]
+        got = len(data)
+        while got < size:
+            more = os.pread(fd, size - got, position + got)
+            if not more:
+                break
+            parts.append(more)
+            got += len(more)
+        return b"".join(parts)
+
+    def iter_headers(self, position: int = 0, end: int | None = None, *,
+                     nowait: bool = False) -> Iterator[tuple[int, RecordBatchHeader]]:
+        """(position, header) of each batch from ``position``; stops at a partial tail.
+
+        Reads ``SCAN_CHUNK`` bytes at a time, or only a header when batches
+        are larger than that.  Raises InvalidRecordBatch on bytes that are
+        not a batch header.
+        """
+        end = self.size if end is None else end
+        buf = b""
+        buf_pos = position
+        pos = position
+        last_size = 0
+        while pos + BATCH_HEADER_SIZE <= end:
+            off = pos - buf_pos
+            if off + BATCH_HEADER_SIZE > len(buf):
+                want = BATCH_HEADER_SIZE if last_size > SCAN_CHUNK else SCAN_CHUNK
+                buf = self.read(pos, min(want, end - pos), nowait=nowait)
+                buf_pos, off = pos, 0
+                if len(buf) < BATCH_HEADER_SIZE:
+                    return
+            header = parse_batch_header(buf, off)
+            if pos + header.size > end:
+                return
+            yield pos, header
+            last_size = header.size
+            pos += header.size
+
+    def find_batch(self, offset: int, *, nowait: bool = False) -> tuple[int, RecordBatchHeader] | None:
+        """The first batch whose last offset is >= ``offset`` (the one holding it, if any)."""
+        if nowait and not self.offset_index.loaded:
+            raise WouldBlock(f"the offset index of {self.log_path} is not in memory")
+        _, position = self.offset_index.lookup(offset)
+        for pos, header in self.iter_headers(position, nowait=nowait):
+            if header.last_offset >= offset:
+                return pos, header
+        return None
+
+    def find_by_timestamp(self, timestamp: int, min_offset: int) -> tuple[int, RecordBatchHeader] | None:
+        """The first batch at or after ``min_offset`` with a timestamp >= ``timestamp``."""
+        _, indexed_offset = self.time_index.lookup(timestamp)
+        _, position = self.offset_index.lookup(max(indexed_offset, min_offset))
+        for pos, header in self.iter_headers(position):
+            if header.max_timestamp >= timestamp and header.last_offset >= min_offset:
+                return pos, header
+        return None
+
+    @property
+    def next_offset(self) -> int:
+        """The offset after the segment's last batch (its base offset when empty)."""
+        if self._next_offset is None:
+            self.scan_tail()
+        return self._next_offset
+
+    def scan_tail(self) -> None:
+        """Learn the end of a segment opened from disk: walk headers from the last index entry.
+
+        Also completes the max timestamp (the time index is sparse).  Raises
+        InvalidRecordBatch if the walk does not end exactly at the file's end;
+        the loader then recovers the segment.
+        """
+        _, position = self.offset_index.last_entry
+        next_offset = self.base_offset
+        end = position
+        bytes_since = 0
+        for pos, header in self.iter_headers(position):
+            next_offset = header.next_offset
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp = header.max_timestamp
+                self.offset_of_max_timestamp = header.base_offset
+            bytes_since += header.size
+            end = pos + header.size
+        if end != self.size:
+            raise InvalidRecordBatch(f"{self.log_path}: {self.size - end} bytes after the last "
+                                     "whole batch", position=end)
+        self._next_offset = next_offset
+        self._bytes_since_last_index_entry = bytes_since
+
+    def first_batch_timestamp(self) -> int | None:
+        """Max timestamp of the segment's first batch: what time-based rolling counts from."""
+        if self._rolling_base_timestamp is None and self.size >= BATCH_HEADER_SIZE:
+            try:
+                self._rolling_base_timestamp = parse_batch_header(
+                    self.read(0, BATCH_HEADER_SIZE)).max_timestamp
+            except InvalidRecordBatch:
+                return None
+        return self._rolling_base_timestamp
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Largest record timestamp, or the file's mtime when none is known (retention)."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        try:
+            return int(os.stat(self.log_path).st_mtime * 1000)
+        except FileNotFoundError:
+            return 0
+
+    # -- rolling ------------------------------------------------------------
+
+    def should_roll(self, config: LogConfig, append_size: int, max_timestamp: int,
+                    max_offset: int, now_ms: int) -> bool:
+        """Kafka's roll rule: size, age, a full index, or an offset beyond int32 range."""
+        if self._reserved > config.segment_bytes - append_size:
+            return True
+        if self._reserved > 0:
+            first = self.first_batch_timestamp()
+            waited = (max_timestamp - first) if first is not None and first >= 0 \
+                else (now_ms - self.created_ms)
+            if waited > config.segment_ms - self.roll_jitter_ms:
+                return True
+        if self.offset_index.is_full or self.time_index.is_full:
+            return True
+        return max_offset - self.base_offset > MAX_RELATIVE_OFFSET
+
+    @property
+    def reserved_size(self) -> int:
+        """Size including writes in flight (what the next append is placed after)."""
+        return self._reserved
+
+    @property
+    def has_writes_in_flight(self) -> bool:
+        return self._outstanding > 0
+
+    def on_become_inactive(self) -> None:
+        """The segment stops being the active one: final time-index entry, trim, release.
+
+        With writes still in flight this happens when the last one commits.
+        """
+        if self._outstanding:
+            self._inactive_pending = True
+            return
+        self._inactive_pending = False
+        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp,
+                                     skip_full_check=True)
+        if self.preallocated and self.fd is not None:
+            os.ftruncate(self.fd, self.size)
+            self.preallocated = False
+        self.offset_index.release()
+        self.time_index.release()
+
+    # -- writing ------------------------------------------------------------
+
+    def reserve(self, nbytes: int) -> int:
+        """Claim the next ``nbytes`` of the file for an append; returns its position."""
+        position = self._reserved
+        self._reserved += nbytes
+        self._outstanding += 1
+        return position
+
+    def write_at(self, position: int, data) -> None:
+        """Write ``data`` at a reserved ``position``.  BLOCKING, safe on any thread
+        (positional write: concurrent writes to other positions do not interfere)."""
+        view = memoryview(data)
+        written = 0
+        try:
+            while written < len(view):
+                written += os.pwrite(self.fd, view[written:], position + written)
+        finally:
+            view.release()
+
+    def commit(self, position: int, nbytes: int, batches: list[BatchInfo]) -> None:
+        """Make a written append visible: indexes, max timestamp, size, next offset.
+
+        Commits must come in reservation order (the log guarantees it).
+        """
+        for batch in batches:
+            if batch.max_timestamp > self.max_timestamp:
+                self.max_timestamp = batch.max_timestamp
+                self.offset_of_max_timestamp = batch.base_offset
+            if self._bytes_since_last_index_entry > self.index_interval_bytes:
+                self.offset_index.append(batch.base_offset, position + batch.position)
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                self._bytes_since_last_index_entry = 0
+            self._bytes_since_last_index_entry += batch.size
+        if position == 0 and batches:
+            self._rolling_base_timestamp = batches[0].max_timestamp
+        self.size = position + nbytes
+        self._next_offset = batches[-1].last_offset + 1
+        self._outstanding -= 1
+        if self._inactive_pending and not self._outstanding:
+            self.on_become_inactive()
+
+    def append(self, data, batches: list[BatchInfo]) -> None:
+        """Reserve, write and commit in one go (recovery tests, simple callers)."""
+        position = self.reserve(len(data))
+        self.write_at(position, data)
+        self.commit(position, len(data), batches)
+
+    def _index_batch(self, pos: int, header: RecordBatchHeader) -> None:
+        """Index bookkeeping for a batch found on disk (recovery), same rule as ``append``."""
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp = header.max_timestamp
+            self.offset_of_max_timestamp = header.base_offset
+        if self._bytes_since_last_index_entry > self.index_interval_bytes:
+            if not self.offset_index.is_full:
+                self.offset_index.append(header.base_offset, pos)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry += header.size
+
+    def recover(self, on_batch=None) -> int:
+        """Re-validate every batch, rebuild both indexes, cut the file after the last good batch.
+
+        A batch is good when its framing, CRC, codec and counts check out and
+        its offsets follow the previous batch's.  ``on_batch(header)`` is
+        called for each good batch (the leader-epoch cache listens).  Returns
+        the number of bytes truncated.  BLOCKING: reads the whole segment.
+        """
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = self.base_offset
+        self._bytes_since_last_index_entry = 0
+        self._rolling_base_timestamp = None
+        file_size = os.fstat(self.fd).st_size
+        pos = 0
+        expected = self.base_offset
+        want = RECOVERY_CHUNK
+        while pos < file_size:
+            chunk = self.read(pos, min(want, file_size - pos))
+            consumed = 0
+            bad = False
+            try:
+                for p, header in iter_batch_headers(chunk, 0, allow_partial_tail=True):
+                    validate_batch(chunk, p, header)
+                    if header.base_offset < expected or \
+                            header.last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
+                        raise InvalidRecordBatch(
+                            f"batch at {pos + p} has base offset {header.base_offset}, "
+                            f"expected at least {expected}", position=p)
+                    self._index_batch(pos + p, header)
+                    if on_batch is not None:
+                        on_batch(header)
+                    expected = header.next_offset
+                    consumed = p + header.size
+            except InvalidRecordBatch as e:
+                log.warn("{path}: invalid batch at position {pos}: {e}",
+                         path=self.log_path, pos=pos + consumed, e=e)
+                bad = True
+            pos += consumed
+            if bad:
+                break
+            if consumed == 0:
+                # The batch at pos did not fit in the chunk: a big batch, or a torn one.
+                try:
+                    header = parse_batch_header(chunk, 0)
+                except InvalidRecordBatch:
+                    break
+                if header.size > file_size - pos or header.size <= len(chunk):
+                    break
+                want = header.size
+            else:
+                want = RECOVERY_CHUNK
+        truncated = file_size - pos
+        if truncated:
+            log.warn("{path}: truncating {n} bytes after the last valid batch (position {pos})",
+                     path=self.log_path, n=truncated, pos=pos)
+            os.ftruncate(self.fd, pos)
+        self.size = self._reserved = pos
+        self._next_offset = expected
+        self.preallocated = False
+        return truncated
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch whose last offset is >= ``offset``; returns bytes removed."""
+        found = self.find_batch(offset)
+        if found is None:
+            return 0
+        position, header = found
+        removed = self.size - position
+        if self._outstanding:
+            raise RuntimeError(f"cannot truncate {self.log_path} with writes in flight")
+        os.ftruncate(self.fd, position)
+        self.size = self._reserved = position
+        self.offset_index.truncate_to_position(position)
+        self.time_index.truncate_to_offset(header.base_offset)
+        self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
+        self._rolling_base_timestamp = None
+        self._next_offset = None
+        self.scan_tail()
+        return removed
+
+    # -- files --------------------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync the log file and both indexes (BLOCKING)."""
+        fd = self.fd
+        if fd is not None:
+            try:
+                os.fdatasync(fd)
+            except OSError:
+                if self.fd is not None:   # not merely closed concurrently
+                    raise
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self, *, finalize: bool = True) -> None:
+        """Close the files; an active segment gets its final time-index entry first
+        (``finalize=False``: just release the descriptors — the files are going away)."""
+        if self.fd is None:
+            return
+        if not finalize:
+            self.offset_index.release()
+            self.time_index.release()
+        elif self.size or len(self.time_index):
+            self.on_become_inactive()
+        else:
+            self.offset_index.release()
+            self.time_index.release()
+        fd, self.fd = self.fd, None
+        os.close(fd)
+
+    def rename_for_delete(self) -> None:
+        """Mark the files ``.deleted`` (readers holding the descriptor keep reading)."""
+        if self.log_path.endswith(DELETED_SUFFIX):
+            return
+        self.deleted = True
+        for index in (self.offset_index, self.time_index):
+            try:
+                index.rename(index.path + DELETED_SUFFIX)
+            except FileNotFoundError:
+                pass
+        try:
+            os.rename(self.log_path, self.log_path + DELETED_SUFFIX)
+            self.log_path += DELETED_SUFFIX
+        except FileNotFoundError:
+            pass
+
+    def delete(self) -> None:
+        """Close and remove the files (BLOCKING only in the sense of a few unlinks)."""
+        self.deleted = True
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            os.close(fd)
+        self.offset_index.delete()
+        self.time_index.delete()
+        try:
+            os.unlink(self.log_path)
+        except FileNotFoundError:
+            pass
+
+    def __repr__(self) -> str:
+        return f"<LogSegment {self.log_path} size={self.size}>"
