@@ -549,6 +549,10 @@ class LogManager(Service):
         indexes and decompress a batch)."""
         return self._blocking(log_.fetch_offset_by_timestamp, timestamp)
 
+    def fetch_offset_of_max_timestamp(self, log_: Log) -> Deferred:
+        """``Log.fetch_offset_of_max_timestamp`` in the thread pool (it walks segment files)."""
+        return self._blocking(log_.fetch_offset_of_max_timestamp)
+
     def flush_log(self, log_: Log, up_to_offset: int | None = None) -> Deferred:
         """fsync ``log_`` up to ``up_to_offset`` (default: its end) in the thread pool."""
         flusher = self._flushers.get((log_.topic, log_.partition))

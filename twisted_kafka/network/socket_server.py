@@ -103,15 +103,23 @@ class SocketServer(Service):
     # -- lifecycle --------------------------------------------------------------------
 
     @inlineCallbacks
-    def start_listening(self):
-        """Bind every listener, the control plane first (as Kafka does).  Fails if a port can't be bound."""
+    def start_listening(self, plane: str | None = None):
+        """Bind the listeners of ``plane`` ("control" or "data"; None: both, control first).
+
+        The broker binds its control plane before the controller starts (the
+        controller reaches its own broker through it) and its data plane only
+        once partitions are online, as Kafka enables request processing only
+        at the end of startup.  Fails if a port can't be bound.
+        """
         ordered = sorted(self.acceptors.values(), key=lambda a: a.plane.name != "control")
         for acceptor in ordered:
-            yield acceptor.listen()
-        interval = min(max(self.max_idle_seconds / 10.0, 0.01), 1.0)
-        self._reaper = LoopingCall(self.close_idle_connections)
-        self._reaper.clock = self.reactor
-        self._reaper.start(interval, now=False)
+            if (plane is None or acceptor.plane.name == plane) and acceptor.port is None:
+                yield acceptor.listen()
+        if self._reaper is None:
+            interval = min(max(self.max_idle_seconds / 10.0, 0.01), 1.0)
+            self._reaper = LoopingCall(self.close_idle_connections)
+            self._reaper.clock = self.reactor
+            self._reaper.start(interval, now=False)
 
     def bound_port(self, listener_name: str) -> int:
         return self.acceptors[listener_name.upper()].bound_port

@@ -21,7 +21,9 @@ from typing import Iterable
 
 from twisted_kafka.network.listeners import EndPoint, ListenerConfig
 from twisted_kafka.protocol.errors import ErrorCode
-from twisted_kafka.protocol.metadata_response import encode_topic_fragment
+from twisted_kafka.protocol.metadata_response import TopicMetadata, encode_topic_fragment
+
+_PartitionMetadata = TopicMetadata.fields["partitions"].array_of.data_class
 
 # Kafka's AclOperation codes, for the authorized-operations bit fields.
 READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE = 3, 4, 5, 6, 7, 8
@@ -141,30 +143,23 @@ class MetadataCache:
             for index in sorted(topic.partitions):
                 state = topic.partitions[index]
                 error = ErrorCode.NONE if state.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE
-                partitions.append({
-                    "error_code": error, "partition_index": index, "leader_id": state.leader,
-                    "leader_epoch": state.leader_epoch, "replica_nodes": list(state.replicas),
-                    "isr_nodes": list(state.isr), "offline_replicas": list(state.offline_replicas)})
-            fragment = self._fragments[key] = encode_topic_fragment(version, {
-                "error_code": ErrorCode.NONE, "name": name, "topic_id": topic.topic_id,
-                "is_internal": topic.is_internal, "partitions": partitions,
-                "authorized_operations": _operations_bits(TOPIC_OPERATIONS)
-                if include_authorized_operations else -2147483648})
+                partitions.append(_PartitionMetadata(
+                    error_code=error, partition_index=index, leader_id=state.leader,
+                    leader_epoch=state.leader_epoch, replica_nodes=list(state.replicas),
+                    isr_nodes=list(state.isr), offline_replicas=list(state.offline_replicas)))
+            fragment = self._fragments[key] = encode_topic_fragment(version, TopicMetadata(
+                error_code=ErrorCode.NONE, name=name, topic_id=topic.topic_id, is_internal=topic.is_internal,
+                partitions=partitions,
+                authorized_operations=set(TOPIC_OPERATIONS) if include_authorized_operations else None))
         return fragment
 
 
 def error_fragment(version: int, name: str | None, error: ErrorCode, topic_id: uuid.UUID | None = None) -> bytes:
     """The Metadata entry of a topic that cannot be described (unknown, invalid, being created)."""
-    return encode_topic_fragment(version, {
-        "error_code": error, "name": name, "topic_id": topic_id or uuid.UUID(int=0),
-        "is_internal": False, "partitions": [], "authorized_operations": -2147483648})
+    return encode_topic_fragment(version, TopicMetadata(
+        error_code=error, name=name, topic_id=topic_id or uuid.UUID(int=0), is_internal=False, partitions=[],
+        authorized_operations=None))
 
 
-def _operations_bits(operations: Iterable[int]) -> int:
-    value = 0
-    for bit in operations:
-        value |= 1 << bit
-    return value
-
-
-CLUSTER_AUTHORIZED_OPERATIONS = _operations_bits(CLUSTER_OPERATIONS)
+# Without an authorizer every operation a resource supports is allowed.
+CLUSTER_AUTHORIZED_OPERATIONS = frozenset(CLUSTER_OPERATIONS)

@@ -10,9 +10,27 @@ from __future__ import annotations
 
 def build_handlers(server) -> list:
     from .api_versions import ApiVersionsHandler
+    from .controller_apis import (
+        ControlledShutdownHandler,
+        LeaderAndIsrHandler,
+        StopReplicaHandler,
+        UpdateMetadataHandler,
+    )
+    from .fetch import FetchHandler
+    from .list_offsets import ListOffsetsHandler
     from .metadata import MetadataHandler
+    from .offset_for_leader_epoch import OffsetForLeaderEpochHandler
+    from .produce import ProduceHandler
 
     return [
         ApiVersionsHandler(server.apis),
         MetadataHandler(server),
+        ProduceHandler(server),
+        FetchHandler(server),
+        ListOffsetsHandler(server),
+        OffsetForLeaderEpochHandler(server),
+        LeaderAndIsrHandler(server),
+        UpdateMetadataHandler(server),
+        StopReplicaHandler(server),
+        ControlledShutdownHandler(server),
     ]

@@ -4,13 +4,23 @@ Brokers are listed with their advertised endpoint for the listener the
 request arrived on, so a client that bootstrapped through one listener keeps
 using it.  Topic-list semantics follow the version: in v0 an empty list means
 every topic; from v1, null means every topic and an empty list none.  Known
-topics are answered from the cache's encoded fragments; unknown ones with
-UNKNOWN_TOPIC_OR_PARTITION.
+topics are answered from the cache's encoded fragments.
+
+An unknown topic is created when ``auto.create.topics.enable`` is on and the
+request allows it (always before v4; ``allow_auto_topic_creation`` from v4 —
+librdkafka consumers say no, kafka-python and aiokafka say yes, CLIENTS.md
+§5), with ``num.partitions`` and ``default.replication.factor``.  Kafka
+answers LEADER_NOT_AVAILABLE while the creation propagates; here the handler
+waits for the controller (a few milliseconds on one node) and answers with
+the new topic, saving the client a retry round.  Otherwise unknown topics get
+UNKNOWN_TOPIC_OR_PARTITION, and illegal names INVALID_TOPIC_EXCEPTION.
 """
 
 from __future__ import annotations
 
-from twisted_kafka.protocol.errors import ErrorCode
+from twisted_kafka.controller.kafka_controller import NewTopic
+from twisted_kafka.controller.topic_names import validate_topic_name
+from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.metadata_response import assemble
 from twisted_kafka.protocol.registry import ApiKey
 
@@ -41,17 +51,51 @@ class MetadataHandler:
             for name in sorted(self.cache.topics):
                 fragments.append(self.cache.topic_fragment(name, version, with_topic_ops))
         else:
-            for name in dict.fromkeys(names):
+            names = list(dict.fromkeys(names))
+            errors = await self._auto_create(request, [n for n in names if n not in self.cache.topics])
+            for name in names:
                 if name in self.cache.topics:
                     fragments.append(self.cache.topic_fragment(name, version, with_topic_ops))
                 else:
-                    fragments.append(error_fragment(version, name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                    fragments.append(error_fragment(version, name,
+                                                    errors.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
         cluster_ops = None
         if 8 <= version <= 10 and body.include_cluster_authorized_operations:
             cluster_ops = CLUSTER_AUTHORIZED_OPERATIONS
         return assemble(request.header, version, 0,
                         self.cache.alive_brokers(request.listener_name), self.cache.cluster_id,
                         self.cache.controller_id, fragments, cluster_ops)
+
+    async def _auto_create(self, request, missing: list[str]) -> dict[str, ErrorCode]:
+        """Create ``missing`` topics if allowed; the error to report for those still missing."""
+        if not missing:
+            return {}
+        allowed = request.api_version < 4 or request.body.allow_auto_topic_creation
+        errors: dict[str, ErrorCode] = {}
+        creatable = []
+        for name in missing:
+            try:
+                validate_topic_name(name)
+            except KafkaError as exc:
+                errors[name] = exc.code
+                continue
+            creatable.append(name)
+        controller = self.server.controller
+        if not (allowed and creatable and self.server.config["auto.create.topics.enable"]
+                and controller is not None and controller.active):
+            return errors
+        request.mark_local_complete()
+        results = await controller.create_topics([NewTopic(name) for name in creatable])
+        for result in results:
+            if result.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+                errors[result.name] = (ErrorCode.INVALID_REPLICATION_FACTOR
+                                       if result.error == ErrorCode.INVALID_REPLICATION_FACTOR
+                                       else ErrorCode.LEADER_NOT_AVAILABLE)
+                self.server.log.warn("Auto-creating topic {topic} failed: {error} {message}", topic=result.name,
+                                     error=result.error.name, message=result.message or "")
+            elif result.name not in self.cache.topics:
+                errors[result.name] = ErrorCode.LEADER_NOT_AVAILABLE
+        return errors
 
     def error_response(self, request, error: ErrorCode, message: str | None = None):
         version = request.api_version

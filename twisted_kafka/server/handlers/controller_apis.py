@@ -1,0 +1,191 @@
+"""The controller's APIs: LeaderAndIsr (4), StopReplica (5), UpdateMetadata (6)
+on the broker side, and ControlledShutdown (7) on the controller side.
+
+These arrive on the control plane (when one is configured), from the
+controller — this broker's own, on a single node.  Each is applied to the
+ReplicaManager or the MetadataCache and answered with per-partition errors,
+exactly as a broker in a cluster would answer another broker's controller.
+"""
+
+from __future__ import annotations
+
+from twisted.internet.defer import gatherResults
+
+from twisted_kafka.controller.kafka_controller import LEADER_DURING_DELETE
+from twisted_kafka.network.listeners import EndPoint
+from twisted_kafka.protocol import messages as m
+from twisted_kafka.protocol.errors import ErrorCode, KafkaError
+from twisted_kafka.protocol.registry import ApiKey
+
+from ..metadata_cache import BrokerRegistration, PartitionState
+from ..replica_manager import PartitionStateChange
+
+_SECURITY_PROTOCOLS = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
+
+
+def _topic_partition_states(body, ungrouped_until: int, version: int):
+    """(topic name, topic id or None, partition state) for both request layouts."""
+    if version <= ungrouped_until:
+        for state in body.ungrouped_partition_states:
+            yield state.topic_name, None, state
+    else:
+        for topic in body.topic_states:
+            topic_id = getattr(topic, "topic_id", None)
+            for state in topic.partition_states:
+                yield topic.topic_name, topic_id, state
+
+
+class LeaderAndIsrHandler:
+    api_key = ApiKey.LEADER_AND_ISR
+
+    def __init__(self, server):
+        self.server = server
+
+    async def handle(self, request):
+        body = request.body
+        replicas = self.server.replica_manager
+        replicas.check_controller(body.controller_epoch, getattr(body, "broker_epoch", -1))
+        changes = [PartitionStateChange(topic, topic_id, state.partition_index, state.leader, state.leader_epoch,
+                                        getattr(state, "partition_epoch", 0), list(state.replicas), list(state.isr))
+                   for topic, topic_id, state in _topic_partition_states(body, 1, request.api_version)]
+        errors = replicas.become_leader_or_follower(changes)
+        return self._response(request, errors, {c.topic: c.topic_id for c in changes})
+
+    def _response(self, request, errors: dict, topic_ids: dict, top_error: ErrorCode = ErrorCode.NONE):
+        R = m.LeaderAndIsrResponse
+        if request.api_version < 5:
+            return R(error_code=top_error, partition_errors=[
+                R.LeaderAndIsrPartitionError(topic_name=topic, partition_index=index, error_code=error)
+                for (topic, index), error in errors.items()])
+        by_topic: dict = {}
+        for (topic, index), error in errors.items():
+            by_topic.setdefault(topic, []).append((index, error))
+        return R(error_code=top_error, topics=[
+            R.LeaderAndIsrTopicError(topic_id=topic_ids[topic], partition_errors=[
+                R.LeaderAndIsrTopicError.LeaderAndIsrPartitionError(partition_index=i, error_code=e)
+                for i, e in entries])
+            for topic, entries in by_topic.items()])
+
+    def error_response(self, request, error: ErrorCode, message: str | None = None):
+        body = request.body
+        states = list(_topic_partition_states(body, 1, request.api_version))
+        return self._response(request, {(t, s.partition_index): error for t, _, s in states},
+                              {t: tid for t, tid, _ in states}, error)
+
+    def response_version(self, request) -> int:
+        return request.api_version
+
+
+class UpdateMetadataHandler:
+    api_key = ApiKey.UPDATE_METADATA
+
+    def __init__(self, server):
+        self.server = server
+
+    async def handle(self, request):
+        body = request.body
+        self.server.replica_manager.check_controller(body.controller_epoch, getattr(body, "broker_epoch", -1))
+        cache = self.server.metadata_cache
+        brokers = []
+        for broker in body.live_brokers:
+            if request.api_version == 0:
+                endpoints = {"PLAINTEXT": EndPoint("PLAINTEXT", broker.v0_host, broker.v0_port, "PLAINTEXT")}
+            else:
+                endpoints = {}
+                for ep in broker.endpoints:
+                    protocol = _SECURITY_PROTOCOLS.get(ep.security_protocol, "PLAINTEXT")
+                    name = ep.listener if request.api_version >= 3 else protocol
+                    endpoints[name] = EndPoint(name, ep.host, ep.port, protocol)
+            brokers.append(BrokerRegistration(broker.id, endpoints, getattr(broker, "rack", None)))
+        cache.update_brokers(brokers, body.controller_id)
+        live, deleted, topic_ids = [], [], {}
+        for topic, topic_id, state in _topic_partition_states(body, 4, request.api_version):
+            if topic_id is not None:
+                topic_ids[topic] = topic_id
+            if state.leader == LEADER_DURING_DELETE:
+                deleted.append(topic)
+            else:
+                live.append(PartitionState(topic, state.partition_index, state.leader, state.leader_epoch,
+                                           tuple(state.replicas), tuple(state.isr),
+                                           tuple(getattr(state, "offline_replicas", ()) or ()),
+                                           state.zk_version))
+        cache.remove_topics(set(deleted))
+        cache.update_partitions(live, topic_ids)
+        return m.UpdateMetadataResponse(error_code=ErrorCode.NONE)
+
+    def error_response(self, request, error: ErrorCode, message: str | None = None):
+        return m.UpdateMetadataResponse(error_code=error)
+
+    def response_version(self, request) -> int:
+        return request.api_version
+
+
+class StopReplicaHandler:
+    api_key = ApiKey.STOP_REPLICA
+
+    def __init__(self, server):
+        self.server = server
+
+    def _partitions(self, request):
+        body = request.body
+        version = request.api_version
+        if version == 0:
+            return [(p.topic_name, p.partition_index, body.delete_partitions) for p in body.ungrouped_partitions]
+        if version <= 2:
+            return [(t.name, i, body.delete_partitions) for t in body.topics for i in t.partition_indexes]
+        return [(t.topic_name, p.partition_index, p.delete_partition)
+                for t in body.topic_states for p in t.partition_states]
+
+    async def handle(self, request):
+        body = request.body
+        replicas = self.server.replica_manager
+        replicas.check_controller(body.controller_epoch, getattr(body, "broker_epoch", -1))
+        errors = []
+        deletions = []
+        for topic, index, delete in self._partitions(request):
+            try:
+                d = replicas.stop_replica(topic, index, delete=delete)
+                if d is not None:
+                    deletions.append(d)
+                errors.append((topic, index, ErrorCode.NONE))
+            except KafkaError as exc:
+                errors.append((topic, index, exc.code))
+        if deletions:
+            # The logs are renamed away at once; removal of their files happens in the
+            # background after file.delete.delay.ms, as in Kafka: don't hold the controller.
+            gatherResults(deletions, consumeErrors=True).addErrback(lambda f: None)
+        R = m.StopReplicaResponse
+        return R(error_code=ErrorCode.NONE, partition_errors=[
+            R.StopReplicaPartitionError(topic_name=t, partition_index=i, error_code=e) for t, i, e in errors])
+
+    def error_response(self, request, error: ErrorCode, message: str | None = None):
+        R = m.StopReplicaResponse
+        return R(error_code=error, partition_errors=[
+            R.StopReplicaPartitionError(topic_name=t, partition_index=i, error_code=error)
+            for t, i, _ in self._partitions(request)])
+
+    def response_version(self, request) -> int:
+        return request.api_version
+
+
+class ControlledShutdownHandler:
+    api_key = ApiKey.CONTROLLED_SHUTDOWN
+
+    def __init__(self, server):
+        self.server = server
+
+    async def handle(self, request):
+        controller = self.server.controller
+        if controller is None:
+            raise KafkaError(ErrorCode.NOT_CONTROLLER, "This broker is not the controller")
+        remaining = await controller.controlled_shutdown(request.body.broker_id,
+                                                         getattr(request.body, "broker_epoch", -1))
+        R = m.ControlledShutdownResponse
+        return R(error_code=ErrorCode.NONE, remaining_partitions=[
+            R.RemainingPartition(topic_name=t, partition_index=i) for t, i in remaining])
+
+    def error_response(self, request, error: ErrorCode, message: str | None = None):
+        return m.ControlledShutdownResponse(error_code=error, remaining_partitions=[])
+
+    def response_version(self, request) -> int:
+        return request.api_version

@@ -1,0 +1,106 @@
+"""Fetch (1): read record batches, long-polling until ``min_bytes`` or ``max_wait_ms``.
+
+Limits follow KIP-74: partitions are read in request order, each up to its
+``partition_max_bytes`` and to what is left of the response's ``max_bytes``
+(capped by the broker's ``fetch.max.bytes``); only the first partition that
+returns data may exceed the limits, by whole first batch, so a consumer can
+always make progress — never megabytes beyond what was asked otherwise.
+
+Consumers read up to the high watermark; ``read_committed`` consumers up to
+the last stable offset, which equals the high watermark while there are no
+transactions (CLIENTS.md §5: librdkafka hides records beyond it).  When less
+than ``min_bytes`` is available the fetch waits in the purgatory, freeing its
+handler, and is read again as soon as appends bring enough bytes or the wait
+expires.  Incremental fetch sessions (KIP-227) are not offered: the answer's
+``session_id`` is 0, which every client accepts as "full fetches only".
+"""
+
+from __future__ import annotations
+
+from twisted_kafka.protocol.errors import ErrorCode, KafkaError
+from twisted_kafka.protocol.fetch_response import FetchableTopicResponse, FetchResponseData, PartitionData
+from twisted_kafka.protocol.registry import ApiKey
+
+READ_COMMITTED = 1
+
+
+class FetchHandler:
+    api_key = ApiKey.FETCH
+
+    def __init__(self, server):
+        self.server = server
+
+    def _topic_name(self, request, topic) -> str | None:
+        if request.api_version >= 13:
+            return self.server.metadata_cache.topic_name(topic.topic_id)
+        return topic.topic
+
+    async def _read_all(self, request):
+        """One pass over the requested partitions: (response topics, bytes read, any error)."""
+        body = request.body
+        replicas = self.server.replica_manager
+        remaining = min(body.max_bytes if request.api_version >= 3 else 2**31 - 1,
+                        self.server.config["fetch.max.bytes"])
+        read_committed = request.api_version >= 4 and body.isolation_level == READ_COMMITTED
+        total = 0
+        any_error = False
+        topics = []
+        for topic in body.topics:
+            name = self._topic_name(request, topic)
+            entries = []
+            for wanted in topic.partitions:
+                entry = PartitionData(partition_index=wanted.partition,
+                                      aborted_transactions=[] if read_committed else None)
+                try:
+                    if name is None:
+                        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID, "Unknown topic id")
+                    partition = replicas.leader_partition(name, wanted.partition)
+                    if request.api_version >= 9:
+                        partition.check_leader_epoch(wanted.current_leader_epoch)
+                    entry.high_watermark = partition.high_watermark
+                    entry.last_stable_offset = partition.last_stable_offset
+                    entry.log_start_offset = partition.log_start_offset
+                    limit = min(wanted.partition_max_bytes, remaining)
+                    if limit > 0 or total == 0:
+                        info = await replicas.read(
+                            partition, wanted.fetch_offset, max(limit, 0),
+                            max_offset=partition.last_stable_offset if read_committed else partition.high_watermark,
+                            min_one_message=total == 0)
+                        if info.size:
+                            entry.records = info.records
+                            total += info.size
+                            remaining -= info.size
+                except KafkaError as exc:
+                    entry.error_code = exc.code
+                    any_error = True
+                entries.append(entry)
+            topics.append(FetchableTopicResponse(topic=name if request.api_version < 13 else None,
+                                                 topic_id=topic.topic_id if request.api_version >= 13 else None,
+                                                 partitions=entries))
+        return topics, total, any_error
+
+    async def handle(self, request):
+        body = request.body
+        version = request.api_version
+        if version >= 7 and body.session_id != 0:
+            return FetchResponseData(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0)
+        if body.replica_id >= 0:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "Replica fetching is not available yet")
+        topics, total, any_error = await self._read_all(request)
+        if total < body.min_bytes and body.max_wait_ms > 0 and not any_error:
+            watched = [(self._topic_name(request, t), p.partition) for t in body.topics for p in t.partitions]
+            request.mark_local_complete()
+            await self.server.replica_manager.purgatory.wait(watched, body.min_bytes, total, body.max_wait_ms)
+            topics, total, any_error = await self._read_all(request)
+        return FetchResponseData(responses=topics, throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0)
+
+    def error_response(self, request, error: ErrorCode, message: str | None = None):
+        return FetchResponseData(error_code=error if request.api_version >= 7 else ErrorCode.NONE, responses=[
+            FetchableTopicResponse(topic=t.topic if request.api_version < 13 else None,
+                                   topic_id=t.topic_id if request.api_version >= 13 else None,
+                                   partitions=[PartitionData(partition_index=p.partition, error_code=error)
+                                               for p in t.partitions])
+            for t in request.body.topics])
+
+    def response_version(self, request) -> int:
+        return request.api_version

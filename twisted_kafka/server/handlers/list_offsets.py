@@ -1,0 +1,78 @@
+"""ListOffsets (2): earliest, latest, max-timestamp, or the first offset at a time.
+
+Special timestamps as in Kafka: -2 the log start offset, -1 the end — the
+high watermark, or the last stable offset for read_committed — and -3 (v7+)
+the record with the largest timestamp.  Any other value finds the first
+record whose timestamp is at least it, through the time index, in the I/O
+thread pool (it may read index files and decompress a batch); none → -1.
+"""
+
+from __future__ import annotations
+
+from twisted_kafka.protocol import messages as m
+from twisted_kafka.protocol.errors import ErrorCode, KafkaError
+from twisted_kafka.protocol.registry import ApiKey
+
+R = m.ListOffsetsResponse
+_Topic = R.ListOffsetsTopicResponse
+_Partition = R.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
+
+EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
+READ_COMMITTED = 1
+
+
+class ListOffsetsHandler:
+    api_key = ApiKey.LIST_OFFSETS
+
+    def __init__(self, server):
+        self.server = server
+
+    async def _offset(self, request, topic: str, wanted) -> tuple[int, int, int]:
+        """(timestamp, offset, leader_epoch) for one partition; raises KafkaError."""
+        replicas = self.server.replica_manager
+        partition = replicas.leader_partition(topic, wanted.partition_index)
+        if request.api_version >= 4:
+            partition.check_leader_epoch(wanted.current_leader_epoch)
+        log = partition.log
+        timestamp = wanted.timestamp
+        if timestamp == EARLIEST:
+            return -1, log.log_start_offset, log.epoch_cache.epoch_for_offset(log.log_start_offset)
+        if timestamp == LATEST:
+            committed = request.api_version >= 2 and request.body.isolation_level == READ_COMMITTED
+            offset = partition.last_stable_offset if committed else partition.high_watermark
+            return -1, offset, partition.leader_epoch
+        if timestamp == MAX_TIMESTAMP and request.api_version >= 7:
+            request.mark_local_complete()
+            found = await self.server.log_manager.fetch_offset_of_max_timestamp(log)
+        elif timestamp < 0:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported special timestamp {timestamp}")
+        else:
+            request.mark_local_complete()
+            found = await self.server.log_manager.fetch_offset_by_timestamp(log, timestamp)
+        if found is None:
+            return -1, -1, -1
+        return found.timestamp, found.offset, found.leader_epoch
+
+    async def handle(self, request):
+        topics = []
+        for topic in request.body.topics:
+            entries = []
+            for wanted in topic.partitions:
+                try:
+                    timestamp, offset, epoch = await self._offset(request, topic.name, wanted)
+                    entries.append(_Partition(partition_index=wanted.partition_index, error_code=ErrorCode.NONE,
+                                              old_style_offsets=[offset], timestamp=timestamp, offset=offset,
+                                              leader_epoch=epoch))
+                except KafkaError as exc:
+                    entries.append(_Partition(partition_index=wanted.partition_index, error_code=exc.code,
+                                              old_style_offsets=[], timestamp=-1, offset=-1, leader_epoch=-1))
+            topics.append(_Topic(name=topic.name, partitions=entries))
+        return R(throttle_time_ms=0, topics=topics)
+
+    def error_response(self, request, error: ErrorCode, message: str | None = None):
+        return R(throttle_time_ms=0, topics=[_Topic(name=t.name, partitions=[
+            _Partition(partition_index=p.partition_index, error_code=error, old_style_offsets=[], timestamp=-1,
+                       offset=-1, leader_epoch=-1) for p in t.partitions]) for t in request.body.topics])
+
+    def response_version(self, request) -> int:
+        return request.api_version

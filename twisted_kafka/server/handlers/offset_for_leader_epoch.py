@@ -1,0 +1,49 @@
+"""OffsetForLeaderEpoch (23): where a leader epoch ended in this partition's log.
+
+Consumers use it (KIP-320) to detect log truncation after a leadership
+change: given the epoch of the last record they consumed, the leader answers
+with the largest epoch not above it and the offset where that epoch ended.
+"""
+
+from __future__ import annotations
+
+from twisted_kafka.protocol import messages as m
+from twisted_kafka.protocol.errors import ErrorCode, KafkaError
+from twisted_kafka.protocol.registry import ApiKey
+
+R = m.OffsetForLeaderEpochResponse
+_Topic = R.OffsetForLeaderTopicResult
+_Partition = R.OffsetForLeaderTopicResult.EpochEndOffset
+
+
+class OffsetForLeaderEpochHandler:
+    api_key = ApiKey.OFFSET_FOR_LEADER_EPOCH
+
+    def __init__(self, server):
+        self.server = server
+
+    async def handle(self, request):
+        replicas = self.server.replica_manager
+        topics = []
+        for topic in request.body.topics:
+            entries = []
+            for wanted in topic.partitions:
+                try:
+                    partition = replicas.leader_partition(topic.topic, wanted.partition)
+                    partition.check_leader_epoch(wanted.current_leader_epoch)
+                    epoch, end_offset = partition.log.end_offset_for_epoch(wanted.leader_epoch)
+                    entries.append(_Partition(error_code=ErrorCode.NONE, partition=wanted.partition,
+                                              leader_epoch=epoch, end_offset=end_offset))
+                except KafkaError as exc:
+                    entries.append(_Partition(error_code=exc.code, partition=wanted.partition,
+                                              leader_epoch=-1, end_offset=-1))
+            topics.append(_Topic(topic=topic.topic, partitions=entries))
+        return R(throttle_time_ms=0, topics=topics)
+
+    def error_response(self, request, error: ErrorCode, message: str | None = None):
+        return R(throttle_time_ms=0, topics=[_Topic(topic=t.topic, partitions=[
+            _Partition(error_code=error, partition=p.partition, leader_epoch=-1, end_offset=-1)
+            for p in t.partitions]) for t in request.body.topics])
+
+    def response_version(self, request) -> int:
+        return request.api_version

@@ -1,0 +1,148 @@
+"""ReplicaManager: the partitions this broker hosts, and every read and write of them.
+
+It applies the controller's decisions (LeaderAndIsr: become leader or
+follower, creating the log; StopReplica: stop, and delete if asked) and
+serves the data path: appends for Produce, reads for Fetch, with the fetch
+purgatory woken by every append.  Requests from a controller older than the
+last one seen are refused (STALE_CONTROLLER_EPOCH), and a partition's leader
+epoch is never moved backwards.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from twisted.internet.defer import Deferred
+from twisted.logger import Logger
+
+from twisted_kafka.log import LogConfig
+from twisted_kafka.protocol.errors import ErrorCode, KafkaError
+
+from .delayed_fetch import FetchPurgatory
+from .partition import Partition
+
+
+@dataclass(frozen=True)
+class PartitionStateChange:
+    """One partition's entry of a LeaderAndIsr request."""
+
+    topic: str
+    topic_id: uuid.UUID
+    partition: int
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    replicas: list[int]
+    isr: list[int]
+
+
+class ReplicaManager:
+    log = Logger(namespace="twisted_kafka.server.ReplicaManager")
+
+    def __init__(self, *, broker_id: int, log_manager, reactor, topic_overrides):
+        self.broker_id = broker_id
+        self.log_manager = log_manager
+        self.reactor = reactor
+        self.topic_overrides = topic_overrides  # topic name -> its config overrides (from the controller's store)
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.controller_epoch = -1
+        self.broker_epoch = -1
+        self.purgatory = FetchPurgatory(reactor)
+
+    # -- controller requests ---------------------------------------------------------
+
+    def check_controller(self, controller_epoch: int, broker_epoch: int) -> None:
+        if controller_epoch < self.controller_epoch:
+            raise KafkaError(ErrorCode.STALE_CONTROLLER_EPOCH,
+                             f"controller epoch {controller_epoch} is older than {self.controller_epoch}")
+        if broker_epoch not in (-1, self.broker_epoch) and broker_epoch < self.broker_epoch:
+            raise KafkaError(ErrorCode.STALE_BROKER_EPOCH,
+                             f"broker epoch {broker_epoch} is older than {self.broker_epoch}")
+        self.controller_epoch = controller_epoch
+
+    def become_leader_or_follower(self, changes: list[PartitionStateChange]) -> dict[tuple[str, int], ErrorCode]:
+        """Apply LeaderAndIsr partition states; the error per partition (NONE when applied)."""
+        errors: dict[tuple[str, int], ErrorCode] = {}
+        for change in changes:
+            key = (change.topic, change.partition)
+            try:
+                errors[key] = self._apply(change)
+            except KafkaError as exc:
+                self.log.warn("Cannot apply LeaderAndIsr for {topic}-{partition}: {error}", topic=change.topic,
+                              partition=change.partition, error=exc)
+                errors[key] = exc.code
+            except Exception:
+                self.log.failure("Cannot apply LeaderAndIsr for {topic}-{partition}", topic=change.topic,
+                                 partition=change.partition)
+                errors[key] = ErrorCode.KAFKA_STORAGE_ERROR
+        return errors
+
+    def _apply(self, change: PartitionStateChange) -> ErrorCode:
+        key = (change.topic, change.partition)
+        partition = self.partitions.get(key)
+        if partition is not None:
+            if change.topic_id != partition.topic_id:
+                return ErrorCode.INCONSISTENT_TOPIC_ID
+            if change.leader_epoch < partition.leader_epoch:
+                return ErrorCode.STALE_CONTROLLER_EPOCH
+            if change.leader_epoch == partition.leader_epoch and change.partition_epoch <= partition.partition_epoch:
+                return ErrorCode.NONE  # a repeat of what was already applied
+        else:
+            log = self.log_manager.create_log(change.topic, change.partition, change.topic_id,
+                                              self.topic_overrides(change.topic))
+            partition = Partition(change.topic, change.partition, change.topic_id, log, self.broker_id)
+            self.partitions[key] = partition
+        if change.leader == self.broker_id:
+            partition.make_leader(change.leader_epoch, change.partition_epoch, change.replicas, change.isr)
+        else:
+            partition.make_follower(change.leader, change.leader_epoch, change.partition_epoch, change.replicas,
+                                    change.isr)
+        self.purgatory.partition_changed(*key)
+        return ErrorCode.NONE
+
+    def stop_replica(self, topic: str, partition: int, *, delete: bool) -> Deferred | None:
+        """Stop hosting a partition; with ``delete`` its log is removed too."""
+        self.partitions.pop((topic, partition), None)
+        self.purgatory.partition_changed(topic, partition)
+        if delete and self.log_manager.get_log(topic, partition) is not None:
+            return self.log_manager.delete_log(topic, partition)
+        return None
+
+    def update_topic_config(self, topic: str, overrides) -> None:
+        """A topic's overrides changed: its logs take the new effective configuration."""
+        self.log_manager.update_topic_config(topic, overrides)
+
+    # -- data path ------------------------------------------------------------------------
+
+    def partition(self, topic: str, index: int) -> Partition:
+        partition = self.partitions.get((topic, index))
+        if partition is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        return partition
+
+    def leader_partition(self, topic: str, index: int) -> Partition:
+        partition = self.partition(topic, index)
+        if not partition.is_leader:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                             f"This broker is not the leader of {topic}-{index}")
+        return partition
+
+    def append(self, partition: Partition, records, produce_version: int | None) -> Deferred:
+        """Append a producer's records as leader; fires with the LogAppendInfo once durable as configured."""
+        d = self.log_manager.append(partition.log, records, partition.leader_epoch, produce_version=produce_version)
+        d.addCallback(self._appended, partition)
+        return d
+
+    def _appended(self, info, partition: Partition):
+        if info.num_records:
+            self.purgatory.appended(partition.topic, partition.index, info.valid_bytes)
+        return info
+
+    def read(self, partition: Partition, fetch_offset: int, max_bytes: int, *, max_offset: int,
+             min_one_message: bool) -> Deferred:
+        return self.log_manager.read(partition.log, fetch_offset, max_bytes, max_offset=max_offset,
+                                     min_one_message=min_one_message)
+
+    def log_config(self, topic: str) -> LogConfig:
+        return self.log_manager.log_config(topic)
