@@ -23,8 +23,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from twisted.internet.defer import DeferredLock, gatherResults
+from twisted.internet.defer import Deferred, DeferredLock, gatherResults
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 
 from twisted_kafka.config import ConfigError
 from twisted_kafka.config.topic import validate_topic_overrides
@@ -68,7 +69,7 @@ class NewTopic:
     num_partitions: int = -1
     replication_factor: int = -1
     assignments: dict[int, list[int]] | None = None
-    configs: dict[str, str] = field(default_factory=dict)
+    configs: dict[str, str | None] = field(default_factory=dict)  # None values are refused (INVALID_CONFIG)
 
 
 @dataclass
@@ -135,9 +136,24 @@ class KafkaController:
             raise KafkaError(ErrorCode.NOT_CONTROLLER, "This broker is not the active controller")
 
     # -- topics ---------------------------------------------------------------------------
+    #
+    # Every change follows one pattern: plan and validate under the controller
+    # lock (a bad topic fails alone), persist, queue the requests that tell the
+    # brokers, release the lock, then (optionally) wait for the brokers to have
+    # applied it.  The requests are queued before the lock is released, and each
+    # broker's channel is a FIFO, so a later change never overtakes an earlier
+    # one on any broker; waiting outside the lock lets a caller give up after its
+    # timeout (Kafka's REQUEST_TIMED_OUT) without holding up the next change.
 
     async def create_topics(self, topics: list[NewTopic], *, validate_only: bool = False,
-                            wait_for_brokers: bool = True) -> list[TopicResult]:
+                            wait_for_brokers: bool = True, timeout_ms: int | None = None) -> list[TopicResult]:
+        """Create ``topics``; one result per spec, in order.
+
+        With ``wait_for_brokers`` the call returns once every replica and every
+        broker's metadata cache has the new topics, or after ``timeout_ms``
+        (None or <= 0: no limit) with REQUEST_TIMED_OUT for them -- they exist
+        all the same, as in Kafka.
+        """
         self.require_active()
         await self._lock.acquire()
         try:
@@ -151,7 +167,7 @@ class KafkaController:
                     results.append(TopicResult(spec.name, exc.code, exc.message))
                     continue
                 collisions[collision_key(record.name)] = record.name
-                results.append(TopicResult(record.name, topic_id=record.topic_id,
+                results.append(TopicResult(record.name, topic_id=None if validate_only else record.topic_id,
                                            num_partitions=len(record.partitions),
                                            replication_factor=record.replication_factor,
                                            configs=dict(record.configs)))
@@ -160,16 +176,26 @@ class KafkaController:
                 return results
             for record in created:
                 self.store.topics[record.name] = record
-            await self.store.save()
+            try:
+                await self.store.save()
+            except BaseException:
+                for record in created:
+                    self.store.topics.pop(record.name, None)
+                raise
             partitions = [(t, i) for t in created for i in t.partitions]
-            sent = self._send_leader_and_isr(partitions, is_new=True)
-            sent.addCallback(lambda _: self._send_update_metadata(self.live_brokers, partitions))
-            if wait_for_brokers:
-                await sent
+            propagated = gatherResults([self._send_leader_and_isr(partitions, is_new=True),
+                                        self._send_update_metadata(self.live_brokers, partitions)],
+                                       consumeErrors=True)
             self.log.info("Created topic(s) {topics}", topics=", ".join(r.name for r in created))
-            return results
         finally:
             self._lock.release()
+        if wait_for_brokers and not await self._within(propagated, timeout_ms):
+            for result in results:
+                if result.error == ErrorCode.NONE:
+                    result.error = ErrorCode.REQUEST_TIMED_OUT
+                    result.message = (f"Topic '{result.name}' was created, but its metadata did not reach "
+                                      f"every broker within {timeout_ms} ms")
+        return results
 
     def _plan_topic(self, spec: NewTopic, collisions: dict[str, str]) -> TopicRecord:
         validate_topic_name(spec.name)
@@ -179,15 +205,27 @@ class KafkaController:
         if clash is not None:
             raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
                              f"Topic '{spec.name}' collides with existing topic: {clash}")
+        if spec.assignments:
+            if spec.num_partitions != -1 or spec.replication_factor != -1:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "Both numPartitions or replicationFactor and "
+                                                            "replicasAssignments were set. Both cannot be used at the same time.")
+        else:
+            if spec.num_partitions == 0 or spec.num_partitions < -1:
+                raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                                 "Number of partitions was set to an invalid non-positive value.")
+            if spec.replication_factor == 0 or spec.replication_factor < -1:
+                raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                                 "Replication factor must be larger than 0, or -1 to use the default value.")
+        null_configs = sorted(name for name, value in spec.configs.items() if value is None)
+        if null_configs:
+            raise KafkaError(ErrorCode.INVALID_CONFIG,
+                             f"Null value not supported for topic configs: {','.join(null_configs)}")
         try:
             validate_topic_overrides(spec.configs)
         except ConfigError as exc:
             raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
         brokers = sorted(self.live_brokers)
         if spec.assignments:
-            if spec.num_partitions != -1 or spec.replication_factor != -1:
-                raise KafkaError(ErrorCode.INVALID_REQUEST, "Both numPartitions or replicationFactor and "
-                                                            "replicasAssignments were set. Both cannot be used at the same time.")
             assignment = self._check_assignment(spec.assignments, start=0)
         else:
             partitions = spec.num_partitions if spec.num_partitions != -1 else self.config["num.partitions"]
@@ -205,17 +243,22 @@ class KafkaController:
             raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                              f"Partitions should be a consecutive 0-based integer sequence, given {indexes}")
         sizes = {len(replicas) for replicas in assignments.values()}
-        if len(sizes) != 1 or 0 in sizes:
+        if 0 in sizes:
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"Replica assignment of partition {min(i for i, r in assignments.items() if not r)} "
+                             "is empty")
+        if len(sizes) != 1:
             raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                              "All partitions should have the same number of replicas")
         for index, replicas in assignments.items():
             if len(set(replicas)) != len(replicas):
                 raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"Duplicate replica assignment found: {replicas}")
+                                 f"Duplicate brokers not allowed in replica assignment: "
+                                 f"{', '.join(map(str, replicas))} for partition id {index}.")
             unknown = [b for b in replicas if b not in self.live_brokers]
             if unknown:
                 raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"Unknown broker(s) {unknown} in the assignment of partition {index}")
+                                 f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}.")
         return {index: list(replicas) for index, replicas in assignments.items()}
 
     def _first_live(self, replicas: list[int]) -> int:
@@ -224,91 +267,170 @@ class KafkaController:
                 return broker
         return -1
 
+    def plan_partitions(self, name: str, count: int,
+                        assignments: list[list[int]] | None) -> dict[int, list[int]]:
+        """The replicas of the partitions that growing ``name`` to ``count`` adds; raises KafkaError."""
+        topic = self.store.topics.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+        current = len(topic.partitions)
+        if count < current:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                             f"Topic currently has {current} partitions, which is higher than the requested {count}.")
+        if count == current:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
+        if assignments is None:
+            return assign_replicas(sorted(self.live_brokers), count - current, topic.replication_factor,
+                                   start_partition=current)
+        if len(assignments) != count - current:
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"Increasing the number of partitions by {count - current} but "
+                             f"{len(assignments)} assignments provided.")
+        new = self._check_assignment({current + i: list(r) for i, r in enumerate(assignments)}, current)
+        mismatched = sorted(i for i, r in new.items() if len(r) != topic.replication_factor)
+        if mismatched:
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"Inconsistent replication factor between partitions, partition 0 has "
+                             f"{topic.replication_factor} while partitions {mismatched} have replication factors "
+                             f"{[len(new[i]) for i in mismatched]}, respectively.")
+        return new
+
     async def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None, *,
-                                validate_only: bool = False) -> None:
-        """Grow ``name`` to ``count`` partitions (Kafka never shrinks a topic)."""
+                                validate_only: bool = False, wait_for_brokers: bool = True,
+                                timeout_ms: int | None = None) -> None:
+        """Grow ``name`` to ``count`` partitions (Kafka never shrinks a topic); raises KafkaError."""
+        self.require_active()
+        await self._lock.acquire()
+        try:
+            new = self.plan_partitions(name, count, assignments)
+            if validate_only:
+                return
+            topic = self.store.topics[name]
+            for index, replicas in new.items():
+                topic.partitions[index] = PartitionRecord(replicas=replicas, leader=self._first_live(replicas),
+                                                          leader_epoch=0,
+                                                          isr=[b for b in replicas if b in self.live_brokers])
+            try:
+                await self.store.save()
+            except BaseException:
+                for index in new:
+                    topic.partitions.pop(index, None)
+                raise
+            partitions = [(topic, i) for i in new]
+            propagated = gatherResults([self._send_leader_and_isr(partitions, is_new=True),
+                                        self._send_update_metadata(self.live_brokers, partitions)],
+                                       consumeErrors=True)
+            self.log.info("Topic {topic} grew to {count} partitions", topic=name, count=count)
+        finally:
+            self._lock.release()
+        if wait_for_brokers and not await self._within(propagated, timeout_ms):
+            raise KafkaError(ErrorCode.REQUEST_TIMED_OUT,
+                             f"The partitions of '{name}' were created, but their metadata did not reach every "
+                             f"broker within {timeout_ms} ms")
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The name of the topic with ``topic_id``, if it exists."""
+        for topic in self.store.topics.values():
+            if topic.topic_id == topic_id:
+                return topic.name
+        return None
+
+    async def delete_topics(self, names: list[str], *, wait_for_brokers: bool = True,
+                            timeout_ms: int | None = None) -> dict[str, TopicResult]:
+        """Delete topics: replicas stop and delete their logs, then the topic is forgotten.
+
+        One result per distinct name (with the deleted topic's id).  Waiting
+        works as for ``create_topics``.
+        """
+        self.require_active()
+        if not self.config["delete.topic.enable"]:
+            return {name: TopicResult(name, ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
+                    for name in names}
+        await self._lock.acquire()
+        try:
+            results: dict[str, TopicResult] = {}
+            doomed: list[TopicRecord] = []
+            for name in names:
+                if name in results:
+                    continue
+                topic = self.store.topics.get(name)
+                if topic is None:
+                    results[name] = TopicResult(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                                "This server does not host this topic-partition.")
+                    continue
+                doomed.append(topic)
+                results[name] = TopicResult(name, topic_id=topic.topic_id, num_partitions=len(topic.partitions),
+                                            replication_factor=topic.replication_factor)
+            if not doomed:
+                return results
+            partitions = [(t, i) for t in doomed for i in t.partitions]
+            for topic in doomed:
+                del self.store.topics[topic.name]
+            try:
+                await self.store.save()
+            except BaseException:
+                for topic in doomed:
+                    self.store.topics[topic.name] = topic
+                raise
+            propagated = gatherResults([self._send_update_metadata(self.live_brokers, partitions, deleting=True),
+                                        self._send_stop_replica(partitions, delete=True)], consumeErrors=True)
+            self.log.info("Deleted topic(s) {topics}", topics=", ".join(t.name for t in doomed))
+        finally:
+            self._lock.release()
+        if wait_for_brokers and not await self._within(propagated, timeout_ms):
+            for topic in doomed:
+                result = results[topic.name]
+                result.error = ErrorCode.REQUEST_TIMED_OUT
+                result.message = (f"Topic '{topic.name}' was deleted, but not every broker confirmed it "
+                                  f"within {timeout_ms} ms")
+        return results
+
+    def _within(self, d: Deferred, timeout_ms: int | None) -> Deferred:
+        """A Deferred firing True once ``d`` has succeeded, False if it failed or ``timeout_ms``
+        (None or <= 0: no limit) passed first.  ``d`` itself is never cancelled: the brokers
+        still apply the change, only the caller stops waiting."""
+        waiter: Deferred = Deferred()
+        timer = None
+
+        def finished(result):
+            ok = not isinstance(result, Failure)
+            if not ok:
+                self.log.failure("Brokers did not confirm a controller change", result)
+            if not waiter.called:
+                if timer is not None and timer.active():
+                    timer.cancel()
+                waiter.callback(ok)
+            return None
+
+        d.addBoth(finished)
+        if not waiter.called and timeout_ms is not None and timeout_ms > 0:
+            timer = self.channels.reactor.callLater(timeout_ms / 1000.0,
+                                                    lambda: waiter.called or waiter.callback(False))
+        return waiter
+
+    # -- configs ----------------------------------------------------------------------
+
+    async def alter_topic_configs(self, name: str, configs: dict[str, str], *, validate_only: bool = False) -> None:
+        """Replace a topic's overrides (as ZooKeeper's /config/topics/<name> is replaced)."""
         self.require_active()
         await self._lock.acquire()
         try:
             topic = self.store.topics.get(name)
             if topic is None:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
-            current = len(topic.partitions)
-            if count < current:
-                raise KafkaError(ErrorCode.INVALID_PARTITIONS,
-                                 f"Topic currently has {current} partitions, which is higher than the requested {count}.")
-            if count == current:
-                raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
-            if assignments is not None:
-                if len(assignments) != count - current:
-                    raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                     f"Increasing the number of partitions by {count - current} but "
-                                     f"{len(assignments)} assignments provided.")
-                new = self._check_assignment({current + i: r for i, r in enumerate(assignments)}, current)
-                if any(len(r) != topic.replication_factor for r in new.values()):
-                    raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                     "Inconsistent replication factor between partitions")
-            else:
-                new = assign_replicas(sorted(self.live_brokers), count - current, topic.replication_factor,
-                                      start_partition=current)
+            try:
+                validate_topic_overrides(configs)
+            except ConfigError as exc:
+                raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
             if validate_only:
                 return
-            for index, replicas in new.items():
-                topic.partitions[index] = PartitionRecord(replicas=replicas, leader=self._first_live(replicas),
-                                                          leader_epoch=0,
-                                                          isr=[b for b in replicas if b in self.live_brokers])
-            await self.store.save()
-            partitions = [(topic, i) for i in new]
-            await self._send_leader_and_isr(partitions, is_new=True)
-            await self._send_update_metadata(self.live_brokers, partitions)
-        finally:
-            self._lock.release()
-
-    async def delete_topics(self, names: list[str]) -> dict[str, tuple[ErrorCode, str | None]]:
-        """Delete topics: replicas stop and delete their logs, then the topic is forgotten."""
-        self.require_active()
-        if not self.config["delete.topic.enable"]:
-            return {name: (ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.") for name in names}
-        await self._lock.acquire()
-        try:
-            results: dict[str, tuple[ErrorCode, str | None]] = {}
-            doomed: list[TopicRecord] = []
-            for name in names:
-                topic = self.store.topics.get(name)
-                if topic is None:
-                    results[name] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
-                    continue
-                doomed.append(topic)
-                results[name] = (ErrorCode.NONE, None)
-            if not doomed:
-                return results
-            partitions = [(t, i) for t in doomed for i in t.partitions]
-            for topic in doomed:
-                del self.store.topics[topic.name]
-            await self.store.save()
-            await self._send_update_metadata(self.live_brokers, partitions, deleting=True)
-            await self._send_stop_replica(partitions, delete=True)
-            self.log.info("Deleted topic(s) {topics}", topics=", ".join(t.name for t in doomed))
-            return results
-        finally:
-            self._lock.release()
-
-    async def alter_topic_configs(self, name: str, configs: dict[str, str], *, validate_only: bool = False) -> None:
-        """Replace a topic's overrides (as ZooKeeper's /config/topics/<name> is replaced)."""
-        self.require_active()
-        topic = self.store.topics.get(name)
-        if topic is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
-        try:
-            validate_topic_overrides(configs)
-        except ConfigError as exc:
-            raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
-        if validate_only:
-            return
-        await self._lock.acquire()
-        try:
+            previous = topic.configs
             topic.configs = dict(configs)
-            await self.store.save()
+            try:
+                await self.store.save()
+            except BaseException:
+                topic.configs = previous
+                raise
         finally:
             self._lock.release()
         for listener in self.topic_config_listeners:
@@ -319,6 +441,37 @@ class KafkaController:
         if topic is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
         return dict(topic.configs)
+
+    def broker_configs(self, entity: str) -> dict[str, str]:
+        """Stored dynamic broker configs of ``entity``: a broker id, or "" for the cluster default."""
+        return dict(self.store.broker_configs.get(entity, {}))
+
+    async def alter_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
+        """Replace the dynamic configs of ``entity`` (ZooKeeper's /config/brokers/<id|<default>>).
+
+        The caller has validated them; this persists them.  Brokers apply them
+        from the store (a single node reads its own).
+        """
+        self.require_active()
+        await self._lock.acquire()
+        try:
+            previous = self.store.broker_configs.get(entity)
+            if configs:
+                self.store.broker_configs[entity] = dict(configs)
+            else:
+                self.store.broker_configs.pop(entity, None)
+            try:
+                await self.store.save()
+            except BaseException:
+                if previous is None:
+                    self.store.broker_configs.pop(entity, None)
+                else:
+                    self.store.broker_configs[entity] = previous
+                raise
+            self.log.info("Dynamic configs of broker {entity} are now {keys}",
+                          entity=entity or "<default>", keys=", ".join(sorted(configs)) or "none")
+        finally:
+            self._lock.release()
 
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[tuple[str, int]]:
         """Move leadership off a broker that is shutting down; return the partitions it still leads.

@@ -46,6 +46,7 @@ from twisted_kafka.protocol.registry import ApiKey
 
 from .broker_metadata import BrokerMetadata, load_or_create
 from .handlers import build_handlers
+from .handlers.broker_configs import load_dynamic_broker_configs
 from .kafka_apis import KafkaApis
 from .metadata_cache import MetadataCache
 from .replica_manager import ReplicaManager
@@ -115,6 +116,7 @@ class KafkaServer(MultiService):
                                      reserved_broker_max_id=self.config["reserved.broker.max.id"])
         self.metadata_cache.set_local_broker(self.broker)
         self.store.load()
+        load_dynamic_broker_configs(self)   # stored AlterConfigs of BROKER resources, before the logs load
         self.io_threadpool.start()
         await self.log_manager.startService()
         self.replica_manager = ReplicaManager(broker_id=self.broker.broker_id, log_manager=self.log_manager,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 
 def build_handlers(server) -> list:
+    from .alter_configs import AlterConfigsHandler, IncrementalAlterConfigsHandler
     from .api_versions import ApiVersionsHandler
     from .controller_apis import (
         ControlledShutdownHandler,
@@ -16,6 +17,12 @@ def build_handlers(server) -> list:
         StopReplicaHandler,
         UpdateMetadataHandler,
     )
+    from .create_partitions import CreatePartitionsHandler
+    from .create_topics import CreateTopicsHandler
+    from .delete_records import DeleteRecordsHandler
+    from .delete_topics import DeleteTopicsHandler
+    from .describe_cluster import DescribeClusterHandler
+    from .describe_configs import DescribeConfigsHandler
     from .fetch import FetchHandler
     from .list_offsets import ListOffsetsHandler
     from .metadata import MetadataHandler
@@ -33,4 +40,12 @@ def build_handlers(server) -> list:
         UpdateMetadataHandler(server),
         StopReplicaHandler(server),
         ControlledShutdownHandler(server),
+        CreateTopicsHandler(server),
+        DeleteTopicsHandler(server),
+        CreatePartitionsHandler(server),
+        DeleteRecordsHandler(server),
+        DescribeConfigsHandler(server),
+        AlterConfigsHandler(server),
+        IncrementalAlterConfigsHandler(server),
+        DescribeClusterHandler(server),
     ]

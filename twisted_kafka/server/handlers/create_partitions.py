@@ -1,0 +1,75 @@
+"""CreatePartitions (37): grow topics through the controller, answered per topic.
+
+As in Kafka: only the active controller serves it (NOT_CONTROLLER); a topic
+named twice is INVALID_REQUEST; an unknown topic UNKNOWN_TOPIC_OR_PARTITION;
+a count that does not grow the topic INVALID_PARTITIONS; explicit
+``assignments`` (one broker list per new partition) must match the number
+of new partitions, the topic's replication factor and live brokers, else
+INVALID_REPLICA_ASSIGNMENT.  ``validate_only`` checks without changing
+anything; ``timeout_ms`` > 0 waits (at most that long) for the brokers to
+host the new partitions, else REQUEST_TIMED_OUT.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from twisted.internet.defer import ensureDeferred
+
+from twisted_kafka.protocol import messages as m
+from twisted_kafka.protocol.errors import ErrorCode, KafkaError
+from twisted_kafka.protocol.registry import ApiKey
+
+from .create_topics import require_controller
+
+R = m.CreatePartitionsResponse
+_Result = R.CreatePartitionsTopicResult
+
+
+class CreatePartitionsHandler:
+    api_key = ApiKey.CREATE_PARTITIONS
+
+    def __init__(self, server):
+        self.server = server
+
+    async def handle(self, request):
+        body = request.body
+        controller = require_controller(self.server)
+        counts = Counter(topic.name for topic in body.topics)
+        slots: dict[str, object] = {}
+        for topic in body.topics:
+            if topic.name in slots:
+                continue
+            if counts[topic.name] > 1:
+                slots[topic.name] = KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
+                continue
+            assignments = None
+            if topic.assignments is not None:
+                assignments = [list(a.broker_ids) for a in topic.assignments]
+            # Each topic is its own controller event; they wait for the brokers side by side.
+            slots[topic.name] = ensureDeferred(controller.create_partitions(
+                topic.name, topic.count, assignments, validate_only=body.validate_only,
+                wait_for_brokers=body.timeout_ms > 0, timeout_ms=body.timeout_ms))
+        request.mark_local_complete()
+        results = []
+        for name, slot in slots.items():
+            error = slot
+            if not isinstance(slot, KafkaError):
+                try:
+                    await slot
+                    error = None
+                except KafkaError as exc:
+                    error = exc
+            if error is None:
+                results.append(_Result(name=name, error_code=ErrorCode.NONE, error_message=None))
+            else:
+                results.append(_Result(name=name, error_code=error.code, error_message=error.message))
+        return R(throttle_time_ms=0, results=results)
+
+    def error_response(self, request, error: ErrorCode, message: str | None = None):
+        return R(throttle_time_ms=0, results=[
+            _Result(name=name, error_code=error, error_message=message)
+            for name in dict.fromkeys(t.name for t in request.body.topics)])
+
+    def response_version(self, request) -> int:
+        return request.api_version

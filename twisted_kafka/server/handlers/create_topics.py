@@ -1,0 +1,101 @@
+"""CreateTopics (19): new topics through the controller, answered per topic.
+
+As in Kafka:
+
+* only the active controller creates topics (NOT_CONTROLLER otherwise);
+* a name given twice in one request is refused for that name with
+  INVALID_REQUEST, and the other topics are still created;
+* ``num_partitions`` / ``replication_factor`` of -1 take ``num.partitions`` /
+  ``default.replication.factor``; explicit ``assignments`` (partition ->
+  brokers) replace both and must not be combined with them;
+* each topic fails alone, with its error code and, from v1, a message:
+  TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR,
+  INVALID_REPLICA_ASSIGNMENT, INVALID_CONFIG, INVALID_TOPIC_EXCEPTION;
+* ``validate_only`` (v1+) checks everything and creates nothing;
+* ``timeout_ms`` > 0 waits (at most that long) until the brokers know the
+  new topics, so a client's next Metadata finds them, else REQUEST_TIMED_OUT;
+  <= 0 answers as soon as the topics are persisted;
+* from v5 a created (or validated) topic comes back with its partition
+  count, replication factor and every config with its value and source;
+  from v7 with its topic id.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+
+from twisted_kafka.controller.kafka_controller import NewTopic
+from twisted_kafka.protocol import messages as m
+from twisted_kafka.protocol.errors import ErrorCode, KafkaError
+from twisted_kafka.protocol.registry import ApiKey
+
+from .describe_configs import topic_config_of
+
+R = m.CreateTopicsResponse
+_Result = R.CreatableTopicResult
+_Config = R.CreatableTopicResult.CreatableTopicConfigs
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+def require_controller(server) -> object:
+    controller = server.controller
+    if controller is None or not controller.active:
+        raise KafkaError(ErrorCode.NOT_CONTROLLER, "This broker is not the active controller")
+    return controller
+
+
+def _error_result(name: str, error: ErrorCode, message: str | None) -> _Result:
+    return _Result(name=name, topic_id=_ZERO_UUID, error_code=error, error_message=message,
+                   num_partitions=-1, replication_factor=-1, configs=[])
+
+
+class CreateTopicsHandler:
+    api_key = ApiKey.CREATE_TOPICS
+
+    def __init__(self, server):
+        self.server = server
+
+    async def handle(self, request):
+        body = request.body
+        controller = require_controller(self.server)
+        counts = Counter(topic.name for topic in body.topics)
+        specs = []
+        for topic in body.topics:
+            if counts[topic.name] > 1:
+                continue
+            assignments = {a.partition_index: list(a.broker_ids) for a in topic.assignments} or None
+            specs.append(NewTopic(topic.name, topic.num_partitions, topic.replication_factor, assignments,
+                                  {c.name: c.value for c in topic.configs}))
+        validate_only = bool(getattr(body, "validate_only", False))
+        request.mark_local_complete()
+        results = await controller.create_topics(specs, validate_only=validate_only,
+                                                 wait_for_brokers=body.timeout_ms > 0,
+                                                 timeout_ms=body.timeout_ms)
+        by_name = {result.name: result for result in results}
+        entries = []
+        for name in dict.fromkeys(topic.name for topic in body.topics):
+            if counts[name] > 1:
+                entries.append(_error_result(name, ErrorCode.INVALID_REQUEST,
+                                             f"Create topics request from client `{request.header.client_id}` "
+                                             f"contains multiple entries for the following topics: {name}"))
+                continue
+            result = by_name[name]
+            if result.error not in (ErrorCode.NONE, ErrorCode.REQUEST_TIMED_OUT):
+                entries.append(_error_result(name, result.error, result.message))
+                continue
+            entries.append(_Result(
+                name=name, topic_id=result.topic_id or _ZERO_UUID, error_code=result.error,
+                error_message=result.message, num_partitions=result.num_partitions,
+                replication_factor=result.replication_factor,
+                configs=[_Config(name=e.name, value=e.value_string, read_only=e.read_only,
+                                 config_source=e.source.value, is_sensitive=e.sensitive)
+                         for e in topic_config_of(self.server, result.configs).entries()]))
+        return R(throttle_time_ms=0, topics=entries)
+
+    def error_response(self, request, error: ErrorCode, message: str | None = None):
+        return R(throttle_time_ms=0, topics=[_error_result(name, error, message)
+                                             for name in dict.fromkeys(t.name for t in request.body.topics)])
+
+    def response_version(self, request) -> int:
+        return request.api_version

@@ -1,0 +1,99 @@
+"""DeleteTopics (20): remove topics through the controller, answered per topic.
+
+Up to v5 the request names topics (``topic_names``); v6 lists
+``topics[{name, topic_id}]`` and a topic may be named by its id alone
+(CLIENTS.md pitfall 11; kafka-python sends v6).  As in Kafka:
+
+* only the active controller deletes (NOT_CONTROLLER otherwise);
+* ``delete.topic.enable=false`` answers every topic TOPIC_DELETION_DISABLED
+  (INVALID_REQUEST before v3, which predates that error);
+* an unknown name is UNKNOWN_TOPIC_OR_PARTITION, an unknown id
+  UNKNOWN_TOPIC_ID; giving both a name and an id is INVALID_REQUEST;
+* ``timeout_ms`` > 0 waits (at most that long) until every broker has
+  dropped the topic and its logs, else REQUEST_TIMED_OUT.
+
+Once deleted, produce to the topic fails with UNKNOWN_TOPIC_OR_PARTITION and
+the name may be created again, with a new topic id.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from twisted_kafka.protocol import messages as m
+from twisted_kafka.protocol.errors import ErrorCode
+from twisted_kafka.protocol.registry import ApiKey
+
+from .create_topics import require_controller
+
+R = m.DeleteTopicsResponse
+_Result = R.DeletableTopicResult
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+def _requested(request) -> list[tuple[str | None, uuid.UUID]]:
+    """(name or None, topic id or zero) per requested topic, in order."""
+    body = request.body
+    if request.api_version >= 6:
+        return [(t.name, t.topic_id or _ZERO_UUID) for t in body.topics]
+    return [(name, _ZERO_UUID) for name in body.topic_names]
+
+
+class DeleteTopicsHandler:
+    api_key = ApiKey.DELETE_TOPICS
+
+    def __init__(self, server):
+        self.server = server
+
+    async def handle(self, request):
+        controller = require_controller(self.server)
+        version = request.api_version
+        requested = _requested(request)
+        if not self.server.config["delete.topic.enable"]:
+            error = ErrorCode.TOPIC_DELETION_DISABLED if version >= 3 else ErrorCode.INVALID_REQUEST
+            return self.error_response(request, error, "Topic deletion is disabled.")
+        answers: list[tuple[str | None, uuid.UUID, ErrorCode, str | None]] = []
+        names: list[str] = []
+        for name, topic_id in requested:
+            if name is not None and topic_id != _ZERO_UUID:
+                answers.append((name, topic_id, ErrorCode.INVALID_REQUEST,
+                                "You may not specify both topic name and topic id."))
+            elif topic_id != _ZERO_UUID:
+                found = controller.topic_name(topic_id)
+                if found is None:
+                    answers.append((None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID,
+                                    f"Topic id {topic_id} does not exist."))
+                else:
+                    answers.append((found, topic_id, None, None))
+                    names.append(found)
+            elif name is None:
+                answers.append((None, topic_id, ErrorCode.INVALID_REQUEST,
+                                "Either a topic name or a topic id must be given."))
+            else:
+                answers.append((name, topic_id, None, None))
+                names.append(name)
+        results = {}
+        if names:
+            request.mark_local_complete()
+            results = await controller.delete_topics(names, wait_for_brokers=request.body.timeout_ms > 0,
+                                                     timeout_ms=request.body.timeout_ms)
+        entries = []
+        seen = set()
+        for name, topic_id, error, message in answers:
+            if error is None:
+                if name in seen:
+                    continue
+                seen.add(name)
+                result = results[name]
+                error, message = result.error, result.message
+                topic_id = result.topic_id or topic_id
+            entries.append(_Result(name=name, topic_id=topic_id, error_code=error, error_message=message))
+        return R(throttle_time_ms=0, responses=entries)
+
+    def error_response(self, request, error: ErrorCode, message: str | None = None):
+        return R(throttle_time_ms=0, responses=[
+            _Result(name=name, topic_id=topic_id, error_code=error, error_message=message)
+            for name, topic_id in _requested(request)])
+
+    def response_version(self, request) -> int:
+        return request.api_version

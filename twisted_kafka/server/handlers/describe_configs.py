@@ -1,0 +1,157 @@
+"""DescribeConfigs (32): the configuration of topics and of this broker, with sources.
+
+Resources, as Kafka answers them:
+
+* TOPIC (2): every topic key with its effective value -- the topic's own
+  override (DYNAMIC_TOPIC_CONFIG) or the broker setting it inherits, with
+  that setting's source -- never read-only.  An unknown topic is answered
+  UNKNOWN_TOPIC_OR_PARTITION, an illegal name INVALID_TOPIC_EXCEPTION.
+* BROKER (4) named with this broker's id: every broker key (and the
+  per-listener keys that are set), with the layer its value came from.
+  ``read_only`` is true unless this broker applies the key at runtime
+  (``broker_configs.LIVE_BROKER_KEYS``), so what DescribeConfigs calls
+  writable is exactly what AlterConfigs accepts.  Passwords, and keys the
+  broker does not know, are sensitive: value null.
+* BROKER named "" (the cluster default): the dynamic cluster-default configs only.
+* BROKER with another id, or a name that is no integer: INVALID_REQUEST.
+* BROKER_LOGGER (8) of this broker: no entries (log levels are not
+  exposed); without a broker id, or with another one: INVALID_REQUEST.
+* anything else: INVALID_REQUEST.
+
+``configuration_keys`` null or empty means every key.  Synonyms (v1+, when
+asked), the config type (v3+) and documentation (v3+, when asked) follow
+Kafka's ``ConfigHelper``.  v0 reports ``is_default`` instead of a source.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from twisted_kafka.config import BROKER_CONFIG, ConfigEntry, ConfigSource, Type, topic_config
+from twisted_kafka.controller.topic_names import validate_topic_name
+from twisted_kafka.protocol import messages as m
+from twisted_kafka.protocol.errors import ErrorCode, KafkaError
+from twisted_kafka.protocol.registry import ApiKey
+
+from .broker_configs import DEFAULT_ENTITY, LIVE_BROKER_KEYS, broker_entity
+
+R = m.DescribeConfigsResponse
+_Result = R.DescribeConfigsResult
+_Entry = R.DescribeConfigsResult.DescribeConfigsResourceResult
+_Synonym = R.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym
+
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+
+#: DescribeConfigsResponse.ConfigType ids.
+CONFIG_TYPE_IDS = {
+    Type.BOOLEAN: 1, Type.STRING: 2, Type.INT: 3, Type.SHORT: 4, Type.LONG: 5,
+    Type.DOUBLE: 6, Type.LIST: 7, Type.CLASS: 8, Type.PASSWORD: 9,
+}
+
+
+def topic_config_of(server, overrides: Mapping[str, str]):
+    """A topic's effective configuration on ``server`` (its overrides over the running broker config)."""
+    return topic_config(server.config, dict(overrides))
+
+
+class DescribeConfigsHandler:
+    api_key = ApiKey.DESCRIBE_CONFIGS
+
+    def __init__(self, server):
+        self.server = server
+
+    async def handle(self, request):
+        results = []
+        for resource in request.body.resources:
+            try:
+                entries = self._describe(resource)
+            except KafkaError as exc:
+                results.append(self._result(resource, exc.code, exc.message, []))
+                continue
+            keys = resource.configuration_keys
+            if keys:
+                wanted = set(keys)
+                entries = [e for e in entries if e[0] in wanted]
+            results.append(self._result(resource, ErrorCode.NONE, None,
+                                        [self._entry(request, *e) for e in entries]))
+        return R(throttle_time_ms=0, results=results)
+
+    # -- what each resource holds ---------------------------------------------------
+
+    def _describe(self, resource) -> list[tuple]:
+        """(name, ConfigEntry-like, read_only, value_string) for each config of ``resource``."""
+        kind, name = resource.resource_type, resource.resource_name
+        if kind == TOPIC:
+            validate_topic_name(name)
+            record = self.server.store.topics.get(name)
+            if record is None:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+            config = topic_config_of(self.server, record.configs)
+            return [(e.name, e, False, e.value_string) for e in sorted(config.entries(), key=lambda e: e.name)]
+        if kind == BROKER:
+            entity = broker_entity(name, self.server.broker.broker_id)
+            if entity == DEFAULT_ENTITY:
+                return self._cluster_default()
+            return self._broker()
+        if kind == BROKER_LOGGER:
+            if not name:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "Broker id must not be empty")
+            broker_entity(name, self.server.broker.broker_id)
+            return []
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {kind}")
+
+    def _broker(self) -> list[tuple]:
+        config = self.server.config
+        names = set(BROKER_CONFIG) | set(config.originals)
+        entries = []
+        for name in sorted(names):
+            if name in config.unknown_keys:
+                source = config.source(name)
+                entry = ConfigEntry(name=name, value=None, source=source, type=None, sensitive=True,
+                                    read_only=True, synonyms=())
+                entries.append((name, entry, True, None))
+                continue
+            entry = config.describe(name)
+            entries.append((name, entry, name not in LIVE_BROKER_KEYS, entry.value_string))
+        return entries
+
+    def _cluster_default(self) -> list[tuple]:
+        config = self.server.config
+        entries = []
+        for name in sorted(config.layer(ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)):
+            if name in config.unknown_keys:
+                continue
+            entry = config.describe(name, per_broker=False)
+            value = entry.synonyms[0].value_string if entry.synonyms else entry.value_string
+            entries.append((name, entry, name not in LIVE_BROKER_KEYS, value))
+        return entries
+
+    # -- encoding -----------------------------------------------------------------
+
+    @staticmethod
+    def _entry(request, name: str, entry: ConfigEntry, read_only: bool, value: str | None) -> _Entry:
+        body = request.body
+        version = request.api_version
+        synonyms = []
+        if version >= 1 and body.include_synonyms:
+            synonyms = [_Synonym(name=s.name, value=s.value_string, source=s.source.value) for s in entry.synonyms]
+        documentation = None
+        if version >= 3 and body.include_documentation:
+            documentation = entry.doc or None
+        return _Entry(name=name, value=None if entry.sensitive else value, read_only=read_only,
+                      config_source=entry.source.value,
+                      is_default=entry.source is ConfigSource.DEFAULT_CONFIG,
+                      is_sensitive=entry.sensitive, synonyms=synonyms,
+                      config_type=CONFIG_TYPE_IDS.get(entry.type, 0), documentation=documentation)
+
+    @staticmethod
+    def _result(resource, error: ErrorCode, message: str | None, configs: list) -> _Result:
+        return _Result(error_code=error, error_message=message, resource_type=resource.resource_type,
+                       resource_name=resource.resource_name, configs=configs)
+
+    def error_response(self, request, error: ErrorCode, message: str | None = None):
+        return R(throttle_time_ms=0, results=[self._result(resource, error, message, [])
+                                              for resource in request.body.resources])
+
+    def response_version(self, request) -> int:
+        return request.api_version
