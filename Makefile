@@ -11,7 +11,7 @@ BIN    := $(VENV)/bin
 CONFIG ?= etc/server.properties
 PYTEST_ARGS ?=
 
-.PHONY: run test test-slow bench-codec bench-network bench-produce system-deps clean
+.PHONY: run test test-slow bench-codec bench-log bench-network bench-produce system-deps clean
 
 run: $(VENV)/.base-installed
 	bin/twisted-kafka-server-start $(CONFIG) $(ARGS)
@@ -24,6 +24,15 @@ test-slow: $(VENV)/.test-installed system-deps
 
 bench-codec: $(VENV)/.test-installed
 	$(BIN)/python bench/codec.py
+
+bench-log: $(VENV)/.test-installed
+	$(BIN)/python bench/log_io.py
+
+bench-network: $(VENV)/.test-installed
+	$(BIN)/python bench/network.py
+
+bench-produce: $(VENV)/.test-installed
+	$(BIN)/python bench/produce_consume.py
 
 system-deps:
 	@bin/install-system-deps

@@ -145,8 +145,10 @@ class _SparseIndex:
         if self._fd is None:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         os.write(self._fd, entry)
-        keys.append(key)
+        # Value first: a reader on a pool thread that finds a key by bisection
+        # (lookups run there too) must find its value in place.
         values.append(value)
+        keys.append(key)
         self._count += 1
 
     def _floor(self, key: int) -> int:
@@ -254,6 +256,17 @@ class OffsetIndex(_SparseIndex):
         if i < 0:
             return self.base_offset, 0
         return self._keys[i] + self.base_offset, self._values[i]
+
+    def floor_entry(self, max_offset: int, max_position: int) -> tuple[int, int] | None:
+        """(offset, position) of the last entry with offset <= ``max_offset`` and position
+        <= ``max_position`` (both grow together), or None."""
+        keys, values = self._ensure_loaded()
+        n = min(len(keys), len(values))
+        i = min(bisect_right(keys, max_offset - self.base_offset, 0, n),
+                bisect_right(values, max_position, 0, n)) - 1
+        if i < 0:
+            return None
+        return keys[i] + self.base_offset, values[i]
 
     @property
     def last_entry(self) -> tuple[int, int]:

@@ -183,6 +183,36 @@ class PendingAppend:
             callback(error)
 
 
+#: Reads longer than this find their last whole batch through the offset index
+#: rather than by walking every batch header from the start (see below).
+INDEX_JUMP_MIN_BYTES = 32 * 1024
+
+
+def _whole_batches_prefix(segment: LogSegment, position: int, data, limit: int) -> tuple[int, int]:
+    """(bytes, next offset): the longest prefix of ``data`` (read at ``position``) made of
+    whole batches whose last offset is below ``limit``; (0, -1) when there is none.
+
+    A read may cut through thousands of small batches (1 MiB of one-record
+    batches is ~6000): walking all of their headers costs ~0.6 us each, ~4 ms
+    per MiB.  The offset index already knows batch boundaries every
+    ``index.interval.bytes``: the walk starts at the last indexed batch inside
+    the data whose base offset is at most ``limit`` (every batch before it
+    ends below its base offset, so below ``limit``), and covers a few KiB.
+    """
+    start = 0
+    next_offset = -1
+    if len(data) > INDEX_JUMP_MIN_BYTES and segment.offset_index.loaded:
+        entry = segment.offset_index.floor_entry(limit, position + len(data))
+        if entry is not None and entry[1] > position:
+            start = entry[1] - position
+            next_offset = entry[0]
+    cut = start
+    for span in whole_batches(memoryview(data)[start:] if start else data, limit):
+        cut = start + span.position + span.size
+        next_offset = span.last_offset + 1
+    return cut, next_offset
+
+
 SegmentDeleter = Callable[["Log", list[LogSegment]], None]
 
 
@@ -605,12 +635,10 @@ class Log:
             if header.size > want:
                 break
             data = segment.read(position, min(want, end - position), nowait=nowait)
-            cut = 0
-            for span in whole_batches(data, limit):
-                cut = span.position + span.size
-                next_offset = span.last_offset + 1
+            cut, after = _whole_batches_prefix(segment, position, data, limit)
             if cut == 0:
                 break
+            next_offset = after
             chunks.append(data if cut == len(data) else memoryview(data)[:cut])
             if first_offset < 0:
                 first_offset = header.base_offset

@@ -49,7 +49,10 @@ class FetchHandler:
             name = self._topic_name(request, topic)
             entries = []
             for wanted in topic.partitions:
-                entry = PartitionData(partition_index=wanted.partition,
+                # Records are an empty set, never null, when there is nothing to
+                # return (Kafka sends MemoryRecords.EMPTY): librdkafka 2.0 (kcat)
+                # rejects a null record set ("invalid MessageSetSize -1").
+                entry = PartitionData(partition_index=wanted.partition, records=b"",
                                       aborted_transactions=[] if read_committed else None)
                 try:
                     if name is None:
@@ -62,7 +65,7 @@ class FetchHandler:
                     entry.log_start_offset = partition.log_start_offset
                     limit = min(wanted.partition_max_bytes, remaining)
                     if limit > 0 or total == 0:
-                        info = await replicas.read(
+                        info = await self._read(
                             partition, wanted.fetch_offset, max(limit, 0),
                             max_offset=partition.last_stable_offset if read_committed else partition.high_watermark,
                             min_one_message=total == 0)
@@ -78,6 +81,21 @@ class FetchHandler:
                                                  topic_id=topic.topic_id if request.api_version >= 13 else None,
                                                  partitions=entries))
         return topics, total, any_error
+
+    async def _read(self, partition, fetch_offset: int, max_bytes: int, **kwargs):
+        """Read one partition; a failure other than a KafkaError (the log was deleted and
+        closed while a read waited for the disk, an I/O error) fails only this partition."""
+        try:
+            return await self.server.replica_manager.read(partition, fetch_offset, max_bytes, **kwargs)
+        except KafkaError:
+            raise
+        except Exception as exc:
+            if partition.log.deleted:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                 f"{partition.topic}-{partition.index} was deleted") from None
+            self.server.log.failure("Reading {topic}-{partition} at offset {offset} failed",
+                                    topic=partition.topic, partition=partition.index, offset=fetch_offset)
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"read failed: {exc}") from None
 
     async def handle(self, request):
         body = request.body
@@ -98,8 +116,8 @@ class FetchHandler:
         return FetchResponseData(error_code=error if request.api_version >= 7 else ErrorCode.NONE, responses=[
             FetchableTopicResponse(topic=t.topic if request.api_version < 13 else None,
                                    topic_id=t.topic_id if request.api_version >= 13 else None,
-                                   partitions=[PartitionData(partition_index=p.partition, error_code=error)
-                                               for p in t.partitions])
+                                   partitions=[PartitionData(partition_index=p.partition, error_code=error,
+                                                             records=b"") for p in t.partitions])
             for t in request.body.topics])
 
     def response_version(self, request) -> int:

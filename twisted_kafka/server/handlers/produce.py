@@ -7,7 +7,9 @@ offsets are assigned on the reactor in arrival order; the response waits for
 what ``acks`` and the flush policy require (``log.flush.interval.messages=1``:
 fsync before the acknowledgement).  With acks=0 nothing is answered, but the
 connection stays muted until the appends are done, so a producer's next
-request never overtakes this one.
+request never overtakes this one; and if any partition failed, the
+connection is closed (gracefully: earlier responses still go out), as Kafka
+does, so the producer notices, reconnects and refreshes its metadata.
 
 Produce v0–v2 carry message format v0/v1, which Kafka 4 refuses (KIP-896)
 while still advertising them for old librdkafka's feature detection
@@ -16,7 +18,8 @@ while still advertising them for old librdkafka's feature detection
 
 from __future__ import annotations
 
-from twisted.internet.defer import DeferredList
+from twisted.internet.defer import Deferred
+from twisted.python.failure import Failure
 
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
@@ -27,6 +30,17 @@ from ..kafka_apis import NO_RESPONSE
 R = m.ProduceResponse
 _TopicResponse = R.TopicProduceResponse
 _PartitionResponse = R.TopicProduceResponse.PartitionProduceResponse
+
+
+_PENDING = object()
+
+#: The close reason counted for connections closed after a failed acks=0 Produce.
+ACKS_0_ERROR_CLOSE = "produce_error"
+
+
+def _store(outcome, slot: list) -> None:
+    """Record an append's outcome (LogAppendInfo or Failure) in its slot; consumes failures."""
+    slot[2] = outcome
 
 
 def _partition_response(index: int, error: ErrorCode, message: str | None = None, *, base_offset: int = -1,
@@ -54,44 +68,70 @@ class ProduceHandler:
             return self.error_response(request, ErrorCode.TRANSACTIONAL_ID_NOT_FOUND,
                                        "Transactions are not supported by this broker yet")
         replicas = self.server.replica_manager
-        slots: list[tuple[str, int, object]] = []   # (topic, index, Deferred or error)
+        # One slot per partition, in request order: [topic, index, outcome], where the
+        # outcome is a KafkaError, a LogAppendInfo, or a Failure once the append is done.
+        slots: list[list] = []
+        unfinished: list[Deferred] = []
         for topic in body.topic_data:
             for data in topic.partition_data:
+                slot = [topic.name, data.index, _PENDING]
+                slots.append(slot)
                 try:
                     partition = replicas.leader_partition(topic.name, data.index)
                     if data.records is None:
                         raise KafkaError(ErrorCode.INVALID_RECORD, "Produce request without records")
-                    slots.append((topic.name, data.index, replicas.append(partition, data.records, version)))
+                    d = replicas.append(partition, data.records, version)
                 except KafkaError as exc:
-                    slots.append((topic.name, data.index, exc))
-        pending = [d for *_, d in slots if not isinstance(d, KafkaError)]
+                    slot[2] = exc
+                    continue
+                # Appends written on the reactor (the common case) have fired already:
+                # only the others are waited for (no DeferredList round for the rest).
+                d.addBoth(_store, slot)
+                if slot[2] is _PENDING:     # not d.called: a fired Deferred may wait on an fsync
+                    unfinished.append(d)
         request.mark_local_complete()
-        results = await DeferredList(pending, consumeErrors=True) if pending else []
-        outcome = iter(results)
+        for d in unfinished:
+            await d
         responses: dict[str, list] = {}
-        for topic, index, slot in slots:
-            if isinstance(slot, KafkaError):
-                entry = _partition_response(index, slot.code, slot.message)
-            else:
-                ok, value = next(outcome)
-                if ok:
-                    entry = _partition_response(index, ErrorCode.NONE, base_offset=value.first_offset,
-                                                log_append_time_ms=value.log_append_time,
-                                                log_start_offset=value.log_start_offset)
-                elif value.check(KafkaError):
-                    entry = _partition_response(index, value.value.code, value.value.message)
+        failed = []
+        for topic, index, outcome in slots:
+            if isinstance(outcome, KafkaError):
+                entry = _partition_response(index, outcome.code, outcome.message)
+            elif isinstance(outcome, Failure):
+                if outcome.check(KafkaError):
+                    entry = _partition_response(index, outcome.value.code, outcome.value.message)
                 else:
-                    self.server.log.failure("Append to {topic}-{partition} failed", value, topic=topic,
+                    self.server.log.failure("Append to {topic}-{partition} failed", outcome, topic=topic,
                                             partition=index)
-                    entry = _partition_response(index, ErrorCode.KAFKA_STORAGE_ERROR, value.getErrorMessage())
+                    entry = _partition_response(index, ErrorCode.KAFKA_STORAGE_ERROR, outcome.getErrorMessage())
+            else:
+                entry = _partition_response(index, ErrorCode.NONE, base_offset=outcome.first_offset,
+                                            log_append_time_ms=outcome.log_append_time,
+                                            log_start_offset=outcome.log_start_offset)
+            if entry.error_code:
+                failed.append((topic, index, entry.error_code))
             responses.setdefault(topic, []).append(entry)
         if body.acks == 0:
+            if failed:
+                self._close_for_acks_0(request, failed)
             return NO_RESPONSE
         return R(responses=[_TopicResponse(name=topic, partition_responses=entries)
                             for topic, entries in responses.items()], throttle_time_ms=0)
 
+    def _close_for_acks_0(self, request, failed) -> None:
+        """An acks=0 producer gets no answer, so, as Kafka does, an error closes the
+        connection: the producer notices, reconnects and refreshes its metadata."""
+        summary = ", ".join(f"{topic}-{index}: {ErrorCode(code).name}" for topic, index, code in failed[:5])
+        request.processor.close(ACKS_0_ERROR_CLOSE,
+                                f"acks=0 Produce (correlation id {request.correlation_id}) failed for "
+                                f"{len(failed)} partition(s) ({summary}); closing the connection",
+                                abort=False)
+
     def error_response(self, request, error: ErrorCode, message: str | None = None):
         if request.body.acks == 0:
+            failed = [(topic.name, data.index, error) for topic in request.body.topic_data
+                      for data in topic.partition_data]
+            self._close_for_acks_0(request, failed or [("-", -1, error)])
             return NO_RESPONSE
         return R(responses=[_TopicResponse(name=topic.name, partition_responses=[
             _partition_response(data.index, error, message) for data in topic.partition_data])

