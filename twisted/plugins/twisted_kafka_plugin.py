@@ -5,6 +5,11 @@
 The configuration is loaded and validated while options are parsed, so a bad
 value stops twistd with a one-line message naming the key (exit status 1)
 before anything is bound or written.
+
+SIGTERM (or SIGINT) shuts the broker down cleanly and the process then exits
+with status 0, as Kafka's does.  (twistd itself would re-raise the signal
+after the reactor stops, so the status would say "killed by SIGTERM" even
+after a clean shutdown; the service maker clears that.)
 """
 
 from twisted.application.service import IServiceMaker
@@ -47,9 +52,20 @@ class KafkaServiceMaker:
     options = Options
 
     def makeService(self, options):
+        from twisted.internet import reactor
+
         from twisted_kafka.server.kafka_server import KafkaServer
 
-        return KafkaServer(options["kafka_config"])
+        server = KafkaServer(options["kafka_config"])
+
+        def exit_zero_after_clean_shutdown() -> None:
+            # Runs once the services have stopped, before twistd reads the
+            # signal it would re-raise (twisted.scripts.twistd.runApp).
+            if not getattr(server, "_startup_failed", False) and hasattr(reactor, "_exitSignal"):
+                reactor._exitSignal = None
+
+        reactor.addSystemEventTrigger("after", "shutdown", exit_zero_after_clean_shutdown)
+        return server
 
 
 serviceMaker = KafkaServiceMaker()

@@ -52,9 +52,12 @@ class TokenBucket:
     connection creation rate is exceeded.
     """
 
+    #: With a rate of 0 nothing is ever accepted; the acceptor re-checks this often.
+    ZERO_RATE_RECHECK = 1.0
+
     def __init__(self, rate: float, now: float):
         self.rate = float(rate)
-        self.capacity = max(1.0, self.rate)
+        self.capacity = max(1.0, self.rate) if self.rate > 0 else 0.0
         self.tokens = self.capacity
         self.updated = now
 
@@ -66,7 +69,11 @@ class TokenBucket:
     def delay(self, now: float) -> float:
         """Seconds until a token is available (0 when one is)."""
         self._refill(now)
-        return 0.0 if self.tokens >= 1.0 else (1.0 - self.tokens) / self.rate
+        if self.tokens >= 1.0:
+            return 0.0
+        if self.rate <= 0:
+            return self.ZERO_RATE_RECHECK
+        return (1.0 - self.tokens) / self.rate
 
     def take(self, now: float) -> None:
         self._refill(now)

@@ -79,6 +79,8 @@ class Processor(KafkaFrameReceiver):
         self._waiting_for_room = False
         self.last_active = acceptor.reactor.seconds()
         self.requests_received = 0
+        self._auth_close_call = None   # pending delayed close after a failed authentication
+        self._muted = False            # the transport is paused (not read)
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -88,20 +90,21 @@ class Processor(KafkaFrameReceiver):
 
     @property
     def busy(self) -> bool:
-        """A request is being handled: the idle reaper must not close this connection."""
-        return self._inflight is not None
+        """A request is being handled (or a delayed close is pending): the idle reaper must
+        not close this connection."""
+        return self._inflight is not None or self._auth_close_call is not None
 
     def connectionMade(self) -> None:
         super().connectionMade()
-        handle = getattr(self.transport, "getHandle", None)
+        handle = None if self.acceptor.socket_options_inherited else getattr(self.transport, "getHandle", None)
         sock = handle() if handle is not None else None
-        if isinstance(sock, socket.socket):
+        if isinstance(sock, socket.socket):  # not Linux: set what the listening socket could not pass on
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             send_buffer = self.acceptor.socket_send_buffer_bytes
             if send_buffer != -1:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
         if self.parked:
-            self.transport.pauseProducing()
+            self._mute()
 
     def admit(self, slot) -> None:
         """The quotas admitted this connection (at accept time, or later for a parked one)."""
@@ -110,8 +113,8 @@ class Processor(KafkaFrameReceiver):
         self.last_active = self.acceptor.reactor.seconds()
         self.acceptor.registry.add(self)
         if was_parked and self.connected:
-            self.transport.resumeProducing()
             self.deliverFrames()
+            self._unmute_if_idle()
 
     def close(self, reason: str, message: str | None = None, *, abort: bool = True) -> None:
         """Close this connection for ``reason`` (a ``CloseReason``), logging ``message``."""
@@ -130,8 +133,38 @@ class Processor(KafkaFrameReceiver):
             else:
                 self.transport.loseConnection()
 
+    def close_after_authentication_failure(self, reason: str) -> None:
+        """Authentication failed: mute this connection now and close it after
+        ``connection.failed.authentication.delay.ms`` (SPEC S6).
+
+        As in Kafka, the delay slows down a client guessing credentials
+        without holding a handler: nothing more is read from the connection,
+        a response already being written (the authentication error) still
+        goes out, and the close is counted with reason "authentication"
+        whoever ends up closing it.
+        """
+        if self.closing or self._auth_close_call is not None:
+            return
+        self.close_reason = CloseReason.AUTHENTICATION
+        self.log.info("Authentication failed for connection {connection_id} from {peer} on listener {listener}: "
+                      "{reason}; closing in {delay} ms", connection_id=self.connection_id, peer=self.peer,
+                      listener=self.listener_name, reason=reason, delay=self.acceptor.failed_authentication_delay_ms)
+        if self.transport is not None:
+            self._mute()
+        delay = max(0, self.acceptor.failed_authentication_delay_ms) / 1000.0
+        self._auth_close_call = self.acceptor.reactor.callLater(delay, self._close_after_authentication_delay)
+
+    def _close_after_authentication_delay(self) -> None:
+        self._auth_close_call = None
+        # Graceful: the authentication error response, if any, is flushed first.
+        self.close(CloseReason.AUTHENTICATION, None, abort=False)
+
     def connectionLost(self, reason=ConnectionDone) -> None:
         self.closing = True
+        if self._auth_close_call is not None:
+            if self._auth_close_call.active():
+                self._auth_close_call.cancel()
+            self._auth_close_call = None
         if self._waiting_for_room:
             self.channel.forget_waiter(self._room_available)
             self._waiting_for_room = False
@@ -149,22 +182,47 @@ class Processor(KafkaFrameReceiver):
     def readyForFrame(self, size: int) -> bool:
         if self.closing or self.parked:
             return False
-        if self._inflight is not None or not self.plane.open:
-            self.transport.pauseProducing()
+        if self._auth_close_call is not None or self._inflight is not None or not self.plane.open:
+            self._mute()
             return False
         if not self.channel.has_room(size):
             if not self._waiting_for_room:
                 self._waiting_for_room = True
-                self.channel.wait_for_room(self._room_available)
-            self.transport.pauseProducing()
+                self.channel.wait_for_room(self._room_available, size)
+            self._mute()
             return False
         return True
 
     def _room_available(self) -> None:
         self._waiting_for_room = False
         if not self.closing and self.connected:
-            self.transport.resumeProducing()
             self.deliverFrames()
+            self._unmute_if_idle()
+
+    # -- muting -------------------------------------------------------------------------
+    #
+    # A connection is muted (its transport paused) while one of its requests is
+    # in flight, while its plane's channel has no room, when it is parked, and
+    # after a failed authentication.  Muting is applied when control returns
+    # to the reactor rather than the moment a request is queued: a request
+    # answered synchronously (most are) then costs no pause/resume round trip
+    # through the reactor, and no byte is read from the socket in between.
+
+    def _mute(self) -> None:
+        if not self._muted:
+            self._muted = True
+            self.transport.pauseProducing()
+
+    def _unmute_if_idle(self) -> None:
+        if (self._muted and self._inflight is None and not self._waiting_for_room and not self.closing
+                and not self.parked and self._auth_close_call is None and self.plane.open):
+            self._muted = False
+            self.transport.resumeProducing()
+
+    def deliverFrames(self) -> None:
+        super().deliverFrames()
+        if self._inflight is not None and not self._delivering and not self.closing:
+            self._mute()
 
     def invalidFrameSize(self, size: int, prefix: bytes) -> None:
         problem = "negative" if size < 0 else f"larger than socket.request.max.bytes ({self.MAX_LENGTH})"
@@ -176,7 +234,6 @@ class Processor(KafkaFrameReceiver):
 
     def stringReceived(self, frame: bytes) -> None:
         start_ns = perf_counter_ns()
-        self.transport.pauseProducing()  # mute until this request's response is sent
         try:
             header = parse_request_header(frame)
         except ProtocolDecodeError as exc:
@@ -220,15 +277,21 @@ class Processor(KafkaFrameReceiver):
             return  # the connection was closed and this is a stale response
         request.response_dequeue_ns = perf_counter_ns()
         if chunks is not None and self.connected and not self.closing:
-            self.transport.writeSequence(chunks)
+            if all(type(chunk) is bytes for chunk in chunks):
+                self.transport.writeSequence(chunks)
+            else:
+                # Twisted transports take only bytes; record chunks read from
+                # segments may be memoryviews, so join them once here rather
+                # than converting each (Twisted would join again).
+                self.transport.write(b"".join(chunks))
         request.complete_ns = perf_counter_ns()
         self.plane.request_metrics.record(request)
         self._inflight = None
         self.last_active = self.acceptor.reactor.seconds()
         self.acceptor.registry.touch(self)
-        if self.connected and not self.closing:
-            self.transport.resumeProducing()
+        if self.connected and not self.closing and self._auth_close_call is None:
             self.deliverFrames()
+            self._unmute_if_idle()
 
 
 class DataPlaneProcessor(Processor):

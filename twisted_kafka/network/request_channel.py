@@ -37,7 +37,9 @@ class RequestChannel:
         self.max_queued_bytes = max_queued_bytes
         self._queue: deque[Request] = deque()
         self._takers: deque[Deferred] = deque()
-        self._room_waiters: deque[Callable[[], None]] = deque()
+        self._room_waiters: deque[tuple[Callable[[], None], int]] = deque()
+        self._waking = False
+        self._wake_again = False
         self.held_bytes = 0
         self.peak_queue_size = 0
         self.total_requests = 0
@@ -48,6 +50,11 @@ class RequestChannel:
     def queue_size(self) -> int:
         return len(self._queue)
 
+    @property
+    def waiting_processors(self) -> int:
+        """Processors of this plane paused until the channel has room."""
+        return len(self._room_waiters)
+
     def has_room(self, size: int) -> bool:
         """Whether a request of ``size`` bytes may be queued now without exceeding a bound."""
         if len(self._queue) >= self.max_queued_requests:
@@ -56,15 +63,20 @@ class RequestChannel:
             return False
         return True
 
-    def wait_for_room(self, resume: Callable[[], None]) -> None:
-        """Register a processor that found no room; ``resume`` is called once room frees."""
-        self._room_waiters.append(resume)
+    def wait_for_room(self, resume: Callable[[], None], size: int = 0) -> None:
+        """Register a processor that found no room for a request of ``size`` bytes.
+
+        ``resume`` is called once there is room for that request.  Waiters
+        resume in the order they started waiting: one whose request does not
+        fit yet (``queued.max.request.bytes``) holds back those behind it.
+        """
+        self._room_waiters.append((resume, size))
 
     def forget_waiter(self, resume: Callable[[], None]) -> None:
-        try:
-            self._room_waiters.remove(resume)
-        except ValueError:
-            pass
+        for entry in self._room_waiters:
+            if entry[0] == resume:
+                self._room_waiters.remove(entry)
+                return
 
     def send_request(self, request: Request) -> None:
         """Queue a request (the caller checked ``has_room``) or hand it to a waiting handler."""
@@ -82,13 +94,19 @@ class RequestChannel:
 
     # -- consumer side (handlers) --------------------------------------------------
 
+    def poll_request(self) -> Request | None:
+        """The next queued request, or None when the queue is empty (never waits)."""
+        if not self._queue:
+            return None
+        request = self._queue.popleft()
+        request.dequeue_ns = perf_counter_ns()
+        self._wake_waiters()
+        return request
+
     def receive_request(self) -> Deferred:
         """A Deferred firing with the next request; handlers wait on it without blocking."""
         if self._queue:
-            request = self._queue.popleft()
-            request.dequeue_ns = perf_counter_ns()
-            self._wake_waiters()
-            return succeed(request)
+            return succeed(self.poll_request())
         taker: Deferred = Deferred(lambda d: self._cancel_taker(d))
         self._takers.append(taker)
         return taker
@@ -107,11 +125,25 @@ class RequestChannel:
             self._wake_waiters()
 
     def _wake_waiters(self) -> None:
-        # Resume processors one at a time while there is room: each resumed
-        # processor may queue a request synchronously and use the room up.
-        while self._room_waiters and self.has_room(0):
-            resume = self._room_waiters.popleft()
-            resume()
+        # Resume processors one at a time while the first waiter's request
+        # fits: each resumed processor may queue its request synchronously and
+        # use the room up.  A resumed request can reach a waiting handler and
+        # complete synchronously, calling back here: the nested call only asks
+        # the running loop for another look, so the stack stays flat however
+        # many processors wait.
+        if self._waking:
+            self._wake_again = True
+            return
+        self._waking = True
+        try:
+            self._wake_again = True
+            while self._wake_again:
+                self._wake_again = False
+                while self._room_waiters and self.has_room(self._room_waiters[0][1]):
+                    resume, _ = self._room_waiters.popleft()
+                    resume()
+        finally:
+            self._waking = False
 
     def cancel_takers(self) -> None:
         """Shutdown: handlers waiting for a request stop waiting."""

@@ -143,10 +143,26 @@ class SocketServer(Service):
         return sum(1 for p in self.registry if p.busy)
 
     def close_all(self) -> None:
-        """Last step of shutdown: close every connection."""
+        """Last step of shutdown: close every connection (and leave a summary in the log)."""
+        self.log_summary()
         for acceptor in self.acceptors.values():
             for processor in list(acceptor.processors):
                 processor.close(CloseReason.SHUTDOWN, None, abort=False)
+
+    def log_summary(self) -> None:
+        """One line per plane and one for the connections: what operators check after a run."""
+        for plane in self.planes:
+            channel = plane.channel
+            self.log.info("{prefix}RequestChannel ({plane} plane): {total} request(s) queued in all, "
+                          "peak queue size {peak} of {cap}, {queued} still queued",
+                          prefix=plane.metric_prefix, plane=plane.name, total=channel.total_requests,
+                          peak=channel.peak_queue_size, cap=channel.max_queued_requests, queued=channel.queue_size)
+        quotas = self.quotas
+        self.log.info("Connections at shutdown: {total} open (per listener {per_listener}); accepted {accepted}; "
+                      "rejected {rejected}; closed {closed}",
+                      total=quotas.total, per_listener=dict(quotas.per_listener), accepted=dict(quotas.accepted),
+                      rejected={f"{listener}/{quota}": n for (listener, quota), n in quotas.rejected.items()},
+                      closed={f"{listener}/{reason}": n for (listener, reason), n in quotas.closed.items()})
 
     def stopService(self):
         super().stopService()

@@ -1,0 +1,55 @@
+"""Fixtures shared by the whole suite.
+
+* ``broker`` — a started ``BrokerProcess`` with the default configuration
+  (data plane PLAINTEXT and control plane CONTROLLER on free loopback ports);
+  stopped with SIGTERM at teardown, which must exit 0.
+* ``broker_factory(overrides=None, *, control_plane=True, start=True)`` —
+  brokers with overrides; every broker it made is stopped at teardown.
+
+Tests using either fixture are marked ``integration``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.broker_process import BrokerProcess
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if {"broker", "broker_factory"} & set(getattr(item, "fixturenames", ())) or "/integration/" in str(item.path):
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture
+def broker_factory(tmp_path):
+    brokers: list[BrokerProcess] = []
+
+    def make(overrides: dict[str, str] | None = None, *, control_plane: bool = True, start: bool = True,
+             timeout: float = 30) -> BrokerProcess:
+        broker = BrokerProcess(tmp_path, overrides, control_plane=control_plane)
+        brokers.append(broker)
+        if start:
+            broker.start(timeout)
+        return broker
+
+    yield make
+    errors = []
+    for broker in brokers:
+        if broker.running:
+            try:
+                broker.stop()
+            except Exception as exc:  # keep stopping the others
+                errors.append(exc)
+    if errors:
+        raise errors[0]
+
+
+@pytest.fixture
+def broker(broker_factory):
+    broker = broker_factory()
+    yield broker
+    if broker.running:
+        status = broker.stop()
+        assert status == 0, f"clean stop exited with status {status}\n{broker.log_text()[-4000:]}"

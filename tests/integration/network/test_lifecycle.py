@@ -1,0 +1,141 @@
+"""Startup failures and SIGTERM, with the broker started the README way (SPEC S5, S10).
+
+* A configuration Kafka would refuse stops startup: exit status != 0 and a
+  message naming the key, before anything is bound.
+* SIGTERM: the broker stops accepting, answers what it has read, closes its
+  connections cleanly (FIN after the last response, never half a frame) and
+  exits 0.  The network layer's part of the drain (a request in flight when
+  shutdown starts is answered before its connection closes) is checked
+  in-process, where a request can be held in flight on purpose.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+from twisted.internet import reactor
+from twisted.internet.defer import Deferred
+from twisted.internet.task import deferLater
+from twisted.internet.threads import deferToThread
+from twisted.trial import unittest
+
+from tests.support import load
+from tests.support.broker_process import BrokerExited, BrokerProcess
+from tests.support.raw_client import Closed, RawClient
+from twisted_kafka.protocol.messages import MetadataRequest
+
+from .inprocess import GatedHandler, InProcessBroker
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("overrides, key", [
+    ({"control.plane.listener.name": "NOPE"}, "control.plane.listener.name"),
+    ({"control.plane.listener.name": "PLAINTEXT"}, "control.plane.listener.name"),     # = inter-broker
+    ({"num.io.threads": "many"}, "num.io.threads"),
+    ({"max.connections.per.ip": "-3"}, "max.connections.per.ip"),
+    ({"queued.max.requests": "0"}, "queued.max.requests"),
+    ({"listeners": "PLAINTEXT://127.0.0.1:{port:PLAINTEXT},PLAINTEXT://127.0.0.1:{port:OTHER}"}, "listeners"),
+    ({"max.connections.per.ip.overrides": "127.0.0.1:x"}, "max.connections.per.ip.overrides"),
+])
+def test_bad_configuration_fails_startup_naming_the_key(tmp_path, overrides, key):
+    broker = BrokerProcess(tmp_path, overrides)
+    with pytest.raises(BrokerExited) as failed:
+        broker.start(timeout=30)
+    assert failed.value.returncode not in (0, None)
+    assert key in broker.log_text()
+    with pytest.raises(OSError):   # nothing was bound
+        socket.create_connection(("127.0.0.1", broker.data_port), timeout=1).close()
+
+
+@pytest.mark.integration
+def test_a_busy_port_fails_startup_with_status_one(tmp_path):
+    broker = BrokerProcess(tmp_path)
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", broker.data_port))
+        squatter.listen()
+        with pytest.raises(BrokerExited) as failed:
+            broker.start(timeout=30)
+    assert failed.value.returncode == 1, "the broker must exit by itself (-9: it hung and was killed)"
+    assert f"Couldn't listen on 127.0.0.1:{broker.data_port}" in broker.log_text()
+
+
+@pytest.mark.integration
+@pytest.mark.xfail(strict=True, reason="KafkaServer._fatal only stops a running reactor: a failure before "
+                                       "the first await of _startup (here load_or_create) leaves the process "
+                                       "hanging; see the network layer report")
+def test_broker_id_not_matching_meta_properties_fails_startup_with_status_one(tmp_path):
+    broker = BrokerProcess(tmp_path).start()
+    assert broker.stop() == 0
+    broker.overrides["broker.id"] = "5"
+    with pytest.raises(BrokerExited) as failed:
+        broker.start(timeout=30)
+    assert "broker.id" in broker.log_text(since_start=True)
+    assert failed.value.returncode == 1, "the broker must exit by itself (-9: it hung and was killed)"
+
+
+@pytest.mark.integration
+def test_sigterm_stops_accepting_closes_cleanly_and_exits_zero(tmp_path):
+    broker = BrokerProcess(tmp_path).start()
+    flood = load.spawn("pipeline", port=broker.data_port, connections=10, depth=5, duration=30, api="metadata")
+    idle = RawClient(broker.data_port)
+    assert idle.api_versions(0).error_code == 0
+    time.sleep(1.0)
+    mark = broker.log_mark()
+    started = time.monotonic()
+    status = broker.stop(timeout=20)
+    took = time.monotonic() - started
+    assert status == 0, broker.log_text()[mark:]
+    assert took < 10
+    result = load.collect(flood, timeout=60)
+    # Every flood connection was closed by the broker; what it answered came whole and in order.
+    assert result["closed_by_broker"] == 10 and result["out_of_order"] == 0, result
+    assert result["partial_frame_at_close"] == 0, result
+    assert result["received"] > 0
+    with pytest.raises(Closed):
+        idle.read_frame(timeout=5)
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", broker.data_port), timeout=1).close()
+    log = broker.log_text()[mark:]
+    order = [log.find(line) for line in ("Received SIGTERM", "Broker shutting down", "Broker shut down")]
+    assert -1 not in order and order == sorted(order), log
+
+
+class DrainTest(unittest.TestCase):
+    timeout = 30
+
+    async def test_a_request_in_flight_at_shutdown_is_answered_before_its_connection_closes(self):
+        handler = GatedHandler()
+        handler.gate = Deferred()
+        broker = InProcessBroker({"num.io.threads": "2"}, handlers=[handler])
+        await broker.start()
+        port = broker.port("PLAINTEXT")
+
+        def send_and_wait():
+            client = RawClient(port)
+            client.send_request(MetadataRequest(version=1, topics=None), correlation_id=5)
+            client.send_request(MetadataRequest(version=1, topics=None), correlation_id=6)  # never read
+            return client
+
+        client = await deferToThread(send_and_wait)
+        await broker.wait_until(lambda: broker.socket_server.inflight_count() == 1, what="a request in flight")
+        stopping = Deferred.fromCoroutine(broker.stop())
+        await deferLater(reactor, 0.2, lambda: None)
+        self.assertFalse(stopping.called, "shutdown waits for the request in flight")
+        with self.assertRaises(ConnectionRefusedError):   # but no longer accepts
+            await deferToThread(lambda: RawClient(port).close())
+        handler.gate.callback(None)
+        await stopping
+
+        def read_all():
+            correlation_id, _ = client.read_response(3, 1, timeout=5)
+            try:
+                client.read_frame(timeout=5)
+            except Closed:
+                return correlation_id, "closed"
+            return correlation_id, "another response"
+
+        self.assertEqual(await deferToThread(read_all), (5, "closed"))
+        client.close()
+        self.assertTrue(broker.all_zero(), broker.counts())

@@ -1,0 +1,307 @@
+"""Raw-socket load generators, run in their own processes so the client is not the bottleneck.
+
+Used by the plane-isolation tests and by ``bench/network.py``:
+
+    python -m tests.support.load pipeline --port 9092 --connections 10 --depth 5 --duration 5 --api metadata
+    python -m tests.support.load accept --port 9092 --concurrency 16 --duration 5
+    python -m tests.support.load latency --port 9093 --duration 3 --interval 0.01
+
+Each prints one JSON object.  ``pipeline`` keeps ``depth`` requests in flight
+on each of ``connections`` connections for ``duration`` seconds, then stops
+sending and waits for every outstanding response; it checks that each
+connection's responses come back in request order.  ``accept`` opens
+connections as fast as ``concurrency`` slots allow; each sends one ApiVersions
+request, reads the answer and closes.  ``latency`` sends one request at a
+time on one connection and reports the round-trip times.
+
+The requests are hand-built (no encoder in the loop): ApiVersions v0, and
+Metadata v1 with a null topic list (every topic).
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import json
+import math
+import os
+import selectors
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+_CLIENT_ID = b"load"
+_HEADER = struct.Struct(">ihhih")   # size, api_key, api_version, correlation_id, client_id length
+API_KEYS = {"api_versions": (18, 0, b""), "metadata": (3, 1, struct.pack(">i", -1))}
+
+
+def request(api: str, correlation_id: int) -> bytes:
+    key, version, body = API_KEYS[api]
+    return (_HEADER.pack(2 + 2 + 4 + 2 + len(_CLIENT_ID) + len(body), key, version, correlation_id, len(_CLIENT_ID))
+            + _CLIENT_ID + body)
+
+
+class _Conn:
+    __slots__ = ("sock", "next_id", "expected", "outstanding", "buf", "received")
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.next_id = 0
+        self.expected = 0
+        self.outstanding = 0
+        self.buf = bytearray()
+        self.received = 0
+
+
+def _connect(host: str, port: int, source: str | None = None) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if source:
+        sock.bind((source, 0))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.settimeout(10)
+    sock.connect((host, port))
+    sock.setblocking(False)
+    return sock
+
+
+def pipeline(host: str, port: int, connections: int, depth: int, duration: float, api: str,
+             drain_timeout: float = 30.0) -> dict:
+    selector = selectors.DefaultSelector()
+    conns = [_Conn(_connect(host, port)) for _ in range(connections)]
+    sent = received = out_of_order = closed = dropped = partial = 0
+
+    def send(conn: _Conn, count: int) -> None:
+        nonlocal sent
+        data = b"".join(request(api, conn.next_id + i) for i in range(count))
+        conn.next_id += count
+        conn.outstanding += count
+        sent += count
+        view = memoryview(data)
+        while view:
+            try:
+                n = conn.sock.send(view)
+            except BlockingIOError:  # the broker is not reading: wait for room in the socket buffer
+                time.sleep(0.0005)
+                continue
+            view = view[n:]
+
+    for conn in conns:
+        selector.register(conn.sock, selectors.EVENT_READ, conn)
+        send(conn, depth)
+    start = time.monotonic()
+    deadline = start + duration
+    sending = True
+    while True:
+        now = time.monotonic()
+        if sending and (now >= deadline or closed == len(conns)):
+            sending = False
+            stop_sending_at = now
+        if not sending and (all(c.outstanding == 0 for c in conns) or now > stop_sending_at + drain_timeout):
+            break
+        for key, _ in selector.select(timeout=0.05):
+            conn: _Conn = key.data
+            try:
+                chunk = conn.sock.recv(1 << 18)
+            except (BlockingIOError, InterruptedError):
+                continue
+            except ConnectionResetError:
+                chunk = b""
+            if not chunk:   # closed by the broker: what it did not answer is counted as dropped
+                selector.unregister(conn.sock)
+                closed += 1
+                dropped += conn.outstanding
+                partial += 1 if conn.buf else 0
+                conn.outstanding = 0
+                continue
+            buf = conn.buf
+            buf += chunk
+            answered = 0
+            pos = 0
+            while len(buf) - pos >= 8:
+                size, correlation_id = struct.unpack_from(">ii", buf, pos)
+                if len(buf) - pos < 4 + size:
+                    break
+                if correlation_id != conn.expected:
+                    out_of_order += 1
+                conn.expected = correlation_id + 1
+                pos += 4 + size
+                answered += 1
+            del buf[:pos]
+            conn.outstanding -= answered
+            conn.received += answered
+            received += answered
+            if sending and answered:
+                send(conn, answered)
+    elapsed_sending = stop_sending_at - start
+    for conn in conns:
+        conn.sock.close()
+    selector.close()
+    return {"mode": "pipeline", "api": api, "connections": connections, "depth": depth,
+            "sent": sent, "received": received, "out_of_order": out_of_order, "closed_by_broker": closed,
+            "dropped_at_close": dropped, "partial_frame_at_close": partial, "unanswered": sum(c.outstanding for c in conns),
+            "sending_seconds": elapsed_sending,
+            "total_seconds": time.monotonic() - start}
+
+
+def accept(host: str, port: int, concurrency: int, duration: float) -> dict:
+    """Connect, ApiVersions, read the answer, close; ``concurrency`` at a time, for ``duration`` seconds."""
+    selector = selectors.DefaultSelector()
+    probe = request("api_versions", 1)
+    completed = failed = 0
+    start = time.monotonic()
+    deadline = start + duration
+
+    def open_one():
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setblocking(False)
+        err = sock.connect_ex((host, port))
+        if err not in (0, errno.EINPROGRESS):
+            sock.close()
+            return False
+        selector.register(sock, selectors.EVENT_WRITE, [sock, "connecting", bytearray()])
+        return True
+
+    active = 0
+    while True:
+        now = time.monotonic()
+        while now < deadline and active < concurrency:
+            if open_one():
+                active += 1
+            else:
+                failed += 1
+        if active == 0:
+            break
+        for key, _ in selector.select(timeout=0.05):
+            state = key.data
+            sock = state[0]
+            done = False
+            if state[1] == "connecting":
+                if sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
+                    failed += 1
+                    done = True
+                else:
+                    try:
+                        sock.send(probe)
+                        state[1] = "waiting"
+                        selector.modify(sock, selectors.EVENT_READ, state)
+                    except OSError:
+                        failed += 1
+                        done = True
+            else:
+                try:
+                    chunk = sock.recv(4096)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    failed += 1
+                    done = True
+                else:
+                    state[2] += chunk
+                    buf = state[2]
+                    if len(buf) >= 4 and len(buf) >= 4 + struct.unpack_from(">i", buf)[0]:
+                        completed += 1
+                        done = True
+            if done:
+                selector.unregister(sock)
+                sock.close()
+                active -= 1
+        if time.monotonic() > deadline + 30:
+            break
+    elapsed = time.monotonic() - start
+    selector.close()
+    return {"mode": "accept", "concurrency": concurrency, "completed": completed, "failed": failed,
+            "seconds": elapsed}
+
+
+def latency(host: str, port: int, duration: float, interval: float, api: str, delay: float = 0.0) -> dict:
+    """One connection, one request at a time every ``interval`` s: the round-trip times in ms."""
+    time.sleep(delay)
+    sock = socket.create_connection((host, port), timeout=30)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    samples = []
+    correlation_id = 0
+    deadline = time.monotonic() + duration
+    while time.monotonic() < deadline:
+        correlation_id += 1
+        started = time.perf_counter()
+        sock.sendall(request(api, correlation_id))
+        buf = b""
+        while len(buf) < 4 or len(buf) < 4 + struct.unpack_from(">i", buf)[0]:
+            chunk = sock.recv(1 << 16)
+            if not chunk:
+                raise ConnectionError("the broker closed the latency probe connection")
+            buf += chunk
+        samples.append((time.perf_counter() - started) * 1000.0)
+        if struct.unpack_from(">i", buf, 4)[0] != correlation_id:
+            raise AssertionError("response out of order")
+        time.sleep(interval)
+    sock.close()
+    ordered = sorted(samples)
+    return {"mode": "latency", "api": api, "count": len(samples), "samples_ms": samples,
+            "p50_ms": percentile(ordered, 0.50), "p99_ms": percentile(ordered, 0.99), "max_ms": ordered[-1]}
+
+
+def percentile(ordered: list[float], q: float) -> float:
+    """The q-quantile (nearest rank) of an ascending list."""
+    if not ordered:
+        return float("nan")
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(round(q * len(ordered), 6)) - 1))]
+
+
+def spawn(mode: str, **kwargs) -> subprocess.Popen:
+    """Start a generator in its own process (stdout: one JSON line)."""
+    args = [sys.executable, "-m", "tests.support.load", mode]
+    for key, value in kwargs.items():
+        args += [f"--{key.replace('_', '-')}", str(value)]
+    root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root, env=env)
+
+
+def collect(process: subprocess.Popen, timeout: float = 120) -> dict:
+    out, err = process.communicate(timeout=timeout)
+    if process.returncode != 0:
+        raise RuntimeError(f"load generator failed ({process.returncode}): {err[-2000:]}")
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m tests.support.load")
+    sub = parser.add_subparsers(dest="mode", required=True)
+    p = sub.add_parser("pipeline")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--connections", type=int, default=1)
+    p.add_argument("--depth", type=int, default=5)
+    p.add_argument("--duration", type=float, default=5.0)
+    p.add_argument("--api", choices=sorted(API_KEYS), default="api_versions")
+    a = sub.add_parser("accept")
+    a.add_argument("--host", default="127.0.0.1")
+    a.add_argument("--port", type=int, required=True)
+    a.add_argument("--concurrency", type=int, default=16)
+    a.add_argument("--duration", type=float, default=5.0)
+    lat = sub.add_parser("latency")
+    lat.add_argument("--host", default="127.0.0.1")
+    lat.add_argument("--port", type=int, required=True)
+    lat.add_argument("--duration", type=float, default=3.0)
+    lat.add_argument("--interval", type=float, default=0.01)
+    lat.add_argument("--delay", type=float, default=0.0, help="seconds to wait before connecting")
+    lat.add_argument("--api", choices=sorted(API_KEYS), default="api_versions")
+    args = parser.parse_args(argv)
+    if args.mode == "pipeline":
+        result = pipeline(args.host, args.port, args.connections, args.depth, args.duration, args.api)
+    elif args.mode == "latency":
+        result = latency(args.host, args.port, args.duration, args.interval, args.api, args.delay)
+    else:
+        result = accept(args.host, args.port, args.concurrency, args.duration)
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()

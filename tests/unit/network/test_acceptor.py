@@ -1,0 +1,127 @@
+"""Acceptor: quota decisions at accept time, parking and resuming, creation-rate pacing,
+protected-listener eviction (SPEC S6), on a MemoryReactorClock."""
+
+from __future__ import annotations
+
+from twisted_kafka.network.processor import CloseReason
+from twisted_kafka.protocol.messages import ApiVersionsRequest
+
+from .helpers import THREE_LISTENERS, Stack, request_bytes
+
+API_VERSIONS = request_bytes(ApiVersionsRequest(version=0))
+
+
+def test_per_ip_rejection_returns_no_protocol_and_is_not_counted_as_a_connection():
+    stack = Stack(max_connections_per_ip="2")
+    assert stack.connect() is not None and stack.connect() is not None
+    assert stack.connect() is None                       # Twisted closes the socket: the client reads EOF
+    assert stack.connect(ip="127.0.0.2") is not None     # another IP is unaffected
+    assert stack.quotas.total == 3
+    assert stack.quotas.rejected[("PLAINTEXT", "max.connections.per.ip")] == 1
+    assert stack.ports["PLAINTEXT"].reading                # per-IP limits never stop the listener
+
+
+def test_broker_limit_pauses_the_listener_and_parks_the_rest_of_the_accept_batch():
+    stack = Stack(THREE_LISTENERS, max_connections="2")
+    port = stack.ports["CLIENT"]
+    first, second = stack.connect("CLIENT"), stack.connect("CLIENT")
+    assert not port.reading, "at the limit the listener stops accepting (kernel backlog)"
+    parked = stack.connect("CLIENT")                     # accepted in the same batch by Twisted
+    assert parked.parked and parked.transport.paused and parked.slot is None
+    assert stack.quotas.total == 2
+    parked.dataReceived(API_VERSIONS)
+    assert stack.server.data_plane.channel.queue_size == 0, "a parked connection is not read"
+    first.transport.client_closes()
+    assert not parked.parked and parked.slot is not None
+    assert stack.server.data_plane.channel.queue_size == 1, "admitted: its buffered request is read"
+    assert not port.reading                               # at the limit again
+    second.transport.client_closes()
+    assert port.reading
+    assert stack.quotas.total == 1
+
+
+def test_listener_limit_parks_on_that_listener_only():
+    stack = Stack({"listener.name.plaintext.max.connections": "1"})
+    stack.connect("PLAINTEXT")
+    assert not stack.ports["PLAINTEXT"].reading
+    assert stack.connect("PLAINTEXT").parked
+    control = stack.connect("CONTROLLER")
+    assert not control.parked and stack.ports["CONTROLLER"].reading
+
+
+def test_parked_connection_closed_by_its_client_releases_nothing_and_leaves_the_queue():
+    stack = Stack(THREE_LISTENERS, max_connections="1")
+    admitted = stack.connect("CLIENT")
+    parked = stack.connect("CLIENT")
+    parked.transport.client_closes()
+    acceptor = stack.acceptor("CLIENT")
+    assert not acceptor._parked and parked not in acceptor.processors
+    assert stack.quotas.total == 1 and stack.quotas.closed == {}
+    admitted.transport.client_closes()
+    assert stack.quotas.total == 0 and stack.ports["CLIENT"].reading
+
+
+def test_parked_connections_are_admitted_in_arrival_order():
+    stack = Stack(THREE_LISTENERS, max_connections="1")
+    first = stack.connect("CLIENT")
+    waiting = [stack.connect("CLIENT") for _ in range(3)]
+    order = []
+    current = first
+    for _ in range(3):
+        current.transport.client_closes()
+        admitted = [p for p in waiting if not p.parked and p not in order]
+        assert len(admitted) == 1
+        order.extend(admitted)
+        current = admitted[0]
+    assert order == waiting
+
+
+def test_creation_rate_spaces_accepts_without_refusing_any():
+    stack = Stack(max_connection_creation_rate="2")
+    port = stack.ports["CONTROLLER"]
+    a, b = stack.connect("CONTROLLER"), stack.connect("CONTROLLER")
+    assert not a.parked and not b.parked
+    c = stack.connect("CONTROLLER")
+    assert c.parked and not port.reading
+    assert stack.quotas.throttled_accepts["CONTROLLER"] >= 1
+    stack.clock.advance(0.4)
+    assert c.parked
+    stack.clock.advance(0.11)
+    assert not c.parked, "admitted once a token is available (0.5 s at 2/s)"
+    assert not port.reading, "c took that token: the listener waits for the next one"
+    stack.clock.advance(0.5)
+    assert port.reading
+    assert stack.quotas.total == 3
+
+
+def test_stop_listening_closes_parked_connections():
+    stack = Stack(THREE_LISTENERS, max_connections="1")
+    stack.connect("CLIENT")
+    parked = stack.connect("CLIENT")
+    stack.acceptor("CLIENT").stop_listening()
+    stack.flush()
+    assert parked.transport.closed and parked.close_reason == CloseReason.SHUTDOWN
+    assert stack.connect("CLIENT") is None, "no new connection once stopping"
+
+
+def test_inter_broker_connection_past_the_broker_limit_evicts_the_lru_connection_of_another_listener():
+    stack = Stack(THREE_LISTENERS, max_connections="2")
+    old = stack.connect("CLIENT")
+    recent = stack.connect("CLIENT")
+    stack.clock.advance(1)
+    old.dataReceived(b"\x00")        # activity: 'recent' is now the least recently used
+    internal = stack.connect("INTERNAL")
+    assert internal is not None and not internal.parked
+    assert recent.closing and recent.close_reason == CloseReason.QUOTA
+    assert not old.closing
+    stack.flush()
+    assert stack.quotas.total == 2
+    assert stack.quotas.closed[("CLIENT", CloseReason.QUOTA)] == 1
+    assert not stack.ports["CLIENT"].reading, "clients still wait: the broker is at its limit"
+    assert stack.ports["INTERNAL"].reading
+
+
+def test_inter_broker_listener_still_obeys_its_own_limit():
+    stack = Stack({**THREE_LISTENERS, "listener.name.internal.max.connections": "1"})
+    stack.connect("INTERNAL")
+    assert stack.connect("INTERNAL").parked
