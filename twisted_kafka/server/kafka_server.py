@@ -153,13 +153,21 @@ class KafkaServer(MultiService):
         self.started.callback(self)
 
     def _fatal(self, failure) -> None:
-        """Startup failed: say why, and stop the process with a non-zero status."""
+        """Startup failed: say why, and stop the process with a non-zero status.
+
+        The failure may come before the reactor runs (twistd starts services
+        first): the stop is then scheduled for when it does.
+        """
         self._startup_failed = True
         self.log.critical("Broker startup failed: {reason}", reason=failure.getErrorMessage(), log_failure=failure)
         self.started.errback(failure)
-        if getattr(self.reactor, "running", False):
+        self.started.addErrback(lambda _: None)
+        if hasattr(self.reactor, "addSystemEventTrigger"):
             self.reactor.addSystemEventTrigger("after", "shutdown", os._exit, 1)
-            self.reactor.stop()
+            if getattr(self.reactor, "running", False):
+                self.reactor.stop()
+            else:
+                self.reactor.callWhenRunning(self.reactor.stop)
 
     # -- shutdown -----------------------------------------------------------------------
 

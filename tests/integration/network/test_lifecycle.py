@@ -62,9 +62,6 @@ def test_a_busy_port_fails_startup_with_status_one(tmp_path):
 
 
 @pytest.mark.integration
-@pytest.mark.xfail(strict=True, reason="KafkaServer._fatal only stops a running reactor: a failure before "
-                                       "the first await of _startup (here load_or_create) leaves the process "
-                                       "hanging; see the network layer report")
 def test_broker_id_not_matching_meta_properties_fails_startup_with_status_one(tmp_path):
     broker = BrokerProcess(tmp_path).start()
     assert broker.stop() == 0
