@@ -97,10 +97,14 @@ class ConnectionSlot:
             self._quotas._dec(self, reason)
 
 
-def _resolve_ip_overrides(overrides: dict[str, int], resolve: Callable[[str], str]) -> dict[str, int]:
-    """Kafka resolves host names in ``max.connections.per.ip.overrides`` once, at startup."""
+def _resolve(host: str) -> str:
+    return socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)[0][4][0]
+
+
+def resolve_ip_overrides(config, resolve: Callable[[str], str] = _resolve) -> dict[str, int]:
+    """``max.connections.per.ip.overrides`` by address: Kafka resolves host names when the value is set."""
     resolved: dict[str, int] = {}
-    for host, limit in overrides.items():
+    for host, limit in config.max_connections_per_ip_overrides.items():
         if limit < 0:
             raise ConfigError("max.connections.per.ip.overrides", f"limit for {host} must be at least 0")
         try:
@@ -108,10 +112,6 @@ def _resolve_ip_overrides(overrides: dict[str, int], resolve: Callable[[str], st
         except OSError as exc:
             raise ConfigError("max.connections.per.ip.overrides", f"cannot resolve host {host!r}: {exc}") from None
     return resolved
-
-
-def _resolve(host: str) -> str:
-    return socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)[0][4][0]
 
 
 class ConnectionQuotas:
@@ -122,9 +122,9 @@ class ConnectionQuotas:
     def __init__(self, config, listeners: ListenerConfig, clock, *, resolve: Callable[[str], str] = _resolve):
         self.clock = clock
         self.listeners = listeners
+        self._resolve = resolve
         self.max_connections_per_ip: int = config["max.connections.per.ip"]
-        self.max_connections_per_ip_overrides = _resolve_ip_overrides(
-            config.max_connections_per_ip_overrides, resolve)
+        self.max_connections_per_ip_overrides = resolve_ip_overrides(config, resolve)
         self.max_connections: int = config["max.connections"]
         now = clock.seconds()
         broker_rate = config["max.connection.creation.rate"]
@@ -205,6 +205,20 @@ class ConnectionQuotas:
         self.per_listener[slot.listener_name] -= 1
         self.total -= 1
         self.closed[(slot.listener_name, reason)] += 1
+        for notify in list(self._slot_freed):
+            notify()
+
+    def update_limits(self, config) -> None:
+        """Apply new ``max.connections``/``max.connections.per.ip(.overrides)`` (dynamic broker configs).
+
+        Raises ``ConfigError`` (and changes nothing) if an override host cannot
+        be resolved.  Acceptors paused at the old limit are woken so a raised
+        limit admits waiting connections at once.
+        """
+        overrides = resolve_ip_overrides(config, self._resolve)
+        self.max_connections = config["max.connections"]
+        self.max_connections_per_ip = config["max.connections.per.ip"]
+        self.max_connections_per_ip_overrides = overrides
         for notify in list(self._slot_freed):
             notify()
 

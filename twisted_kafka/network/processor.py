@@ -47,6 +47,7 @@ class CloseReason:
     QUOTA = "quota"
     PROTOCOL_ERROR = "protocol_error"
     AUTHENTICATION = "authentication"
+    PRODUCE_ERROR = "produce_error"   # an acks=0 Produce failed: closing tells the producer (Kafka does the same)
     TLS = "tls"
     SHUTDOWN = "shutdown"
 

@@ -22,6 +22,7 @@ from typing import Iterable, Protocol
 
 from twisted.logger import Logger
 
+from twisted_kafka.network.processor import CloseReason
 from twisted_kafka.network.request import Request
 from twisted_kafka.network.request_metrics import RequestMetrics
 from twisted_kafka.protocol.codec import encode_response
@@ -96,7 +97,7 @@ class KafkaApis:
             except Exception:
                 self.log.failure("Cannot encode the response to {request}; closing its connection",
                                  request=request)
-                request.processor.close("protocol_error", "response could not be encoded")
+                request.processor.close(CloseReason.PROTOCOL_ERROR, "response could not be encoded")
                 chunks = None
         request.processor.channel.release(request)
         request.processor.send_response(request, chunks)
@@ -109,5 +110,5 @@ class KafkaApis:
         except Exception:
             self.log.failure("Cannot build the {code} error response to {request}", code=code.name,
                              request=request)
-            request.processor.close("protocol_error", f"no error response could be built for {code.name}")
+            request.processor.close(CloseReason.PROTOCOL_ERROR, f"no error response could be built for {code.name}")
             return NO_RESPONSE

@@ -37,13 +37,12 @@ configs at startup.
 from __future__ import annotations
 
 import re
-import socket
 from typing import Mapping
 
 from twisted.logger import Logger
 
 from twisted_kafka.config import BROKER_CONFIG, ConfigError, ConfigSource, KafkaConfig
-
+from twisted_kafka.network.connection_quotas import resolve_ip_overrides
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
 log = Logger(namespace="twisted_kafka.server.DynamicBrokerConfig")
@@ -102,20 +101,6 @@ def with_layer(config: KafkaConfig, entity: str, values: Mapping[str, str]) -> K
     return config.with_updates(updates, source)
 
 
-def resolve_ip_overrides(config: KafkaConfig) -> dict[str, int]:
-    """``max.connections.per.ip.overrides`` with host names resolved (Kafka resolves them on update)."""
-    resolved: dict[str, int] = {}
-    for host, limit in config.max_connections_per_ip_overrides.items():
-        if limit < 0:
-            raise ConfigError("max.connections.per.ip.overrides", f"limit for {host} must be at least 0")
-        try:
-            address = socket.getaddrinfo(host.strip("[]"), None, proto=socket.IPPROTO_TCP)[0][4][0]
-        except OSError as exc:
-            raise ConfigError("max.connections.per.ip.overrides", f"cannot resolve host {host!r}: {exc}") from None
-        resolved[address] = limit
-    return resolved
-
-
 def validate_update(config: KafkaConfig, entity: str, values: Mapping[str, str | None]) -> KafkaConfig:
     """The configuration ``config`` becomes when ``entity``'s dynamic configs are ``values``.
 
@@ -155,13 +140,9 @@ def apply_broker_config(server, config: KafkaConfig) -> None:
     quotas = getattr(server.socket_server, "quotas", None)
     if quotas is not None and any(previous[key] != config[key] for key in CONNECTION_KEYS):
         try:
-            overrides = resolve_ip_overrides(config)
+            quotas.update_limits(config)
         except ConfigError as exc:
-            log.warn("Keeping the previous max.connections.per.ip.overrides: {error}", error=exc)
-            overrides = quotas.max_connections_per_ip_overrides
-        quotas.max_connections = config["max.connections"]
-        quotas.max_connections_per_ip = config["max.connections.per.ip"]
-        quotas.max_connections_per_ip_overrides = overrides
+            log.warn("Keeping the previous connection limits: {error}", error=exc)
 
 
 def _usable(config: KafkaConfig, entity: str, stored: Mapping[str, str]) -> dict[str, str]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
+from twisted_kafka.network.processor import CloseReason
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
@@ -33,9 +34,6 @@ _PartitionResponse = R.TopicProduceResponse.PartitionProduceResponse
 
 
 _PENDING = object()
-
-#: The close reason counted for connections closed after a failed acks=0 Produce.
-ACKS_0_ERROR_CLOSE = "produce_error"
 
 
 def _store(outcome, slot: list) -> None:
@@ -122,7 +120,7 @@ class ProduceHandler:
         """An acks=0 producer gets no answer, so, as Kafka does, an error closes the
         connection: the producer notices, reconnects and refreshes its metadata."""
         summary = ", ".join(f"{topic}-{index}: {ErrorCode(code).name}" for topic, index, code in failed[:5])
-        request.processor.close(ACKS_0_ERROR_CLOSE,
+        request.processor.close(CloseReason.PRODUCE_ERROR,
                                 f"acks=0 Produce (correlation id {request.correlation_id}) failed for "
                                 f"{len(failed)} partition(s) ({summary}); closing the connection",
                                 abort=False)
