@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .broker import BROKER_CONFIG, MECHANISM_PREFIX_REQUIRED
+from .effect import not_effective_reason
 from .definition import ConfigDef, ConfigKey
 from .topic import TOPIC_CONFIG, TOPIC_SYNONYMS
 from .types import format_value
@@ -43,6 +44,9 @@ Kafka means the same here. At startup:
 * a value that does not fit its key stops the broker with
   `Invalid value '...' for configuration <key>: <reason>`;
 * a key this broker does not define is reported with a warning and ignored;
+* a key marked **accepted, no effect yet** below (a feature not built yet, or
+  a concept this design does not have) loads as in Kafka but is warned about
+  when set, so a Kafka configuration never silently means less here;
 * values of *password* keys are never shown: not in logs, errors or here.
 
 **Per-listener keys.** Keys marked *per listener* may also be written as
@@ -54,7 +58,13 @@ example `listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=...`.
 
 **Update mode** is Kafka's: *read-only* keys need a restart, *per-broker* and
 *cluster-wide* keys may be changed at runtime with AlterConfigs (for one
-broker, or as a cluster default).
+broker, or as a cluster default).  This broker applies at runtime the log
+defaults topics inherit (`log.segment.bytes`, `log.roll.ms`,
+`log.retention.*`, `log.flush.*`, `log.cleanup.policy`,
+`log.message.timestamp.*`, `message.max.bytes`, ...) and the connection
+limits (`max.connections`, `max.connections.per.ip`,
+`max.connections.per.ip.overrides`); AlterConfigs refuses the other keys with
+INVALID_REQUEST, naming them.
 """
 
 
@@ -100,7 +110,11 @@ def _key_section(key: ConfigKey) -> list[str]:
     overrides = _overrides(key)
     if overrides:
         facts.append(overrides)
-    return [f"### `{key.name}`", "", _text(key.doc), "", " · ".join(facts), ""]
+    lines = [f"### `{key.name}`", "", _text(key.doc), "", " · ".join(facts), ""]
+    reason = not_effective_reason(key.name)
+    if reason is not None:
+        lines += [f"**Accepted, no effect yet:** {reason}.", ""]
+    return lines
 
 
 def _broker_sections(definition: ConfigDef) -> list[str]:

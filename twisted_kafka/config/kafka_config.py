@@ -24,6 +24,7 @@ from . import derived
 from .broker import BROKER_CONFIG, MECHANISM_PREFIX_REQUIRED
 from .checks import check
 from .definition import ConfigKey
+from .effect import not_effective_reason
 from .prefixes import NotAListenerKey, split_listener_key
 from .properties import load_properties, parse_override
 from .sources import ConfigEntry, ConfigSource
@@ -77,6 +78,7 @@ class KafkaConfig(Mapping[str, Any]):
 
         listener_raw, unknown = self._classify(merged, _already_warned)
         self._unknown = tuple(unknown)
+        self._ineffective = tuple(self._warn_ineffective(merged, listener_raw, _already_warned))
         self._values = BROKER_CONFIG.parse(merged)
         self._listener_values: dict[tuple[str, str | None, str], Any] = {}
         self._listener_names = listener_raw
@@ -132,8 +134,22 @@ class KafkaConfig(Mapping[str, Any]):
             layers[ConfigSource.STATIC_BROKER_CONFIG],
             layers[ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG],
             layers[ConfigSource.DYNAMIC_BROKER_CONFIG],
-            _already_warned=frozenset(self._unknown),
+            _already_warned=frozenset(self._unknown) | frozenset(self._ineffective),
         )
+
+    @staticmethod
+    def _warn_ineffective(merged: Mapping[str, Any], listener_raw, already_warned: frozenset[str]) -> list[str]:
+        """Warn once about each key set explicitly that the broker does not act on (config/effect.py)."""
+        ineffective = []
+        for name in merged:
+            base = name if name in BROKER_CONFIG else listener_raw.get(name, (None, None, None))[2]
+            reason = not_effective_reason(base) if base else None
+            if reason is None:
+                continue
+            ineffective.append(name)
+            if name not in already_warned:
+                log.warn("Configuration {key} is accepted but has no effect: {reason}", key=name, reason=reason)
+        return ineffective
 
     @staticmethod
     def _classify(

@@ -34,6 +34,7 @@ TOPIC_DEFAULTS: dict[str, Any] = {
     "message.timestamp.type": "CreateTime",
     "max.message.bytes": 1048588,
     "cleanup.policy": ("delete",),
+    "min.insync.replicas": 1,
     "file.delete.delay.ms": 60000,
     "preallocate": False,
     "message.timestamp.before.max.ms": LONG_MAX,
@@ -94,6 +95,9 @@ class LogConfig:
     preallocate: bool = TOPIC_DEFAULTS["preallocate"]
     message_timestamp_before_max_ms: int = TOPIC_DEFAULTS["message.timestamp.before.max.ms"]
     message_timestamp_after_max_ms: int = TOPIC_DEFAULTS["message.timestamp.after.max.ms"]
+    # Not a storage setting, but a property of the partition's log in Kafka too:
+    # acks=all appends need at least this many in-sync replicas.
+    min_insync_replicas: int = TOPIC_DEFAULTS["min.insync.replicas"]
 
     def __post_init__(self) -> None:
         if self.segment_bytes < 14:
@@ -115,8 +119,8 @@ class LogConfig:
                           defaults: Mapping[str, Any] | None = None) -> "LogConfig":
         """Build from Kafka topic key names laid over ``defaults`` (also topic keys).
 
-        Unknown keys (``min.insync.replicas``, ``compression.type`` ...) belong
-        to other layers and are ignored here.
+        Keys of other layers (``compression.type``, ``unclean.leader.election.enable``
+        ...) are ignored here.
         """
         merged = dict(TOPIC_DEFAULTS)
         if defaults:
@@ -171,6 +175,7 @@ _TOPIC_KEYS: dict[str, tuple[str, Any]] = {
     "preallocate": ("preallocate", _as_bool),
     "message.timestamp.before.max.ms": ("message_timestamp_before_max_ms", _as_int),
     "message.timestamp.after.max.ms": ("message_timestamp_after_max_ms", _as_int),
+    "min.insync.replicas": ("min_insync_replicas", _as_int),
 }
 
 assert {name for name, _ in _TOPIC_KEYS.values()} == {f.name for f in fields(LogConfig)}

@@ -128,8 +128,16 @@ class ReplicaManager:
                              f"This broker is not the leader of {topic}-{index}")
         return partition
 
-    def append(self, partition: Partition, records, produce_version: int | None) -> Deferred:
-        """Append a producer's records as leader; fires with the LogAppendInfo once durable as configured."""
+    def append(self, partition: Partition, records, produce_version: int | None, acks: int = 1) -> Deferred:
+        """Append a producer's records as leader; fires with the LogAppendInfo once durable as configured.
+
+        acks=all needs ``min.insync.replicas`` in-sync replicas (Kafka checks before appending).
+        """
+        if acks == -1 and len(partition.isr) < partition.log.config.min_insync_replicas:
+            raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS,
+                             f"The size of the current ISR {partition.isr} is insufficient to satisfy the "
+                             f"min.isr requirement of {partition.log.config.min_insync_replicas} for partition "
+                             f"{partition.topic}-{partition.index}")
         d = self.log_manager.append(partition.log, records, partition.leader_epoch, produce_version=produce_version)
         d.addCallback(self._appended, partition)
         return d

@@ -245,3 +245,20 @@ def test_long_poll_fetch_waits_max_wait_ms_when_nothing_comes(data_broker):
         waited = time.monotonic() - began
         assert 0.3 <= waited < 1.0, waited
         assert [v for _, _, v in fetched_records(fetch_partitions(fetch)[(topic, 0)])] == [b"small"]
+
+
+# -- min.insync.replicas ------------------------------------------------------------------
+
+
+def test_acks_all_needs_min_insync_replicas(data_broker):
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = "min-isr-two"
+    admin = AdminClient({"bootstrap.servers": data_broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config={"min.insync.replicas": "2"})])[topic].result(10)
+    batch = build_batch([(b"k", b"v")])
+    with RawClient(data_broker.data_port) as client:
+        strict = client.request(produce_request({topic: {0: batch}}, acks=-1))
+        assert partition_errors(strict)[(topic, 0)][0] == ErrorCode.NOT_ENOUGH_REPLICAS
+        leader_only = client.request(produce_request({topic: {0: batch}}, acks=1))
+        assert partition_errors(leader_only)[(topic, 0)] == (ErrorCode.NONE, 0)

@@ -78,7 +78,7 @@ class ProduceHandler:
                     partition = replicas.leader_partition(topic.name, data.index)
                     if data.records is None:
                         raise KafkaError(ErrorCode.INVALID_RECORD, "Produce request without records")
-                    d = replicas.append(partition, data.records, version)
+                    d = replicas.append(partition, data.records, version, body.acks)
                 except KafkaError as exc:
                     slot[2] = exc
                     continue

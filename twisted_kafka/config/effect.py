@@ -1,0 +1,82 @@
+"""Keys the broker accepts but does not act on, and why.
+
+Every Kafka broker key is defined so that a ``server.properties`` written for
+Kafka loads unchanged.  Some of them govern features this broker does not
+have yet (TLS, SASL, groups, replication, ...) or concepts a single reactor
+does not have (network threads).  Accepting such a key silently would let an
+operator believe it works: the docs mark each one, and a key set explicitly
+is warned about at startup.  A test keeps this table honest both ways — a key
+listed here must not be read by the broker, and a key the broker never reads
+must be listed here.
+"""
+
+from __future__ import annotations
+
+SECURITY = "TLS, SASL and ACLs are not built yet (security issue)"
+GROUPS = "consumer groups and offset storage are not built yet (groups issue)"
+TRANSACTIONS = "idempotence and transactions are not built yet"
+REPLICATION = "replication between brokers is not built yet (cluster issue)"
+ZOOKEEPER = "ZooKeeper-coordinated clusters are not built yet; setting zookeeper.connect fails startup"
+COMPACTION = "log compaction (cleanup.policy=compact) is not built yet"
+METRICS = "metrics are kept under Kafka's names; reporters and sampling are not configurable yet"
+REACTOR = ("the reactor's single thread does all socket I/O, so there are no network threads to size "
+           "(docs/architecture.md, 'num.network.threads')")
+FETCH_SESSIONS = "incremental fetch sessions (KIP-227) are not offered: every fetch is a full fetch"
+RECOMPRESSION = ("batches are stored as producers compressed them (Kafka's 'producer'); "
+                 "recompression to another codec is not built yet")
+BACKGROUND = "background work runs on the reactor and the I/O thread pool (sized by num.io.threads)"
+ID_GENERATION = "broker ids are generated only for a single node (reserved.broker.max.id + 1)"
+
+_PREFIXES = {
+    "ssl.": SECURITY,
+    "sasl.": SECURITY,
+    "group.": GROUPS,
+    "offsets.": GROUPS,
+    "transaction.": TRANSACTIONS,
+    "replica.": REPLICATION,
+    "leader.imbalance.": REPLICATION,
+    "zookeeper.": ZOOKEEPER,
+    "log.cleaner.": COMPACTION,
+    "metrics.": METRICS,
+}
+
+_KEYS = {
+    "allow.everyone.if.no.acl.found": SECURITY,
+    "authorizer.class.name": SECURITY,
+    "connections.max.reauth.ms": SECURITY,
+    "principal.builder.class": SECURITY,
+    "security.providers": SECURITY,
+    "super.users": SECURITY,
+    "offset.metadata.max.bytes": GROUPS,
+    "producer.id.expiration.ms": TRANSACTIONS,
+    "transactional.id.expiration.ms": TRANSACTIONS,
+    "num.replica.fetchers": REPLICATION,
+    "unclean.leader.election.enable": REPLICATION,
+    "compression.type": RECOMPRESSION,
+    "auto.leader.rebalance.enable": REPLICATION,
+    "request.timeout.ms": REPLICATION,
+    "socket.connection.setup.timeout.ms": REPLICATION,
+    "socket.connection.setup.timeout.max.ms": REPLICATION,
+    "metric.reporters": METRICS,
+    "num.network.threads": REACTOR,
+    "max.incremental.fetch.session.cache.slots": FETCH_SESSIONS,
+    "background.threads": BACKGROUND,
+    "broker.id.generation.enable": ID_GENERATION,
+}
+
+
+# Read although a prefix above matches: zookeeper.connect, when set, fails startup with a clear message.
+_EFFECTIVE = frozenset({"zookeeper.connect"})
+
+
+def not_effective_reason(name: str) -> str | None:
+    """Why the broker does not act on key ``name``, or None if it does."""
+    if name in _EFFECTIVE:
+        return None
+    reason = _KEYS.get(name)
+    if reason is not None:
+        return reason
+    for prefix, reason in _PREFIXES.items():
+        if name.startswith(prefix):
+            return reason
+    return None
