@@ -10,6 +10,8 @@ shows as "Valid values". A plain function works too; wrap it with
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -25,13 +27,14 @@ __all__ = [
 ]
 
 
-class Validator:
+class Validator(ABC):
     """Base of the built-in validators: callable, and printable for docs."""
 
     description = ""
 
-    def __call__(self, value: Any) -> None:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def __call__(self, value: Any) -> None:
+        """Raise ValueError naming what is wrong with ``value``."""
 
     def __str__(self) -> str:
         return self.description

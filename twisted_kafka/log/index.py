@@ -27,6 +27,7 @@ then rebuilds it from the segment's batches.
 from __future__ import annotations
 
 import os
+from abc import ABC, abstractmethod
 import struct
 import sys
 import threading
@@ -38,7 +39,7 @@ class CorruptIndexError(Exception):
     """An index file whose content cannot be right; rebuild it from the log."""
 
 
-class _SparseIndex:
+class _SparseIndex(ABC):
     """Common file handling: lazy load, append, truncate, flush, rename, delete."""
 
     ENTRY: struct.Struct
@@ -94,15 +95,17 @@ class _SparseIndex:
 
     # -- subclass hooks -----------------------------------------------------
 
+    @abstractmethod
     def _check_ends(self, first: tuple, last: tuple, segment_size: int) -> None:
-        raise NotImplementedError
+        """Raise CorruptIndexError if the first/last entries cannot belong to the segment."""
 
+    @abstractmethod
     def _check_order(self, segment_size: int) -> None:
-        raise NotImplementedError
+        """Raise CorruptIndexError if the entries are not in order."""
 
+    @abstractmethod
     def _decode(self, data: bytes) -> tuple[array, array]:
         """(key column, value column) of the file content."""
-        raise NotImplementedError
 
     # -- content ------------------------------------------------------------
 

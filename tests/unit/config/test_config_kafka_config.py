@@ -450,7 +450,6 @@ def test_describe_listener_key_and_password():
 # -- the shipped configuration file ---------------------------------------------------
 
 
-@pytest.mark.skipif(not SERVER_PROPERTIES.exists(), reason="etc/server.properties not written yet")
 def test_shipped_server_properties_loads_without_unknown_keys(config_warnings):
     config = KafkaConfig.load(str(SERVER_PROPERTIES))
     assert config.unknown_keys == ()

@@ -76,7 +76,7 @@ def _check(peer: CapturePeer, topic: str, codec: str, messages=MESSAGES, with_he
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_confluent_kafka(peer, codec):
-    confluent_kafka = pytest.importorskip("confluent_kafka")
+    import confluent_kafka
     topic = f"confluent-{codec}"
     producer = confluent_kafka.Producer({"bootstrap.servers": peer.bootstrap, "compression.type": codec,
                                          "linger.ms": 20, "enable.idempotence": codec == "zstd"})
@@ -103,7 +103,7 @@ def test_kcat(peer, codec):
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_kafka_python(peer, codec):
-    kafka = pytest.importorskip("kafka")
+    import kafka
     topic = f"kafka-python-{codec}"
     producer = kafka.KafkaProducer(bootstrap_servers=peer.bootstrap,
                                    compression_type=None if codec == "none" else codec, linger_ms=20)
@@ -120,7 +120,7 @@ def test_kafka_python(peer, codec):
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_aiokafka(peer, codec):
-    aiokafka = pytest.importorskip("aiokafka")
+    import aiokafka
     topic = f"aiokafka-{codec}"
 
     async def produce():

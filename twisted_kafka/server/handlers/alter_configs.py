@@ -26,6 +26,7 @@ that is not the active controller answers NOT_CONTROLLER.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections import Counter
 
 from twisted_kafka.config import BROKER_CONFIG, TOPIC_CONFIG, Type, format_value
@@ -82,7 +83,7 @@ def apply_operations(current: dict[str, str], operations, definitions) -> dict[s
     return result
 
 
-class _ConfigsHandler:
+class _ConfigsHandler(ABC):
     """What AlterConfigs and IncrementalAlterConfigs share: resources, errors, applying."""
 
     incremental = False
@@ -99,8 +100,9 @@ class _ConfigsHandler:
                                               resource_type=resource.resource_type,
                                               resource_name=resource.resource_name)
 
+    @abstractmethod
     def _new_configs(self, current: dict[str, str], resource, definitions) -> dict[str, str]:
-        raise NotImplementedError
+        """The overrides ``resource`` leaves after this request (AlterConfigs replaces, Incremental edits)."""
 
     async def handle(self, request):
         body = request.body
