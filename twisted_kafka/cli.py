@@ -1,0 +1,32 @@
+"""``twisted-kafka-server-start FILE [--override key=value ...]``: run a broker in the foreground.
+
+Kafka's ``kafka-server-start.sh`` for this broker: a thin front to
+``twistd -n kafka --config FILE``, so the twistd plugin stays the one way a
+broker is started.  Installed as a console script, and used by
+``bin/twisted-kafka-server-start`` in a checkout.
+"""
+
+from __future__ import annotations
+
+import sys
+
+USAGE = "usage: twisted-kafka-server-start CONFIG_FILE [--override key=value ...]"
+
+
+def twistd_argv(args: list[str]) -> list[str]:
+    """The twistd command line for ``args`` (the config file, then twistd-kafka options)."""
+    if not args or args[0].startswith("-"):
+        raise SystemExit(USAGE)
+    config, rest = args[0], args[1:]
+    return ["twistd", "--nodaemon", "--pidfile=", "kafka", "--config", config, *rest]
+
+
+def main(argv: list[str] | None = None) -> None:
+    sys.argv = twistd_argv(sys.argv[1:] if argv is None else argv)
+    from twisted.scripts.twistd import run
+
+    run()
+
+
+if __name__ == "__main__":
+    main()
