@@ -3,11 +3,11 @@
 Operators copy ``server.properties`` files between Apache Kafka and this
 broker, so the syntax must be Java's, not a look-alike: comments start with
 ``#`` or ``!``; a key ends at an unescaped ``=``, ``:`` or whitespace;
-backslash escapes (``\\t``, ``\\uXXXX``, an escaped separator inside a key)
+backslash escapes (``\\t``, ``\\u`` and four hex digits, an escaped separator inside a key)
 and backslash-newline continuations apply; the last duplicate wins. The
 parser is the ``jproperties`` library. As in Kafka (``Utils.loadProps`` hands
 an ``InputStream`` to ``Properties.load``), the file is decoded as
-ISO-8859-1; characters beyond it are written as ``\\uXXXX``.
+ISO-8859-1; characters beyond it are written as ``\\u`` escapes.
 """
 
 from __future__ import annotations

@@ -7,7 +7,6 @@ the same name is a new topic (new id, offsets from 0, none of the old data).
 
 from __future__ import annotations
 
-import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.raw_client import RawClient

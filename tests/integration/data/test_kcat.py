@@ -13,7 +13,6 @@ FindCoordinator; the stored codec is read from the segment files.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from collections import defaultdict
 
@@ -22,8 +21,6 @@ import pytest
 from .helpers import CODECS, assert_stored_codec, stored_codecs
 from .test_confluent_roundtrip import FIND_COORDINATOR, advertised_keys
 
-pytestmark = pytest.mark.skipif(shutil.which("kcat") is None,
-                                reason="kcat is not installed (make test installs it)")
 
 BROKER_OVERRIDES = {"num.partitions": "3"}
 N = 5000

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import subprocess
 
 import pytest
@@ -36,7 +35,6 @@ def test_confluent_kafka_admin_list_topics(broker):
     assert metadata.cluster_id and len(metadata.cluster_id) == 22
 
 
-@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed (make test installs it)")
 def test_kcat_lists_metadata(broker):
     result = subprocess.run(["kcat", "-b", broker.bootstrap, "-L", "-J", "-m", "15"], capture_output=True,
                             text=True, timeout=30)
