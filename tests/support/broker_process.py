@@ -78,6 +78,22 @@ def _kill_leftovers() -> None:
             pass
 
 
+def answers_api_versions(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether a Kafka broker on ``port`` answers an ApiVersions v0 request (readiness probe)."""
+    try:
+        with socket.create_connection((host, port), timeout=1.0) as sock:
+            sock.sendall(_PROBE)
+            data = b""
+            while len(data) < 8:
+                chunk = sock.recv(4096)
+                if not chunk:
+                    return False
+                data += chunk
+            return struct.unpack(">i", data[4:8])[0] == 0x7EADBEEF
+    except OSError:
+        return False
+
+
 class BrokerExited(RuntimeError):
     """The broker process exited (or reported a startup failure) before it was ready."""
 
@@ -249,18 +265,7 @@ class BrokerProcess:
             time.sleep(0.05)
 
     def _probe(self) -> bool:
-        try:
-            with socket.create_connection(("127.0.0.1", self.data_port), timeout=1.0) as sock:
-                sock.sendall(_PROBE)
-                data = b""
-                while len(data) < 8:
-                    chunk = sock.recv(4096)
-                    if not chunk:
-                        return False
-                    data += chunk
-                return struct.unpack(">i", data[4:8])[0] == 0x7EADBEEF
-        except OSError:
-            return False
+        return answers_api_versions(self.data_port)
 
     def stop(self, timeout: float = 30) -> int:
         """SIGTERM (a clean shutdown); returns the exit status."""

@@ -11,17 +11,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.broker_process import BrokerProcess
 
 
 @pytest.fixture(scope="module")
-def admin_broker(request, tmp_path_factory):
-    overrides = getattr(request.module, "BROKER_OVERRIDES", None)
-    broker = BrokerProcess(tmp_path_factory.mktemp("admin"), overrides).start()
-    yield broker
-    if broker.running:
-        status = broker.stop()
-        assert status == 0, f"clean stop exited with status {status}\n{broker.log_text()[-4000:]}"
+def admin_broker(module_broker):
+    return module_broker
 
 
 @pytest.fixture
