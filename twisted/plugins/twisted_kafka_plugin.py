@@ -7,9 +7,11 @@ value stops twistd with a one-line message naming the key (exit status 1)
 before anything is bound or written.
 
 SIGTERM (or SIGINT) shuts the broker down cleanly and the process then exits
-with status 0, as Kafka's does.  (twistd itself would re-raise the signal
-after the reactor stops, so the status would say "killed by SIGTERM" even
-after a clean shutdown; the service maker clears that.)
+with status 0, as Kafka's does.  twistd's own handlers would record the
+signal and re-raise it once the reactor stopped, so the status would say
+"killed by SIGTERM" even after a clean shutdown; the broker installs its own
+handlers once the reactor runs, which stop the reactor -- and with it the
+services, in order -- without that.
 """
 
 from twisted.application.service import IServiceMaker
@@ -52,19 +54,37 @@ class KafkaServiceMaker:
     options = Options
 
     def makeService(self, options):
+        import signal
+        import sys
+
         from twisted.internet import reactor
 
+        from twisted_kafka.config import ConfigError
         from twisted_kafka.server.kafka_server import KafkaServer
 
-        server = KafkaServer(options["kafka_config"])
+        try:
+            server = KafkaServer(options["kafka_config"])
+        except (ConfigError, OSError) as exc:
+            # Logging is not running yet: one line on stderr, and exit status 1.
+            print(f"Broker startup failed: {exc}", file=sys.stderr)
+            raise SystemExit(1) from None
 
-        def exit_zero_after_clean_shutdown() -> None:
-            # Runs once the services have stopped, before twistd reads the
-            # signal it would re-raise (twisted.scripts.twistd.runApp).
-            if not getattr(server, "_startup_failed", False) and hasattr(reactor, "_exitSignal"):
-                reactor._exitSignal = None
+        stopping = []
 
-        reactor.addSystemEventTrigger("after", "shutdown", exit_zero_after_clean_shutdown)
+        def stop_once() -> None:
+            if not stopping:   # a second signal during shutdown changes nothing
+                stopping.append(True)
+                reactor.stop()
+
+        def stop(signum, frame) -> None:
+            reactor.callFromThread(stop_once)
+
+        def install_stop_handlers() -> None:
+            # Runs after the reactor installed its own (during startup) and replaces them.
+            signal.signal(signal.SIGTERM, stop)
+            signal.signal(signal.SIGINT, stop)
+
+        reactor.callWhenRunning(install_stop_handlers)
         return server
 
 

@@ -1,12 +1,15 @@
 """KafkaController: topic and partition state, pushed to brokers over their control planes.
 
 This is Kafka's ZooKeeper-mode controller reduced to what a cluster of one
-needs, with a cluster's shape: state lives in a ``MetadataStore``; every
-change is persisted first, then announced to brokers with LeaderAndIsr
-(replicas learn their role and create their logs), UpdateMetadata (every
-broker's metadata cache) and StopReplica (replicas stop and delete) — sent
-through the ``ControllerChannelManager`` to each broker's control-plane
-listener, the controller's own broker included.
+needs, with a cluster's shape: state lives in a ``ClusterMetadataStore``
+(the controller keeps its own in-memory view, Kafka's ControllerContext);
+every change is persisted first, then announced to brokers with
+LeaderAndIsr (replicas learn their role and create their logs),
+UpdateMetadata (every broker's metadata cache, and the topic and dynamic
+broker configs brokers apply) and StopReplica (replicas stop and delete) —
+sent through the ``ControllerChannelManager`` to each broker's control-plane
+listener, the controller's own broker included.  Brokers reach the
+controller only through a ``ControllerClient``.
 
 Changes are processed one at a time (Kafka's single controller event
 thread), so concurrent CreateTopics and DeleteTopics never interleave.
@@ -14,14 +17,16 @@ thread), so concurrent CreateTopics and DeleteTopics never interleave.
 Leader epochs only move forward: they are persisted with the partition and
 bumped only when leadership changes, which on a single node it never does —
 restarting the broker keeps every epoch, so clients see no spurious
-leadership change (CLIENTS.md §5).
+leadership change (librdkafka ignores metadata whose leader epoch is lower
+than one it has seen, and revalidates positions with OffsetForLeaderEpoch
+whenever it grows, KIP-320).
 """
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
-from typing import Iterable
+from dataclasses import dataclass, replace
+from typing import Iterable, Mapping
 
 from twisted.internet.defer import Deferred, DeferredLock, gatherResults
 from twisted.logger import Logger
@@ -34,7 +39,8 @@ from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
 
 from .channel_manager import ControllerChannelManager
-from .metadata_store import MetadataStore, PartitionRecord, TopicRecord
+from .client import NewTopic, TopicResult
+from .metadata_store import ClusterMetadataStore, PartitionRecord, TopicRecord, topic_record
 from .replica_assignment import assign_replicas
 from .topic_names import collision_key, validate_topic_name
 
@@ -63,44 +69,22 @@ class LiveBroker:
         return None
 
 
-@dataclass
-class NewTopic:
-    name: str
-    num_partitions: int = -1
-    replication_factor: int = -1
-    assignments: dict[int, list[int]] | None = None
-    configs: dict[str, str | None] = field(default_factory=dict)  # None values are refused (INVALID_CONFIG)
-
-
-@dataclass
-class TopicResult:
-    name: str
-    error: ErrorCode = ErrorCode.NONE
-    message: str | None = None
-    topic_id: uuid.UUID | None = None
-    num_partitions: int = -1
-    replication_factor: int = -1
-    configs: dict[str, str] = field(default_factory=dict)
-
-
 class KafkaController:
     log = Logger(namespace="twisted_kafka.controller.KafkaController")
 
-    def __init__(self, *, config, broker_id: int, store: MetadataStore, channels: ControllerChannelManager):
+    def __init__(self, *, config, broker_id: int, store: ClusterMetadataStore, channels: ControllerChannelManager):
         self.config = config
         self.broker_id = broker_id
-        self.store = store
-        self.channels = channels
+        self._store = store
+        self._channels = channels
         self.live_brokers: dict[int, LiveBroker] = {}
         self.active = False
-        # Called with (topic, overrides) after a topic's configs change; in ZooKeeper
-        # mode brokers learn this from a config-change notification.
-        self.topic_config_listeners: list = []
+        self.epoch = 0
+        # The controller's in-memory view of the stored state (Kafka's ControllerContext);
+        # changed only after the store has made the change durable.
+        self.topics: dict[str, TopicRecord] = {}
+        self.broker_configs: dict[str, Mapping[str, str]] = {}
         self._lock = DeferredLock()
-
-    @property
-    def epoch(self) -> int:
-        return self.store.controller_epoch
 
     # -- becoming controller -----------------------------------------------------------
 
@@ -108,28 +92,32 @@ class KafkaController:
         """Become the controller: bump the epoch, then tell every broker the whole state."""
         await self._lock.acquire()
         try:
-            self.store.controller_epoch += 1
-            await self.store.save()
+            state = await self._store.load()
+            self.topics = dict(state.topics)
+            self.broker_configs = dict(state.broker_configs)
+            self.epoch = await self._store.increment_controller_epoch()
             self.active = True
             for broker in brokers:
                 self._register(broker)
-            partitions = [(t, i) for t in self.store.topics.values() for i in t.partitions]
-            await self._send_update_metadata(self.live_brokers, partitions)
+            partitions = [(t, i) for t in self.topics.values() for i in t.partitions]
+            # Configs first, so every log is created with its topic's overrides.
+            await self._send_update_metadata(self.live_brokers, partitions, topic_configs=list(self.topics.values()),
+                                             dynamic_broker_configs=True)
             await self._send_leader_and_isr(partitions, is_new=False)
             self.log.info("Controller {broker_id} active with epoch {epoch}: {topics} topic(s), "
                           "{partitions} partition(s)", broker_id=self.broker_id, epoch=self.epoch,
-                          topics=len(self.store.topics), partitions=len(partitions))
+                          topics=len(self.topics), partitions=len(partitions))
         finally:
             self._lock.release()
 
     def _register(self, broker: LiveBroker) -> None:
         self.live_brokers[broker.broker_id] = broker
         ep = broker.endpoint(broker.control_listener)
-        self.channels.add_broker(broker.broker_id, ep.host, ep.port)
+        self._channels.add_broker(broker.broker_id, ep.host, ep.port)
 
     def shutdown(self) -> None:
         self.active = False
-        self.channels.close()
+        self._channels.close()
 
     def require_active(self) -> None:
         if not self.active:
@@ -159,7 +147,7 @@ class KafkaController:
         try:
             results: list[TopicResult] = []
             created: list[TopicRecord] = []
-            collisions = {collision_key(name): name for name in self.store.topics}
+            collisions = {collision_key(name): name for name in self.topics}
             for spec in topics:
                 try:
                     record = self._plan_topic(spec, collisions)
@@ -174,16 +162,14 @@ class KafkaController:
                 created.append(record)
             if validate_only or not created:
                 return results
+            await self._store.create_topics(created)
             for record in created:
-                self.store.topics[record.name] = record
-            try:
-                await self.store.save()
-            except BaseException:
-                for record in created:
-                    self.store.topics.pop(record.name, None)
-                raise
+                self.topics[record.name] = record
             partitions = [(t, i) for t in created for i in t.partitions]
-            propagated = gatherResults([self._send_leader_and_isr(partitions, is_new=True),
+            # Per broker the channel is a FIFO: the configs arrive before LeaderAndIsr
+            # creates the logs, and the partition states last.
+            propagated = gatherResults([self._send_topic_configs(self.live_brokers, created),
+                                        self._send_leader_and_isr(partitions, is_new=True),
                                         self._send_update_metadata(self.live_brokers, partitions)],
                                        consumeErrors=True)
             self.log.info("Created topic(s) {topics}", topics=", ".join(r.name for r in created))
@@ -199,7 +185,7 @@ class KafkaController:
 
     def _plan_topic(self, spec: NewTopic, collisions: dict[str, str]) -> TopicRecord:
         validate_topic_name(spec.name)
-        if spec.name in self.store.topics:
+        if spec.name in self.topics:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{spec.name}' already exists.")
         clash = collisions.get(collision_key(spec.name))
         if clash is not None:
@@ -232,10 +218,13 @@ class KafkaController:
             factor = (spec.replication_factor if spec.replication_factor != -1
                       else self.config["default.replication.factor"])
             assignment = assign_replicas(brokers, partitions, factor)
-        return TopicRecord(spec.name, uuid.uuid4(), {
-            index: PartitionRecord(replicas=replicas, leader=self._first_live(replicas), leader_epoch=0,
-                                   isr=[b for b in replicas if b in self.live_brokers])
-            for index, replicas in assignment.items()}, dict(spec.configs))
+        return topic_record(spec.name, uuid.uuid4(), {
+            index: self._new_partition(replicas) for index, replicas in assignment.items()},
+            {name: value for name, value in spec.configs.items() if value is not None})
+
+    def _new_partition(self, replicas: list[int]) -> PartitionRecord:
+        return PartitionRecord(replicas=tuple(replicas), leader=self._first_live(replicas), leader_epoch=0,
+                               isr=tuple(b for b in replicas if b in self.live_brokers))
 
     def _check_assignment(self, assignments: dict[int, list[int]], start: int) -> dict[int, list[int]]:
         indexes = sorted(assignments)
@@ -270,7 +259,7 @@ class KafkaController:
     def plan_partitions(self, name: str, count: int,
                         assignments: list[list[int]] | None) -> dict[int, list[int]]:
         """The replicas of the partitions that growing ``name`` to ``count`` adds; raises KafkaError."""
-        topic = self.store.topics.get(name)
+        topic = self.topics.get(name)
         if topic is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
         current = len(topic.partitions)
@@ -305,17 +294,9 @@ class KafkaController:
             new = self.plan_partitions(name, count, assignments)
             if validate_only:
                 return
-            topic = self.store.topics[name]
-            for index, replicas in new.items():
-                topic.partitions[index] = PartitionRecord(replicas=replicas, leader=self._first_live(replicas),
-                                                          leader_epoch=0,
-                                                          isr=[b for b in replicas if b in self.live_brokers])
-            try:
-                await self.store.save()
-            except BaseException:
-                for index in new:
-                    topic.partitions.pop(index, None)
-                raise
+            added = {index: self._new_partition(replicas) for index, replicas in new.items()}
+            await self._store.set_partitions(name, added)
+            topic = self.topics[name] = self.topics[name].with_partitions(added)
             partitions = [(topic, i) for i in new]
             propagated = gatherResults([self._send_leader_and_isr(partitions, is_new=True),
                                         self._send_update_metadata(self.live_brokers, partitions)],
@@ -327,13 +308,6 @@ class KafkaController:
             raise KafkaError(ErrorCode.REQUEST_TIMED_OUT,
                              f"The partitions of '{name}' were created, but their metadata did not reach every "
                              f"broker within {timeout_ms} ms")
-
-    def topic_name(self, topic_id: uuid.UUID) -> str | None:
-        """The name of the topic with ``topic_id``, if it exists."""
-        for topic in self.store.topics.values():
-            if topic.topic_id == topic_id:
-                return topic.name
-        return None
 
     async def delete_topics(self, names: list[str], *, wait_for_brokers: bool = True,
                             timeout_ms: int | None = None) -> dict[str, TopicResult]:
@@ -353,7 +327,7 @@ class KafkaController:
             for name in names:
                 if name in results:
                     continue
-                topic = self.store.topics.get(name)
+                topic = self.topics.get(name)
                 if topic is None:
                     results[name] = TopicResult(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                                 "This server does not host this topic-partition.")
@@ -364,14 +338,9 @@ class KafkaController:
             if not doomed:
                 return results
             partitions = [(t, i) for t in doomed for i in t.partitions]
+            await self._store.delete_topics([t.name for t in doomed])
             for topic in doomed:
-                del self.store.topics[topic.name]
-            try:
-                await self.store.save()
-            except BaseException:
-                for topic in doomed:
-                    self.store.topics[topic.name] = topic
-                raise
+                del self.topics[topic.name]
             propagated = gatherResults([self._send_update_metadata(self.live_brokers, partitions, deleting=True),
                                         self._send_stop_replica(partitions, delete=True)], consumeErrors=True)
             self.log.info("Deleted topic(s) {topics}", topics=", ".join(t.name for t in doomed))
@@ -404,18 +373,22 @@ class KafkaController:
 
         d.addBoth(finished)
         if not waiter.called and timeout_ms is not None and timeout_ms > 0:
-            timer = self.channels.reactor.callLater(timeout_ms / 1000.0,
+            timer = self._channels.reactor.callLater(timeout_ms / 1000.0,
                                                     lambda: waiter.called or waiter.callback(False))
         return waiter
 
     # -- configs ----------------------------------------------------------------------
 
     async def alter_topic_configs(self, name: str, configs: dict[str, str], *, validate_only: bool = False) -> None:
-        """Replace a topic's overrides (as ZooKeeper's /config/topics/<name> is replaced)."""
+        """Replace a topic's overrides (as ZooKeeper's /config/topics/<name> is replaced).
+
+        Every broker has applied them when this returns (they travel in
+        UpdateMetadata, as a config-change notification would in ZooKeeper mode).
+        """
         self.require_active()
         await self._lock.acquire()
         try:
-            topic = self.store.topics.get(name)
+            topic = self.topics.get(name)
             if topic is None:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
             try:
@@ -424,54 +397,35 @@ class KafkaController:
                 raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
             if validate_only:
                 return
-            previous = topic.configs
-            topic.configs = dict(configs)
-            try:
-                await self.store.save()
-            except BaseException:
-                topic.configs = previous
-                raise
+            await self._store.set_topic_configs(name, configs)
+            topic = self.topics[name] = topic.with_configs(configs)
+            propagated = self._send_topic_configs(self.live_brokers, [topic])
         finally:
             self._lock.release()
-        for listener in self.topic_config_listeners:
-            listener(name, dict(configs))
-
-    def topic_configs(self, name: str) -> dict[str, str]:
-        topic = self.store.topics.get(name)
-        if topic is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
-        return dict(topic.configs)
-
-    def broker_configs(self, entity: str) -> dict[str, str]:
-        """Stored dynamic broker configs of ``entity``: a broker id, or "" for the cluster default."""
-        return dict(self.store.broker_configs.get(entity, {}))
+        await propagated
 
     async def alter_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
         """Replace the dynamic configs of ``entity`` (ZooKeeper's /config/brokers/<id|<default>>).
 
-        The caller has validated them; this persists them.  Brokers apply them
-        from the store (a single node reads its own).
+        The caller has validated them; this persists them and tells the
+        brokers they apply to (all for the cluster default, else that one),
+        which have applied them when this returns.
         """
         self.require_active()
         await self._lock.acquire()
         try:
-            previous = self.store.broker_configs.get(entity)
+            await self._store.set_broker_configs(entity, configs)
             if configs:
-                self.store.broker_configs[entity] = dict(configs)
+                self.broker_configs[entity] = dict(configs)
             else:
-                self.store.broker_configs.pop(entity, None)
-            try:
-                await self.store.save()
-            except BaseException:
-                if previous is None:
-                    self.store.broker_configs.pop(entity, None)
-                else:
-                    self.store.broker_configs[entity] = previous
-                raise
+                self.broker_configs.pop(entity, None)
             self.log.info("Dynamic configs of broker {entity} are now {keys}",
                           entity=entity or "<default>", keys=", ".join(sorted(configs)) or "none")
+            targets = [b for b in self.live_brokers if entity == "" or str(b) == entity]
+            propagated = self._send_update_metadata(targets, [], dynamic_broker_configs=True)
         finally:
             self._lock.release()
+        await propagated
 
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[tuple[str, int]]:
         """Move leadership off a broker that is shutting down; return the partitions it still leads.
@@ -486,7 +440,7 @@ class KafkaController:
         if broker_epoch not in (-1, broker.epoch):
             raise KafkaError(ErrorCode.STALE_BROKER_EPOCH, f"Broker epoch {broker_epoch} is not {broker.epoch}")
         remaining = []
-        for topic in self.store.topics.values():
+        for topic in self.topics.values():
             for index, record in topic.partitions.items():
                 if record.leader == broker_id and len(record.replicas) > 1:
                     remaining.append((topic.name, index))
@@ -534,16 +488,38 @@ class KafkaController:
                                 for i in sorted(idx)])
                             for name, idx in by_topic.items()],
                         live_leaders=live_leaders)
-            sends.append(self.channels.send(broker_id, ApiKey.LEADER_AND_ISR, LEADER_AND_ISR_VERSION, request)
+            sends.append(self._channels.send(broker_id, ApiKey.LEADER_AND_ISR, LEADER_AND_ISR_VERSION, request)
                          .addCallback(self._check_response, "LeaderAndIsr", broker_id))
         return gatherResults(sends, consumeErrors=True)
 
+    @staticmethod
+    def _configs(values: Mapping[str, str]) -> list:
+        C = m.UpdateMetadataRequest.UpdateMetadataTopicState.UpdateMetadataConfig
+        return [C(name=name, value=value) for name, value in sorted(values.items())]
+
+    def _dynamic_broker_configs_for(self, broker_id: int) -> list:
+        """The cluster default and ``broker_id``'s own dynamic configs (an empty list: none)."""
+        B = m.UpdateMetadataRequest.UpdateMetadataBrokerConfigs
+        return [B(entity=entity, configs=[B.UpdateMetadataConfig(name=k, value=v)
+                                          for k, v in sorted(self.broker_configs.get(entity, {}).items())])
+                for entity in ("", str(broker_id))]
+
+    def _send_topic_configs(self, brokers: Iterable[int], topics: list[TopicRecord]):
+        """UpdateMetadata carrying only ``topics``' config overrides (no partition states)."""
+        return self._send_update_metadata(brokers, [], topic_configs=topics)
+
     def _send_update_metadata(self, brokers: Iterable[int], partitions: list[tuple[TopicRecord, int]], *,
-                              deleting: bool = False):
+                              deleting: bool = False, topic_configs: Iterable[TopicRecord] = (),
+                              dynamic_broker_configs: bool = False):
+        """UpdateMetadata to ``brokers``: the states of ``partitions``, plus the config overrides of
+        ``topic_configs`` and (``dynamic_broker_configs``) each receiver's dynamic broker configs."""
         U = m.UpdateMetadataRequest
         by_topic: dict[str, tuple[TopicRecord, list[int]]] = {}
         for topic, index in partitions:
             by_topic.setdefault(topic.name, (topic, []))[1].append(index)
+        topic_configs = list(topic_configs)
+        for topic in topic_configs:
+            by_topic.setdefault(topic.name, (topic, []))
         live = [U.UpdateMetadataBroker(
             id=b.broker_id, rack=b.rack,
             endpoints=[U.UpdateMetadataBroker.UpdateMetadataEndpoint(
@@ -552,16 +528,20 @@ class KafkaController:
             for b in self.live_brokers.values()]
         sends = []
         for broker_id in list(brokers):
+            with_configs = {t.name for t in topic_configs}
             request = U(controller_id=self.broker_id, is_k_raft_controller=False, controller_epoch=self.epoch,
                         broker_epoch=self.live_brokers[broker_id].epoch,
                         topic_states=[U.UpdateMetadataTopicState(
                             topic_name=name, topic_id=topic.topic_id,
                             partition_states=[self._partition_state(
                                 U.UpdateMetadataTopicState.UpdateMetadataPartitionState, topic, i, deleting=deleting)
-                                for i in sorted(indexes)])
+                                for i in sorted(indexes)],
+                            topic_configs=self._configs(topic.configs) if name in with_configs else None)
                             for name, (topic, indexes) in by_topic.items()],
+                        dynamic_broker_configs=(self._dynamic_broker_configs_for(broker_id)
+                                                if dynamic_broker_configs else None),
                         live_brokers=live)
-            sends.append(self.channels.send(broker_id, ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION, request)
+            sends.append(self._channels.send(broker_id, ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION, request)
                          .addCallback(self._check_response, "UpdateMetadata", broker_id))
         return gatherResults(sends, consumeErrors=True)
 
@@ -583,7 +563,7 @@ class KafkaController:
                                 partition_index=i, leader_epoch=LEADER_DURING_DELETE if delete else epoch,
                                 delete_partition=delete) for i, epoch in sorted(entries)])
                             for name, entries in by_topic.items()])
-            sends.append(self.channels.send(broker_id, ApiKey.STOP_REPLICA, STOP_REPLICA_VERSION, request)
+            sends.append(self._channels.send(broker_id, ApiKey.STOP_REPLICA, STOP_REPLICA_VERSION, request)
                          .addCallback(self._check_response, "StopReplica", broker_id))
         return gatherResults(sends, consumeErrors=True)
 

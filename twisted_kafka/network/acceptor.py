@@ -12,6 +12,11 @@ factory.  Before a connection becomes a ``Processor`` the shared
   Twisted accepts several sockets per readiness event, so a connection
   accepted in the same batch as the one that reached the limit is *parked*:
   held, unread and uncounted, and admitted first when a slot frees.
+
+Listeners are bound at startup but a data-plane acceptor only starts
+accepting once the broker enables request processing (Kafka's
+``SocketServer.enableRequestProcessing``): the ports are known -- and
+advertised -- before clients are let in.
 """
 
 from __future__ import annotations
@@ -22,12 +27,12 @@ from collections import deque
 from itertools import count
 
 from twisted.internet.defer import Deferred
-from twisted.internet.endpoints import TCP4ServerEndpoint, TCP6ServerEndpoint
 from twisted.internet.protocol import ServerFactory
 from twisted.logger import Logger
 
 from .connection_quotas import ConnectionQuotas, TooManyConnections
 from .connections import ConnectionRegistry
+from .endpoints import SASL_PROTOCOLS, server_endpoint
 from .listeners import EndPoint
 from .processor import CloseReason
 
@@ -44,6 +49,7 @@ class Acceptor(ServerFactory):
         self.endpoint = endpoint
         self.listener_name = endpoint.listener_name
         self.security_protocol = endpoint.security_protocol
+        self.authentication_required = endpoint.security_protocol in SASL_PROTOCOLS
         self.plane = plane
         self.quotas = quotas
         self.registry = registry
@@ -57,6 +63,7 @@ class Acceptor(ServerFactory):
         self.backlog: int = config["socket.listen.backlog.size"]
         self.socket_options_inherited = False   # True once the listening socket carries them
         self.port = None
+        self.enabled = False        # accepting; False until the broker enables request processing
         self.paused_for: str | None = None
         self._resume_call = None
         self._parked: deque = deque()
@@ -69,15 +76,26 @@ class Acceptor(ServerFactory):
     # -- listening --------------------------------------------------------------------
 
     def listen(self) -> Deferred:
-        host = self.endpoint.host
-        if ":" in host:
-            ep = TCP6ServerEndpoint(self.reactor, self.endpoint.port, backlog=self.backlog, interface=host)
-        else:
-            ep = TCP4ServerEndpoint(self.reactor, self.endpoint.port, backlog=self.backlog, interface=host)
+        """Bind the listening socket; connections are accepted once ``enable()`` is called."""
+        ep = server_endpoint(self.reactor, self.endpoint, backlog=self.backlog)
         return ep.listen(self).addCallback(self._listening)
+
+    def enable(self) -> None:
+        """Start accepting connections (the broker is ready for this listener's plane)."""
+        self.enabled = True
+        self._update_reading()
+
+    def _update_reading(self) -> None:
+        if self.port is None:
+            return
+        if self.enabled and self.paused_for is None and not self._stopping:
+            self.port.startReading()
+        else:
+            self.port.stopReading()
 
     def _listening(self, port):
         self.port = port
+        self._update_reading()
         if self.socket_receive_buffer_bytes != -1:
             # Accepted sockets inherit the listening socket's receive buffer,
             # which must be set before the connection's window is negotiated.
@@ -103,7 +121,13 @@ class Acceptor(ServerFactory):
         return self.port.getHost().port
 
     def stop_listening(self) -> Deferred | None:
-        """Stop accepting (shutdown): close the listening socket and every parked connection."""
+        """Stop accepting (shutdown): close the listening socket and every parked connection.
+
+        Idempotent: the broker stops accepting first thing at shutdown, and the
+        socket server does so again (harmlessly) when it stops.
+        """
+        if self._stopping:
+            return None
         self._stopping = True
         self.quotas.remove_slot_freed(self._slot_freed)
         if self._resume_call is not None and self._resume_call.active():
@@ -164,7 +188,8 @@ class Acceptor(ServerFactory):
 
     def _pause(self, reason: str, delay: float | None = None) -> None:
         if self.paused_for is None and self.port is not None:
-            self.port.stopReading()
+            self.paused_for = reason
+            self._update_reading()
             self.log.debug("Listener {listener} stops accepting: {reason}", listener=self.listener_name,
                            reason=reason)
         self.paused_for = reason
@@ -188,8 +213,7 @@ class Acceptor(ServerFactory):
                 processor.close(CloseReason.QUOTA)
         if self.paused_for is not None and self._may_admit_now():
             self.paused_for = None
-            if self.port is not None:
-                self.port.startReading()
+            self._update_reading()
 
     # -- bookkeeping --------------------------------------------------------------------
 

@@ -1,22 +1,24 @@
-"""Processor: one client connection's framing, muting and response ordering.
+"""Processor: the Twisted adapter between one client socket and its plane.
 
 In Kafka a Processor thread multiplexes many connections over a Selector;
 here the reactor is the selector, so each connection's protocol instance does
-the Processor's per-connection work:
+the Processor's per-connection work.  Everything about the bytes -- framing
+with ``socket.request.max.bytes``, headers, served APIs and versions, body
+decoding, ordering, SASL's pre-authentication state -- is the sans-IO
+``ServerConnection``'s; this class only moves bytes and decisions between it,
+the transport and the plane:
 
-* reads size-prefixed frames (``KafkaFrameReceiver``) of at most
-  ``socket.request.max.bytes``;
-* parses the header, checks the API is served in a supported version, decodes
-  the body and queues the ``Request`` on its plane's ``RequestChannel``;
-* *mutes* the connection — stops reading it — until that request's response
-  is written, so responses leave in request order and a client cannot queue
-  unbounded work (SPEC S3).  A request that expects no response (acks=0
-  Produce) unmutes as soon as its handler is done with it;
-* when the plane's channel is full, stops reading and waits for room;
-* closes the connection, logging peer and reason, on anything malformed: a
-  bad frame size, an unknown API key, an unsupported version (except
-  ApiVersions, KIP-511), a body that does not parse.  Other connections never
-  notice.
+* a decoded request becomes a ``Request`` with this connection's
+  ``RequestContext`` and goes on the plane's ``RequestChannel``;
+* the connection is *muted* -- its transport paused -- while a request is in
+  flight, while the channel has no room, while it is parked by the quotas,
+  and after a failed authentication, so a client cannot queue unbounded work
+  and responses leave in request order;
+* the plane's ``RequestChannel`` hands back ``SendResponse`` /
+  ``NoOpResponse`` / ``CloseConnectionResponse``; the answer is written, the
+  timing recorded, and the next buffered request read;
+* anything malformed closes this connection alone, with one log line naming
+  peer and reason.
 
 Each plane has its own subclass so logs, metrics and stack traces say which
 plane a connection belongs to.
@@ -26,17 +28,34 @@ from __future__ import annotations
 
 import socket
 from time import perf_counter_ns
+from typing import TYPE_CHECKING
 
 from twisted.internet.error import ConnectionDone
+from twisted.internet.protocol import Protocol
 from twisted.logger import Logger
 
-from twisted_kafka.protocol.codec import decode_request_body
-from twisted_kafka.protocol.exceptions import ProtocolDecodeError
-from twisted_kafka.protocol.header import parse_request_header
-from twisted_kafka.protocol.registry import ApiKey
+from twisted_kafka.protocol.connection import (
+    NEED_DATA,
+    PAUSED,
+    NoRoom,
+    ProtocolViolation,
+    RequestReceived,
+    SaslTokenReceived,
+    ServerConnection,
+)
 
-from .framing import KafkaFrameReceiver, likely_mistake
-from .request import Request
+from .request import (
+    ANONYMOUS,
+    CloseConnectionResponse,
+    ConnectionUpdate,
+    NoOpResponse,
+    Request,
+    RequestContext,
+    Response,
+)
+
+if TYPE_CHECKING:
+    from .acceptor import Acceptor
 
 
 class CloseReason:
@@ -52,26 +71,25 @@ class CloseReason:
     SHUTDOWN = "shutdown"
 
 
-class Processor(KafkaFrameReceiver):
+class Processor(Protocol):
     """The per-connection half of Kafka's SocketServer Processor (see module docstring)."""
 
     plane_name = "data"
     log = Logger(namespace="twisted_kafka.network.Processor")
 
-    def __init__(self, acceptor, addr, connection_id: str):
+    def __init__(self, acceptor: Acceptor, addr, connection_id: str):
         self.acceptor = acceptor
         self.plane = acceptor.plane
         self.channel = acceptor.plane.channel
         self.listener_name: str = acceptor.listener_name
         self.security_protocol: str = acceptor.security_protocol
-        self.MAX_LENGTH = acceptor.max_request_size
         self.client_host: str = addr.host
         self.client_port: int = addr.port
         self.connection_id = connection_id
-        self.principal = "User:ANONYMOUS"
-        self.client_id: str | None = None
-        self.client_software_name: str | None = None
-        self.client_software_version: str | None = None
+        self.connection = ServerConnection(max_request_size=acceptor.max_request_size,
+                                           serves=acceptor.plane.serves,
+                                           authentication_required=acceptor.authentication_required)
+        self.principal = ANONYMOUS
         self.slot = None            # ConnectionSlot once admitted
         self.parked = False         # accepted by the kernel, not yet admitted by the quotas
         self.closing = False
@@ -79,11 +97,13 @@ class Processor(KafkaFrameReceiver):
         self._inflight: Request | None = None
         self._waiting_for_room = False
         self.last_active = acceptor.reactor.seconds()
-        self.requests_received = 0
         self._auth_close_call = None   # pending delayed close after a failed authentication
         self._muted = False            # the transport is paused (not read)
+        self._processing = False
+        self._process_again = False
+        self._context: RequestContext | None = None
 
-    # -- lifecycle --------------------------------------------------------------------
+    # -- what operators and the quotas see --------------------------------------------
 
     @property
     def peer(self) -> str:
@@ -95,8 +115,40 @@ class Processor(KafkaFrameReceiver):
         not close this connection."""
         return self._inflight is not None or self._auth_close_call is not None
 
+    @property
+    def requests_received(self) -> int:
+        return self.connection.requests_received
+
+    @property
+    def client_id(self) -> str | None:
+        return self.connection.client_id
+
+    @property
+    def client_software_name(self) -> str | None:
+        return self.connection.client_software_name
+
+    @property
+    def client_software_version(self) -> str | None:
+        return self.connection.client_software_version
+
+    def context(self) -> RequestContext:
+        """This connection's RequestContext now (rebuilt only when something in it changed)."""
+        conn = self.connection
+        ctx = self._context
+        if (ctx is None or ctx.client_id != conn.client_id or ctx.principal != self.principal
+                or ctx.client_software_name != conn.client_software_name
+                or ctx.client_software_version != conn.client_software_version):
+            ctx = self._context = RequestContext(
+                connection_id=self.connection_id, listener_name=self.listener_name,
+                security_protocol=self.security_protocol, plane=self.plane_name,
+                client_host=self.client_host, client_port=self.client_port, principal=self.principal,
+                client_id=conn.client_id, client_software_name=conn.client_software_name,
+                client_software_version=conn.client_software_version)
+        return ctx
+
+    # -- lifecycle --------------------------------------------------------------------
+
     def connectionMade(self) -> None:
-        super().connectionMade()
         handle = None if self.acceptor.socket_options_inherited else getattr(self.transport, "getHandle", None)
         sock = handle() if handle is not None else None
         if isinstance(sock, socket.socket):  # not Linux: set what the listening socket could not pass on
@@ -113,9 +165,9 @@ class Processor(KafkaFrameReceiver):
         was_parked, self.parked = self.parked, False
         self.last_active = self.acceptor.reactor.seconds()
         self.acceptor.registry.add(self)
+        self.channel.register_connection(self)
         if was_parked and self.connected:
-            self.deliverFrames()
-            self._unmute_if_idle()
+            self._process()
 
     def close(self, reason: str, message: str | None = None, *, abort: bool = True) -> None:
         """Close this connection for ``reason`` (a ``CloseReason``), logging ``message``."""
@@ -136,7 +188,7 @@ class Processor(KafkaFrameReceiver):
 
     def close_after_authentication_failure(self, reason: str) -> None:
         """Authentication failed: mute this connection now and close it after
-        ``connection.failed.authentication.delay.ms`` (SPEC S6).
+        ``connection.failed.authentication.delay.ms``.
 
         As in Kafka, the delay slows down a client guessing credentials
         without holding a handler: nothing more is read from the connection,
@@ -169,115 +221,102 @@ class Processor(KafkaFrameReceiver):
         if self._waiting_for_room:
             self.channel.forget_waiter(self._room_available)
             self._waiting_for_room = False
+        self.channel.unregister_connection(self)
         self.acceptor.connection_closed(self, self.close_reason or CloseReason.CLIENT)
-        self._buffer = bytearray()
-        super().connectionLost(reason)
+        self.connection.close()
 
     # -- receiving ----------------------------------------------------------------------
 
     def dataReceived(self, data: bytes) -> None:
         self.last_active = self.acceptor.reactor.seconds()
         self.acceptor.registry.touch(self)
-        super().dataReceived(data)
+        self.connection.receive_data(data)
+        self._process()
 
-    def readyForFrame(self, size: int) -> bool:
-        if self.closing or self.parked:
-            return False
-        if self._auth_close_call is not None or self._inflight is not None or not self.plane.open:
-            self._mute()
-            return False
-        if not self.channel.has_room(size):
-            if not self._waiting_for_room:
-                self._waiting_for_room = True
-                self.channel.wait_for_room(self._room_available, size)
-            self._mute()
-            return False
-        return True
+    def _may_read(self) -> bool:
+        return (self.connected and not self.closing and not self.parked and self._auth_close_call is None
+                and self.plane.open)
+
+    def _process(self) -> None:
+        """Hand every buffered request to the plane, as long as the connection may read.
+
+        Re-entrant calls (a response sent synchronously from the channel
+        resumes this connection, which processes again) only flag that
+        another pass is due, so requests are never handed out twice or out
+        of order.
+        """
+        if self._processing:
+            self._process_again = True
+            return
+        self._processing = True
+        try:
+            self._process_again = True
+            while self._process_again:
+                self._process_again = False
+                self._process_once()
+        finally:
+            self._processing = False
+        # Mute when control returns to the reactor rather than the moment a
+        # request is queued: a request answered synchronously (most are) then
+        # costs no pause/resume round trip, and no byte is read in between.
+        if self._inflight is not None or self._waiting_for_room or not self._may_read():
+            if not self.closing and self.transport is not None:
+                self._mute()
+        else:
+            self._unmute()
+
+    def _process_once(self) -> None:
+        while self._may_read():
+            event = self.connection.next_event(self.channel.has_room)
+            if event is NEED_DATA or event is PAUSED:
+                return
+            if isinstance(event, NoRoom):
+                if not self._waiting_for_room:
+                    self._waiting_for_room = True
+                    self.channel.wait_for_room(self._room_available, event.size)
+                return
+            if isinstance(event, RequestReceived):
+                request = Request(context=self.context(), header=event.header, body=event.body,
+                                  spec=event.spec, size=event.size, start_ns=perf_counter_ns())
+                self._inflight = request
+                self.channel.send_request(request)
+                continue
+            if isinstance(event, ProtocolViolation):
+                self.close(CloseReason.PROTOCOL_ERROR, event.message)
+                return
+            if isinstance(event, SaslTokenReceived):
+                # Raw SASL tokens need a SASL listener, which this build does not serve yet.
+                self.close(CloseReason.PROTOCOL_ERROR, "raw SASL token on a listener without SASL")
+                return
+            return  # CLOSED
 
     def _room_available(self) -> None:
         self._waiting_for_room = False
         if not self.closing and self.connected:
-            self.deliverFrames()
-            self._unmute_if_idle()
+            self._process()
 
     # -- muting -------------------------------------------------------------------------
-    #
-    # A connection is muted (its transport paused) while one of its requests is
-    # in flight, while its plane's channel has no room, when it is parked, and
-    # after a failed authentication.  Muting is applied when control returns
-    # to the reactor rather than the moment a request is queued: a request
-    # answered synchronously (most are) then costs no pause/resume round trip
-    # through the reactor, and no byte is read from the socket in between.
 
     def _mute(self) -> None:
         if not self._muted:
             self._muted = True
             self.transport.pauseProducing()
 
-    def _unmute_if_idle(self) -> None:
-        if (self._muted and self._inflight is None and not self._waiting_for_room and not self.closing
-                and not self.parked and self._auth_close_call is None and self.plane.open):
+    def _unmute(self) -> None:
+        if self._muted:
             self._muted = False
             self.transport.resumeProducing()
 
-    def deliverFrames(self) -> None:
-        super().deliverFrames()
-        if self._inflight is not None and not self._delivering and not self.closing:
-            self._mute()
-
-    def invalidFrameSize(self, size: int, prefix: bytes) -> None:
-        problem = "negative" if size < 0 else f"larger than socket.request.max.bytes ({self.MAX_LENGTH})"
-        message = f"invalid request size {size}: {problem}"
-        hint = likely_mistake(prefix)
-        if hint:
-            message = f"{message}; {hint}"
-        self.close(CloseReason.PROTOCOL_ERROR, message)
-
-    def stringReceived(self, frame: bytes) -> None:
-        start_ns = perf_counter_ns()
-        try:
-            header = parse_request_header(frame)
-        except ProtocolDecodeError as exc:
-            self.close(CloseReason.PROTOCOL_ERROR, f"unreadable request header: {exc}")
-            return
-        spec = self.plane.served_spec(header.api_key)
-        if spec is None:
-            self.close(CloseReason.PROTOCOL_ERROR,
-                       f"unknown or unserved api_key {header.api_key} (correlation_id={header.correlation_id})")
-            return
-        body = None
-        if not spec.min_version <= header.api_version <= spec.max_version:
-            if header.api_key != ApiKey.API_VERSIONS:
-                self.close(CloseReason.PROTOCOL_ERROR,
-                           f"unsupported version {header.api_version} of {spec.name} "
-                           f"(supported {spec.min_version}-{spec.max_version}, correlation_id={header.correlation_id})")
-                return
-            # KIP-511: answered in v0 format with UNSUPPORTED_VERSION; the body is not parsed.
-        else:
-            try:
-                body = decode_request_body(header, frame)
-            except ProtocolDecodeError as exc:
-                self.close(CloseReason.PROTOCOL_ERROR, f"malformed {spec.name} request: {exc}")
-                return
-        if header.client_id is not None:
-            self.client_id = header.client_id
-        request = Request(
-            processor=self, header=header, body=body, spec=spec, size=len(frame) + 4,
-            plane=self.plane_name, listener_name=self.listener_name,
-            security_protocol=self.security_protocol, client_host=self.client_host,
-            client_port=self.client_port, connection_id=self.connection_id, start_ns=start_ns)
-        self._inflight = request
-        self.requests_received += 1
-        self.channel.send_request(request)
-
     # -- sending ------------------------------------------------------------------------
 
-    def send_response(self, request: Request, chunks) -> None:
-        """Write ``request``'s response (``None``: it expects none) and unmute the connection."""
+    def send(self, response: Response) -> None:
+        """Answer the in-flight request (called by the plane's RequestChannel)."""
+        request = response.request
         if request is not self._inflight:
             return  # the connection was closed and this is a stale response
         request.response_dequeue_ns = perf_counter_ns()
-        if chunks is not None and self.connected and not self.closing:
+        chunks = response.chunks if not isinstance(response, NoOpResponse) else ()
+        if chunks and self.connected and not self.closing:
             if all(type(chunk) is bytes for chunk in chunks):
                 self.transport.writeSequence(chunks)
             else:
@@ -288,11 +327,23 @@ class Processor(KafkaFrameReceiver):
         request.complete_ns = perf_counter_ns()
         self.plane.request_metrics.record(request)
         self._inflight = None
+        self.connection.response_complete()
         self.last_active = self.acceptor.reactor.seconds()
         self.acceptor.registry.touch(self)
-        if self.connected and not self.closing and self._auth_close_call is None:
-            self.deliverFrames()
-            self._unmute_if_idle()
+        if isinstance(response, CloseConnectionResponse):
+            self.close(response.reason, response.message, abort=not response.graceful)
+            return
+        if response.update is not None:
+            self._apply(response.update)
+        if self.connected and not self.closing:
+            self._process()
+
+    def _apply(self, update: ConnectionUpdate) -> None:
+        if update.sasl_handshake is not None:
+            self.connection.sasl_handshake_complete(raw_tokens=update.sasl_handshake == "raw")
+        if update.authenticated_principal is not None:
+            self.principal = update.authenticated_principal
+            self.connection.authentication_complete()
 
 
 class DataPlaneProcessor(Processor):
@@ -307,3 +358,6 @@ class ControlPlaneProcessor(Processor):
 
     plane_name = "control"
     log = Logger(namespace="twisted_kafka.network.ControlPlaneProcessor")
+
+
+__all__ = ["Processor", "DataPlaneProcessor", "ControlPlaneProcessor", "CloseReason"]

@@ -1,23 +1,61 @@
-"""A decoded request on its way through a plane, with Kafka's timing points.
+"""A decoded request on its way through a plane, and the three ways it can be answered.
 
-Kafka splits a request's life into queue, local, remote (waiting), response
-queue and response send time; operators read those histograms to tell a slow
-disk from a full queue from a slow client.  The stamps are taken with
-``time.perf_counter_ns`` at the same points Kafka takes them.
+Kafka's ``RequestChannel.Request`` carries a ``RequestContext`` -- who sent
+it, on which listener, as which principal -- and handlers work from that
+alone; they never see the connection.  The answer goes back through the
+plane's ``RequestChannel.send_response`` as one of Kafka's response kinds:
+
+* ``SendResponse`` -- bytes to write;
+* ``NoOpResponse`` -- nothing to write (acks=0 Produce), the connection may
+  read its next request;
+* ``CloseConnectionResponse`` -- close the connection (an acks=0 Produce that
+  failed, a response that could not be encoded).
+
+A response may also carry ``ConnectionUpdate`` -- state the connection keeps
+after this request (the SASL handshake's outcome, the authenticated
+principal) -- so the handlers of SaslHandshake/SaslAuthenticate never touch
+the connection either.
+
+Timing follows Kafka: request queue, local, remote (waiting), response queue
+and response send time are stamped with ``time.perf_counter_ns`` at the same
+points Kafka takes them.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from time import perf_counter_ns
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 if TYPE_CHECKING:
     from twisted_kafka.protocol.header import RequestHeader
     from twisted_kafka.protocol.registry import ApiSpec
 
+ANONYMOUS = "User:ANONYMOUS"
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    """Where a request came from: what authorization, quotas, metrics and logs need."""
+
+    connection_id: str
+    listener_name: str
+    security_protocol: str
+    plane: str                     # "data" or "control"
+    client_host: str
+    client_port: int
+    principal: str = ANONYMOUS
+    client_id: str | None = None
+    client_software_name: str | None = None
+    client_software_version: str | None = None
+
+    @property
+    def client_address(self) -> str:
+        return f"{self.client_host}:{self.client_port}"
+
 
 class Request:
-    """One request: where it came from, what it says, and when each stage ended.
+    """One request: its context, what it says, and when each stage ended.
 
     ``body`` is ``None`` only for an ApiVersions request whose version is not
     supported: KIP-511 says the broker answers it (in v0 format) without
@@ -25,34 +63,26 @@ class Request:
     """
 
     __slots__ = (
-        "processor", "header", "body", "spec", "size", "plane",
-        "listener_name", "security_protocol", "client_host", "client_port", "connection_id",
+        "context", "header", "body", "spec", "size",
         "start_ns", "dequeue_ns", "local_complete_ns", "remote_complete_ns",
         "response_dequeue_ns", "complete_ns", "released", "on_local_complete",
     )
 
-    def __init__(self, *, processor, header: RequestHeader, body: Any, spec: ApiSpec | None, size: int,
-                 plane: str, listener_name: str, security_protocol: str, client_host: str,
-                 client_port: int, connection_id: str, start_ns: int):
-        self.processor = processor
+    def __init__(self, *, context: RequestContext, header: RequestHeader, body: Any, spec: ApiSpec, size: int,
+                 start_ns: int | None = None):
+        self.context = context
         self.header = header
         self.body = body
         self.spec = spec
         self.size = size
-        self.plane = plane
-        self.listener_name = listener_name
-        self.security_protocol = security_protocol
-        self.client_host = client_host
-        self.client_port = client_port
-        self.connection_id = connection_id
-        self.start_ns = start_ns
+        self.start_ns = perf_counter_ns() if start_ns is None else start_ns
         self.dequeue_ns = 0
         self.local_complete_ns = 0
         self.remote_complete_ns = 0
         self.response_dequeue_ns = 0
         self.complete_ns = 0
         self.released = False
-        self.on_local_complete = None  # set by the handler pool: frees the handler slot
+        self.on_local_complete: Callable[[], None] | None = None  # set by the handler pool: frees its slot
 
     @property
     def api_key(self) -> int:
@@ -71,8 +101,12 @@ class Request:
         return self.header.client_id
 
     @property
+    def listener_name(self) -> str:
+        return self.context.listener_name
+
+    @property
     def principal(self) -> str:
-        return self.processor.principal
+        return self.context.principal
 
     def mark_local_complete(self) -> None:
         """Called by a handler when its own work is done and it starts waiting.
@@ -90,6 +124,42 @@ class Request:
             release()
 
     def __repr__(self) -> str:
-        name = self.spec.name if self.spec is not None else f"api_key={self.header.api_key}"
-        return (f"<Request {name} v{self.header.api_version} correlation_id={self.header.correlation_id} "
-                f"from {self.client_host}:{self.client_port} on {self.listener_name}>")
+        ctx = self.context
+        return (f"<Request {self.spec.name} v{self.header.api_version} correlation_id={self.header.correlation_id} "
+                f"from {ctx.client_address} on {ctx.listener_name}>")
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionUpdate:
+    """State the connection keeps once this response is on its way (SASL outcomes)."""
+
+    sasl_handshake: str | None = None        # "framed" (SaslHandshake v1) or "raw" (v0)
+    authenticated_principal: str | None = None
+
+
+@dataclass(slots=True)
+class SendResponse:
+    request: Request
+    chunks: Sequence                          # the framed response: bytes / memoryviews
+    update: ConnectionUpdate | None = None
+
+
+@dataclass(slots=True)
+class NoOpResponse:
+    request: Request
+    update: ConnectionUpdate | None = None
+
+
+@dataclass(slots=True)
+class CloseConnectionResponse:
+    request: Request
+    reason: str                               # a CloseReason
+    message: str | None = None
+    graceful: bool = True                     # let responses already written leave first
+    chunks: Sequence = field(default_factory=tuple)   # a last response to write before closing
+
+
+Response = SendResponse | NoOpResponse | CloseConnectionResponse
+
+__all__ = ["RequestContext", "Request", "ConnectionUpdate", "SendResponse", "NoOpResponse",
+           "CloseConnectionResponse", "Response", "ANONYMOUS"]

@@ -13,6 +13,12 @@ the moment it is queued until its handler has finished with it (not just
 while it sits in the queue), because that is how long its buffer is alive.
 A request larger than the whole byte budget is still admitted when nothing
 else is held, or it could never be served.
+
+Answers come back through ``send_response`` (Kafka's
+``RequestChannel.sendResponse``): it releases the request's byte budget and
+hands the response to the connection the request came from, found by its
+connection id -- a response to a connection that has closed meanwhile is
+dropped.  Nothing outside the network layer ever holds a connection.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from typing import Callable
 
 from twisted.internet.defer import CancelledError, Deferred, succeed
 
-from .request import Request
+from .request import Request, Response
 
 
 class RequestChannel:
@@ -43,6 +49,38 @@ class RequestChannel:
         self.held_bytes = 0
         self.peak_queue_size = 0
         self.total_requests = 0
+        self._connections: dict[str, object] = {}   # connection id -> Processor
+        self.outstanding = 0                          # requests queued or being handled, not yet answered
+        self._idle_waiters: list[Deferred] = []
+
+    # -- connections --------------------------------------------------------------------
+
+    def register_connection(self, processor) -> None:
+        """An admitted connection of this plane: responses to its requests reach it from now on."""
+        self._connections[processor.connection_id] = processor
+
+    def unregister_connection(self, processor) -> None:
+        self._connections.pop(processor.connection_id, None)
+
+    def send_response(self, response: Response) -> None:
+        """Release the request's budget and hand ``response`` to its connection (if still open)."""
+        request = response.request
+        self.release(request)
+        processor = self._connections.get(request.context.connection_id)
+        if processor is not None:
+            processor.send(response)
+        if not self.outstanding and self._idle_waiters:
+            waiters, self._idle_waiters = self._idle_waiters, []
+            for waiter in waiters:
+                waiter.callback(None)
+
+    def when_idle(self) -> Deferred:
+        """Fires once every request handed to this channel has been answered (shutdown's drain)."""
+        if not self.outstanding:
+            return succeed(None)
+        waiter: Deferred = Deferred()
+        self._idle_waiters.append(waiter)
+        return waiter
 
     # -- producer side (processors) -------------------------------------------------
 
@@ -82,6 +120,7 @@ class RequestChannel:
         """Queue a request (the caller checked ``has_room``) or hand it to a waiting handler."""
         self.held_bytes += request.size
         self.total_requests += 1
+        self.outstanding += 1
         while self._takers:
             taker = self._takers.popleft()
             if not taker.called:
@@ -122,6 +161,7 @@ class RequestChannel:
         if not request.released:
             request.released = True
             self.held_bytes -= request.size
+            self.outstanding -= 1
             self._wake_waiters()
 
     def _wake_waiters(self) -> None:

@@ -7,8 +7,22 @@ channel of 20 requests and (in the server layer) its own handler pool of one,
 so a flooded data plane cannot delay the controller.  Without it, controller
 requests travel over the data plane, as in Kafka.
 
+Each plane declares the APIs it serves.  With a control plane, the
+controller's APIs (LeaderAndIsr, StopReplica, UpdateMetadata,
+ControlledShutdown) are served there and nowhere else, and the control plane
+serves nothing but them (plus ApiVersions and SASL, which every connection
+may need first); without one, the data plane serves everything.  A request
+for an API its plane does not serve closes the connection, as an unknown API
+does.
+
 Both planes share one ``ConnectionQuotas`` and one ``ConnectionRegistry``
 (for idle reaping and LRU eviction), so a connection is counted once.
+
+Lifecycle, as Kafka's: every listener is bound at startup (so its port is
+known and can be advertised, including port 0), the control plane accepts
+at once, the data plane only once the broker enables request processing;
+shutdown stops accepting, stops reading requests, drains what was read, then
+closes connections.
 
 ``num.network.threads`` does not create threads here: the reactor's single
 thread does all socket I/O (see docs/architecture.md).
@@ -17,24 +31,37 @@ thread does all socket I/O (see docs/architecture.md).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterable, Protocol
 
 from twisted.application.service import Service
-from twisted.internet.defer import Deferred, DeferredList, inlineCallbacks
+from twisted.internet.defer import Deferred, DeferredList, gatherResults, inlineCallbacks
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
 from twisted_kafka.metrics import MetricName, MetricsRegistry
+from twisted_kafka.protocol.registry import CONTROLLER_API_KEYS, ApiKey, ApiSpec
 
 from .acceptor import Acceptor
 from .connection_quotas import ConnectionQuotas
 from .connections import ConnectionRegistry
-from .listeners import ListenerConfig
+from .listeners import EndPoint, ListenerConfig
 from .processor import CloseReason, ControlPlaneProcessor, DataPlaneProcessor
 from .request_channel import RequestChannel
 from .request_metrics import RequestMetrics
 
 CONTROL_PLANE_QUEUE_SIZE = 20  # fixed in Kafka
+
+#: APIs any connection may need before the ones it came for: version negotiation and SASL.
+CONNECTION_SETUP_API_KEYS = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+
+
+class ServedApis(Protocol):
+    """What the API layer tells the network layer: which APIs have handlers, at which versions."""
+
+    def served_spec(self, api_key: int) -> ApiSpec | None: ...
+
+    @property
+    def served_keys(self) -> list[int]: ...
 
 
 @dataclass
@@ -45,16 +72,37 @@ class Plane:
     metric_prefix: str            # "" or "ControlPlane", as in Kafka's metric names
     channel: RequestChannel
     processor_class: type
-    served_spec: Callable[[int], object]
+    apis: ServedApis
+    allows: Callable[[int], bool]  # whether this plane serves an API key (given it has a handler)
     request_metrics: RequestMetrics
     open: bool = True             # False once shutdown starts: no new requests are read
+
+    def serves(self, api_key: int) -> ApiSpec | None:
+        """The spec of ``api_key`` if this plane serves it, else None (the connection is then closed)."""
+        return self.apis.served_spec(api_key) if self.allows(api_key) else None
+
+    def served_keys(self) -> list[int]:
+        """The API keys this plane advertises in ApiVersions."""
+        return [key for key in self.apis.served_keys if self.allows(key)]
+
+
+def _control_plane_allows(api_key: int) -> bool:
+    return api_key in CONTROLLER_API_KEYS or api_key in CONNECTION_SETUP_API_KEYS
+
+
+def _data_plane_beside_control_plane_allows(api_key: int) -> bool:
+    return api_key not in CONTROLLER_API_KEYS
+
+
+def _everything(api_key: int) -> bool:
+    return True
 
 
 class SocketServer(Service):
     log = Logger(namespace="twisted_kafka.network.SocketServer")
 
     def __init__(self, *, config, listeners: ListenerConfig, reactor, metrics: MetricsRegistry,
-                 served_spec: Callable[[int], object]):
+                 apis: ServedApis):
         self.config = config
         self.listener_config = listeners
         self.reactor = reactor
@@ -62,17 +110,19 @@ class SocketServer(Service):
         self.quotas = ConnectionQuotas(config, listeners, reactor)
         self.registry = ConnectionRegistry()
         request_metrics = RequestMetrics(metrics)
+        has_control_plane = listeners.control_plane_listener is not None
         self.data_plane = Plane(
             "data", "",
             RequestChannel(plane="data", max_queued_requests=config["queued.max.requests"],
                            max_queued_bytes=config["queued.max.request.bytes"]),
-            DataPlaneProcessor, served_spec, request_metrics)
+            DataPlaneProcessor, apis,
+            _data_plane_beside_control_plane_allows if has_control_plane else _everything, request_metrics)
         self.control_plane: Plane | None = None
-        if listeners.control_plane_listener is not None:
+        if has_control_plane:
             self.control_plane = Plane(
                 "control", "ControlPlane",
                 RequestChannel(plane="control", max_queued_requests=CONTROL_PLANE_QUEUE_SIZE),
-                ControlPlaneProcessor, served_spec, request_metrics)
+                ControlPlaneProcessor, apis, _control_plane_allows, request_metrics)
         self.acceptors: dict[str, Acceptor] = {}
         for ep in listeners.listeners:
             plane = self.control_plane if ep.listener_name == listeners.control_plane_listener_name else self.data_plane
@@ -87,6 +137,13 @@ class SocketServer(Service):
     @property
     def planes(self) -> list[Plane]:
         return [p for p in (self.control_plane, self.data_plane) if p is not None]
+
+    def plane(self, name: str) -> Plane:
+        """The plane called ``name`` ("data" or "control")."""
+        for plane in self.planes:
+            if plane.name == name:
+                return plane
+        raise KeyError(name)
 
     def _register_gauges(self) -> None:
         for plane in self.planes:
@@ -103,23 +160,42 @@ class SocketServer(Service):
     # -- lifecycle --------------------------------------------------------------------
 
     @inlineCallbacks
-    def start_listening(self, plane: str | None = None):
-        """Bind the listeners of ``plane`` ("control" or "data"; None: both, control first).
+    def bind(self):
+        """Bind every listener (control plane first); none accepts until it is enabled.
 
-        The broker binds its control plane before the controller starts (the
-        controller reaches its own broker through it) and its data plane only
-        once partitions are online, as Kafka enables request processing only
-        at the end of startup.  Fails if a port can't be bound.
+        Fails if a port can't be bound.  Binding everything up front, as
+        Kafka does, means every listener's port -- including one configured
+        as 0 -- is known before the broker advertises its endpoints.
         """
         ordered = sorted(self.acceptors.values(), key=lambda a: a.plane.name != "control")
         for acceptor in ordered:
-            if (plane is None or acceptor.plane.name == plane) and acceptor.port is None:
+            if acceptor.port is None:
                 yield acceptor.listen()
         if self._reaper is None:
             interval = min(max(self.max_idle_seconds / 10.0, 0.01), 1.0)
             self._reaper = LoopingCall(self.close_idle_connections)
             self._reaper.clock = self.reactor
             self._reaper.start(interval, now=False)
+
+    def enable_request_processing(self, plane: str | None = None) -> None:
+        """Start accepting on ``plane``'s listeners ("control" or "data"; None: all)."""
+        for acceptor in self.acceptors.values():
+            if plane is None or acceptor.plane.name == plane:
+                acceptor.enable()
+
+    def advertised_endpoints(self) -> tuple[EndPoint, ...]:
+        """``advertised.listeners`` with a port of 0 replaced by the port its listener bound.
+
+        Kafka does the same when it registers a broker, so a broker listening
+        on port 0 (tests, ephemeral set-ups) advertises where it can be reached.
+        """
+        result = []
+        for ep in self.listener_config.advertised:
+            acceptor = self.acceptors.get(ep.listener_name)
+            if ep.port == 0 and acceptor is not None and acceptor.port is not None:
+                ep = EndPoint(ep.listener_name, ep.host, acceptor.bound_port, ep.security_protocol)
+            result.append(ep)
+        return tuple(result)
 
     def bound_port(self, listener_name: str) -> int:
         return self.acceptors[listener_name.upper()].bound_port
@@ -139,8 +215,17 @@ class SocketServer(Service):
         stops = [a.stop_listening() for a in self.acceptors.values()]
         return DeferredList([d for d in stops if d is not None])
 
+    def stop_processing_requests(self) -> None:
+        """Second step: no plane reads another request (those already read are still answered)."""
+        for plane in self.planes:
+            plane.open = False
+
+    def drained(self) -> Deferred:
+        """Fires once every request already read has been answered."""
+        return gatherResults([plane.channel.when_idle() for plane in self.planes])
+
     def inflight_count(self) -> int:
-        return sum(1 for p in self.registry if p.busy)
+        return sum(plane.channel.outstanding for plane in self.planes)
 
     def close_all(self) -> None:
         """Last step of shutdown: close every connection (and leave a summary in the log)."""
@@ -164,7 +249,20 @@ class SocketServer(Service):
                       rejected={f"{listener}/{quota}": n for (listener, quota), n in quotas.rejected.items()},
                       closed={f"{listener}/{reason}": n for (listener, reason), n in quotas.closed.items()})
 
-    def stopService(self):
+    def startService(self) -> Deferred:
+        """Bind every listener; only the plane the controller reaches this broker through accepts yet.
+
+        That is the control plane, or -- without one -- the data plane, which
+        then carries the controller's requests as in Kafka.
+        """
+        super().startService()
+        d = self.bind()
+        d.addCallback(lambda _: self.enable_request_processing(
+            "control" if self.control_plane is not None else "data"))
+        return d
+
+    def stopService(self) -> Deferred:
+        """Stop accepting (if not yet) and close every connection."""
         super().stopService()
         d = self.stop_accepting()
         d.addCallback(lambda _: self.close_all())

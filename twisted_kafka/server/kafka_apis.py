@@ -1,62 +1,52 @@
-"""KafkaApis: dispatch by api_key to the handler of each API, and turn failures into answers.
+"""KafkaApis: dispatch by api_key to the handler of each API, and turn every outcome into an answer.
 
 As in Kafka's ``KafkaApis.handle``, one table maps each served API to its
-handler.  The table is also the truth about what the broker serves: the
-Processor closes connections that use an API not in it, and ApiVersions
-advertises exactly its keys with the registry's version ranges.
+handler.  The table is also the truth about what the broker serves: a plane
+serves (and ApiVersions advertises) exactly the keys that have handlers,
+with the registry's version ranges, filtered by what that plane carries.
 
-Every outcome of a handler becomes exactly one answer on the wire:
+Every outcome of a handler becomes exactly one of Kafka's response kinds,
+which the handler pool hands to its plane's ``RequestChannel``:
 
-* a response object → encoded at the request's version;
-* a list of byte chunks → already encoded by a hot-path encoder (Fetch, Metadata);
-* ``NO_RESPONSE`` → nothing is written (acks=0 Produce) and the connection unmutes;
+* a response object → ``SendResponse`` encoded at the handler's response version;
+* a list of byte chunks → ``SendResponse`` as is (Fetch, Metadata hot paths);
+* ``NO_RESPONSE`` → ``NoOpResponse`` (acks=0 Produce);
+* ``CloseConnection`` → ``CloseConnectionResponse``;
+* ``Reply`` → its response, with the connection update attached;
 * ``KafkaError(code)`` → that API's error response with ``code``;
 * any other exception → the error response with UNKNOWN_SERVER_ERROR, logged
-  with the request, so a bug in one handler costs one request, not the broker.
+  with the request, so a bug in one handler costs one request, not the broker;
+* a response that cannot be encoded → ``CloseConnectionResponse``.
 """
 
 from __future__ import annotations
 
 from time import perf_counter_ns
-from typing import Iterable, Protocol
+from typing import Iterable
 
 from twisted.logger import Logger
 
 from twisted_kafka.network.processor import CloseReason
-from twisted_kafka.network.request import Request
+from twisted_kafka.network.request import (
+    CloseConnectionResponse,
+    ConnectionUpdate,
+    NoOpResponse,
+    Request,
+    Response,
+    SendResponse,
+)
 from twisted_kafka.network.request_metrics import RequestMetrics
 from twisted_kafka.protocol.codec import encode_response
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import REGISTRY, ApiSpec
 
-
-class _NoResponse:
-    def __repr__(self) -> str:
-        return "NO_RESPONSE"
-
-
-NO_RESPONSE = _NoResponse()
-
-
-class ApiHandler(Protocol):
-    """What every API handler provides."""
-
-    api_key: int
-
-    async def handle(self, request: Request):
-        """Serve ``request``: a response object, encoded chunks, or ``NO_RESPONSE``."""
-
-    def error_response(self, request: Request, error: ErrorCode, message: str | None = None):
-        """The response that answers the whole request with ``error`` (Kafka's getErrorResponse)."""
-
-    def response_version(self, request: Request) -> int:
-        """The version to encode the response at (normally the request's)."""
+from .api_handler import NO_RESPONSE, ApiHandler, CloseConnection, Reply
 
 
 class KafkaApis:
     log = Logger(namespace="twisted_kafka.server.KafkaApis")
 
-    def __init__(self, handlers: Iterable[ApiHandler], request_metrics: RequestMetrics | None = None):
+    def __init__(self, handlers: Iterable[ApiHandler] = (), request_metrics: RequestMetrics | None = None):
         self._handlers: dict[int, ApiHandler] = {}
         self._specs: dict[int, ApiSpec] = {}
         for handler in handlers:
@@ -77,7 +67,8 @@ class KafkaApis:
     def served_keys(self) -> list[int]:
         return sorted(self._handlers)
 
-    async def handle(self, request: Request) -> None:
+    async def handle(self, request: Request) -> Response:
+        """Serve ``request``; the answer for its plane's RequestChannel."""
         handler = self._handlers[request.api_key]
         try:
             result = await handler.handle(request)
@@ -87,20 +78,25 @@ class KafkaApis:
             self.log.failure("Error handling {request}", request=request)
             result = self._error_response(handler, request, ErrorCode.UNKNOWN_SERVER_ERROR, None)
         request.remote_complete_ns = perf_counter_ns()
+        return self._response(handler, request, result)
+
+    def _response(self, handler: ApiHandler, request: Request, result) -> Response:
+        update: ConnectionUpdate | None = None
+        if isinstance(result, Reply):
+            result, update = result.response, result.update
         if result is NO_RESPONSE:
-            chunks = None
-        elif isinstance(result, list):
-            chunks = result
-        else:
-            try:
-                chunks = encode_response(request.header, result, handler.response_version(request))
-            except Exception:
-                self.log.failure("Cannot encode the response to {request}; closing its connection",
-                                 request=request)
-                request.processor.close(CloseReason.PROTOCOL_ERROR, "response could not be encoded")
-                chunks = None
-        request.processor.channel.release(request)
-        request.processor.send_response(request, chunks)
+            return NoOpResponse(request, update)
+        if isinstance(result, CloseConnection):
+            return CloseConnectionResponse(request, result.reason, result.message)
+        if isinstance(result, list):
+            return SendResponse(request, result, update)
+        try:
+            chunks = encode_response(request.header, result, handler.response_version(request))
+        except Exception:
+            self.log.failure("Cannot encode the response to {request}; closing its connection", request=request)
+            return CloseConnectionResponse(request, CloseReason.PROTOCOL_ERROR, "response could not be encoded",
+                                           graceful=False)
+        return SendResponse(request, chunks, update)
 
     def _error_response(self, handler: ApiHandler, request: Request, code: ErrorCode, message: str | None):
         if self.request_metrics is not None:
@@ -110,5 +106,4 @@ class KafkaApis:
         except Exception:
             self.log.failure("Cannot build the {code} error response to {request}", code=code.name,
                              request=request)
-            request.processor.close(CloseReason.PROTOCOL_ERROR, f"no error response could be built for {code.name}")
-            return NO_RESPONSE
+            return CloseConnection(CloseReason.PROTOCOL_ERROR, f"no error response could be built for {code.name}")

@@ -71,17 +71,11 @@ class MetadataCache:
     _fragments: dict[tuple[str, int], bytes] = field(default_factory=dict)
     _topics_by_id: dict[uuid.UUID, str] = field(default_factory=dict)
 
-    def set_local_broker(self, broker, rack: str | None = None) -> None:
-        """Register this broker (from meta.properties and advertised.listeners).
-
-        Until a controller says otherwise, a single node is its own controller.
-        """
+    def set_local_broker(self, broker) -> None:
+        """This broker's identity (meta.properties).  Brokers, their endpoints and the
+        controller are learnt from the controller's UpdateMetadata."""
         self.local_broker_id = broker.broker_id
         self.cluster_id = broker.cluster_id
-        self.brokers[broker.broker_id] = BrokerRegistration(
-            broker.broker_id, {ep.listener_name: ep for ep in self.listeners.advertised}, rack)
-        if self.controller_id < 0:
-            self.controller_id = broker.broker_id
 
     # -- updates (from the controller) ---------------------------------------------------
 

@@ -152,5 +152,17 @@ class ReplicaManager:
         return self.log_manager.read(partition.log, fetch_offset, max_bytes, max_offset=max_offset,
                                      min_one_message=min_one_message)
 
+    def fetch_offset_for_timestamp(self, partition: Partition, timestamp: int) -> Deferred:
+        """The first record at or after ``timestamp`` (ListOffsets by time); fires with None if none."""
+        return self.log_manager.fetch_offset_by_timestamp(partition.log, timestamp)
+
+    def fetch_offset_of_max_timestamp(self, partition: Partition) -> Deferred:
+        """The record with the largest timestamp (ListOffsets -3, KIP-734)."""
+        return self.log_manager.fetch_offset_of_max_timestamp(partition.log)
+
+    def checkpoint_log_start_offsets(self) -> Deferred:
+        """Persist log start offsets (DeleteRecords answers only once they survive a restart)."""
+        return self.log_manager.checkpoint_log_start_offsets()
+
     def log_config(self, topic: str) -> LogConfig:
         return self.log_manager.log_config(topic)

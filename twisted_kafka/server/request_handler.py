@@ -11,6 +11,10 @@ while the waiting one completes on its own — Kafka's purgatory — so
 ``num.io.threads`` bounds the requests being *worked on* at once, exactly its
 meaning in Kafka, and waiting never blocks the reactor.
 
+The answer ``KafkaApis`` returns goes to this pool's own plane's
+``RequestChannel.send_response``, so the control plane's pool never answers
+through the data plane's channel or the other way round.
+
 Most requests (ApiVersions, Metadata, a Produce whose append is buffered)
 complete without ever waiting.  The slot loop is therefore written with
 plain callbacks rather than a coroutine per handler: a request that
@@ -30,6 +34,8 @@ from twisted.python.failure import Failure
 
 from twisted_kafka.metrics import MetricName, MetricsRegistry
 from twisted_kafka.metrics.idle import IdleRatio
+from twisted_kafka.network.processor import CloseReason
+from twisted_kafka.network.request import CloseConnectionResponse
 from twisted_kafka.network.request_channel import RequestChannel
 
 
@@ -127,14 +133,16 @@ class KafkaRequestHandlerPool(Service):
         context = copy_context()
         try:
             context.run(coroutine.send, None)
-        except StopIteration:
-            slot.release()    # finished without waiting: the common case
+        except StopIteration as done:
+            self.channel.send_response(done.value)   # finished without waiting: the common case
+            slot.release()
             return True
         except BaseException:
             self._crashed(Failure(), request)
             slot.release()
             return True
         handled = Deferred.fromCoroutine(coroutine)
+        handled.addCallback(self.channel.send_response)
         if handled.called:
             if isinstance(handled.result, Failure):
                 handled.addErrback(self._crashed, request)
@@ -157,8 +165,12 @@ class KafkaRequestHandlerPool(Service):
         return None
 
     def _crashed(self, failure, request) -> None:
-        # KafkaApis answers every failure itself; this is the last line of defence.
+        # KafkaApis answers every failure itself; this is the last line of defence:
+        # the connection would otherwise wait for this answer forever.
         self.log.failure("Handler crashed on {request}", failure, request=request)
+        self.channel.send_response(CloseConnectionResponse(request, CloseReason.PROTOCOL_ERROR,
+                                                           "internal error while handling the request",
+                                                           graceful=False))
 
     def stopService(self):
         """Stop taking requests; the Deferred fires when every started request has finished."""

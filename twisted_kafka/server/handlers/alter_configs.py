@@ -13,15 +13,15 @@ twice is INVALID_REQUEST.
   persisted by the controller and applied at once to the topic's logs
   (retention, segment size, flush policy ...).
 * BROKER (4), named with this broker's id (per-broker layer) or "" (cluster
-  default): only the keys of ``broker_configs.LIVE_BROKER_KEYS`` are
+  default): only the keys some part of the broker applies at runtime are
   accepted -- any other key is INVALID_REQUEST "Cannot update these configs
   dynamically: <keys>" -- persisted by the controller (they survive a
-  restart) and applied live; see ``broker_configs``.  Another broker id is
-  INVALID_REQUEST.
+  restart) and applied live; see ``server.dynamic_config``.  Another broker
+  id is INVALID_REQUEST.
 * BROKER_LOGGER (8) and other types: INVALID_REQUEST.
 
-Changing configs is the controller's job here (a single node): a broker
-that is not the active controller answers NOT_CONTROLLER.
+Configs are stored by the controller, which tells the brokers concerned
+before answering; a broker that cannot reach it answers NOT_CONTROLLER.
 """
 
 from __future__ import annotations
@@ -30,13 +30,12 @@ from abc import ABC, abstractmethod
 from collections import Counter
 
 from twisted_kafka.config import BROKER_CONFIG, TOPIC_CONFIG, Type, format_value
-from twisted_kafka.controller.topic_names import validate_topic_name
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
 
-from .broker_configs import apply_broker_config, broker_entity, validate_update, with_layer
-from .create_topics import require_controller
+from ..admin_manager import AdminManager
+from ..api_handler import ApiHandler
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -83,13 +82,13 @@ def apply_operations(current: dict[str, str], operations, definitions) -> dict[s
     return result
 
 
-class _ConfigsHandler(ABC):
+class _ConfigsHandler(ApiHandler, ABC):
     """What AlterConfigs and IncrementalAlterConfigs share: resources, errors, applying."""
 
     incremental = False
 
-    def __init__(self, server):
-        self.server = server
+    def __init__(self, admin_manager: AdminManager):
+        self.admin = admin_manager
 
     def _response_class(self):
         return m.IncrementalAlterConfigsResponse if self.incremental else m.AlterConfigsResponse
@@ -106,7 +105,6 @@ class _ConfigsHandler(ABC):
 
     async def handle(self, request):
         body = request.body
-        controller = require_controller(self.server)
         counts = Counter((r.resource_type, r.resource_name) for r in body.resources)
         responses = []
         request.mark_local_complete()
@@ -116,7 +114,7 @@ class _ConfigsHandler(ABC):
                                              "Each resource must appear at most once."))
                 continue
             try:
-                await self._alter(controller, resource, body.validate_only)
+                await self._alter(resource, body.validate_only)
             except KafkaError as exc:
                 responses.append(self._entry(resource, exc.code, exc.message))
             else:
@@ -124,22 +122,14 @@ class _ConfigsHandler(ABC):
         R = self._response_class()
         return R(throttle_time_ms=0, responses=responses)
 
-    async def _alter(self, controller, resource, validate_only: bool) -> None:
+    async def _alter(self, resource, validate_only: bool) -> None:
         kind, name = resource.resource_type, resource.resource_name
         if kind == TOPIC:
-            validate_topic_name(name)
-            current = controller.topic_configs(name)
-            configs = self._new_configs(current, resource, TOPIC_CONFIG)
-            await controller.alter_topic_configs(name, configs, validate_only=validate_only)
+            await self.admin.alter_topic_configs(
+                name, lambda current: self._new_configs(current, resource, TOPIC_CONFIG), validate_only=validate_only)
         elif kind == BROKER:
-            entity = broker_entity(name, self.server.broker.broker_id)
-            configs = self._new_configs(controller.broker_configs(entity), resource, BROKER_CONFIG)
-            validate_update(self.server.config, entity, configs)
-            if validate_only:
-                return
-            await controller.alter_broker_configs(entity, configs)
-            # Built again over the running config: another change may have landed meanwhile.
-            apply_broker_config(self.server, with_layer(self.server.config, entity, configs))
+            await self.admin.alter_broker_configs(
+                name, lambda current: self._new_configs(current, resource, BROKER_CONFIG), validate_only=validate_only)
         else:
             api = "IncrementalAlterConfigs" if self.incremental else "AlterConfigs"
             what = "broker loggers" if kind == BROKER_LOGGER else f"resource type {kind}"
@@ -150,9 +140,6 @@ class _ConfigsHandler(ABC):
         R = self._response_class()
         return R(throttle_time_ms=0, responses=[self._entry(resource, error, message)
                                                 for resource in request.body.resources])
-
-    def response_version(self, request) -> int:
-        return request.api_version
 
 
 class AlterConfigsHandler(_ConfigsHandler):

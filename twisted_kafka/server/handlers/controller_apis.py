@@ -3,22 +3,30 @@ on the broker side, and ControlledShutdown (7) on the controller side.
 
 These arrive on the control plane (when one is configured), from the
 controller — this broker's own, on a single node.  Each is applied to the
-ReplicaManager or the MetadataCache and answered with per-partition errors,
-exactly as a broker in a cluster would answer another broker's controller.
+ReplicaManager, the MetadataCache, the ConfigRepository or the dynamic broker
+config and answered with per-partition errors, exactly as a broker in a
+cluster would answer another broker's controller.  UpdateMetadata also
+carries the topic config overrides and dynamic broker configs the controller
+stores (tagged fields of this project's UpdateMetadata schema): they arrive
+before the LeaderAndIsr that creates a topic's logs.
 """
 
 from __future__ import annotations
 
 from twisted.internet.defer import gatherResults
 
+from twisted_kafka.controller.client import ControllerClient
 from twisted_kafka.controller.kafka_controller import LEADER_DURING_DELETE
 from twisted_kafka.network.listeners import EndPoint
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
 
-from ..metadata_cache import BrokerRegistration, PartitionState
-from ..replica_manager import PartitionStateChange
+from ..api_handler import ApiHandler
+from ..config_repository import ConfigRepository
+from ..dynamic_config import DynamicBrokerConfig
+from ..metadata_cache import BrokerRegistration, MetadataCache, PartitionState
+from ..replica_manager import PartitionStateChange, ReplicaManager
 
 _SECURITY_PROTOCOLS = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
 
@@ -35,15 +43,15 @@ def _topic_partition_states(body, ungrouped_until: int, version: int):
                 yield topic.topic_name, topic_id, state
 
 
-class LeaderAndIsrHandler:
+class LeaderAndIsrHandler(ApiHandler):
     api_key = ApiKey.LEADER_AND_ISR
 
-    def __init__(self, server):
-        self.server = server
+    def __init__(self, replica_manager: ReplicaManager):
+        self.replicas = replica_manager
 
     async def handle(self, request):
         body = request.body
-        replicas = self.server.replica_manager
+        replicas = self.replicas
         replicas.check_controller(body.controller_epoch, getattr(body, "broker_epoch", -1))
         changes = [PartitionStateChange(topic, topic_id, state.partition_index, state.leader, state.leader_epoch,
                                         getattr(state, "partition_epoch", 0), list(state.replicas), list(state.isr))
@@ -72,20 +80,21 @@ class LeaderAndIsrHandler:
         return self._response(request, {(t, s.partition_index): error for t, _, s in states},
                               {t: tid for t, tid, _ in states}, error)
 
-    def response_version(self, request) -> int:
-        return request.api_version
 
-
-class UpdateMetadataHandler:
+class UpdateMetadataHandler(ApiHandler):
     api_key = ApiKey.UPDATE_METADATA
 
-    def __init__(self, server):
-        self.server = server
+    def __init__(self, replica_manager: ReplicaManager, metadata_cache: MetadataCache,
+                 config_repository: ConfigRepository, dynamic_config: DynamicBrokerConfig):
+        self.replicas = replica_manager
+        self.cache = metadata_cache
+        self.configs = config_repository
+        self.dynamic_config = dynamic_config
 
     async def handle(self, request):
         body = request.body
-        self.server.replica_manager.check_controller(body.controller_epoch, getattr(body, "broker_epoch", -1))
-        cache = self.server.metadata_cache
+        self.replicas.check_controller(body.controller_epoch, getattr(body, "broker_epoch", -1))
+        cache = self.cache
         brokers = []
         for broker in body.live_brokers:
             if request.api_version == 0:
@@ -110,21 +119,35 @@ class UpdateMetadataHandler:
                                            tuple(getattr(state, "offline_replicas", ()) or ()),
                                            state.zk_version))
         cache.remove_topics(set(deleted))
+        for topic in set(deleted):
+            self.configs.remove_topic(topic)
         cache.update_partitions(live, topic_ids)
+        if request.api_version >= 6:
+            self._apply_configs(body)
         return m.UpdateMetadataResponse(error_code=ErrorCode.NONE)
+
+    def _apply_configs(self, body) -> None:
+        changed = []
+        for topic in body.topic_states:
+            if topic.topic_configs is not None:
+                overrides = {c.name: c.value for c in topic.topic_configs if c.value is not None}
+                if self.configs.set_topic_overrides(topic.topic_name, overrides):
+                    changed.append(topic.topic_name)
+        if body.dynamic_broker_configs is not None:
+            self.dynamic_config.apply({entry.entity: {c.name: c.value for c in entry.configs if c.value is not None}
+                                       for entry in body.dynamic_broker_configs})
+        for topic in changed:
+            self.replicas.update_topic_config(topic, self.configs.topic_overrides(topic))
 
     def error_response(self, request, error: ErrorCode, message: str | None = None):
         return m.UpdateMetadataResponse(error_code=error)
 
-    def response_version(self, request) -> int:
-        return request.api_version
 
-
-class StopReplicaHandler:
+class StopReplicaHandler(ApiHandler):
     api_key = ApiKey.STOP_REPLICA
 
-    def __init__(self, server):
-        self.server = server
+    def __init__(self, replica_manager: ReplicaManager):
+        self.replicas = replica_manager
 
     def _partitions(self, request):
         body = request.body
@@ -138,7 +161,7 @@ class StopReplicaHandler:
 
     async def handle(self, request):
         body = request.body
-        replicas = self.server.replica_manager
+        replicas = self.replicas
         replicas.check_controller(body.controller_epoch, getattr(body, "broker_epoch", -1))
         errors = []
         deletions = []
@@ -164,28 +187,21 @@ class StopReplicaHandler:
             R.StopReplicaPartitionError(topic_name=t, partition_index=i, error_code=error)
             for t, i, _ in self._partitions(request)])
 
-    def response_version(self, request) -> int:
-        return request.api_version
 
+class ControlledShutdownHandler(ApiHandler):
+    """Served by the controller's broker: another broker asks to stop."""
 
-class ControlledShutdownHandler:
     api_key = ApiKey.CONTROLLED_SHUTDOWN
 
-    def __init__(self, server):
-        self.server = server
+    def __init__(self, controller: ControllerClient):
+        self.controller = controller
 
     async def handle(self, request):
-        controller = self.server.controller
-        if controller is None:
-            raise KafkaError(ErrorCode.NOT_CONTROLLER, "This broker is not the controller")
-        remaining = await controller.controlled_shutdown(request.body.broker_id,
-                                                         getattr(request.body, "broker_epoch", -1))
+        remaining = await self.controller.controlled_shutdown(request.body.broker_id,
+                                                              getattr(request.body, "broker_epoch", -1))
         R = m.ControlledShutdownResponse
         return R(error_code=ErrorCode.NONE, remaining_partitions=[
             R.RemainingPartition(topic_name=t, partition_index=i) for t, i in remaining])
 
     def error_response(self, request, error: ErrorCode, message: str | None = None):
         return m.ControlledShutdownResponse(error_code=error, remaining_partitions=[])
-
-    def response_version(self, request) -> int:
-        return request.api_version

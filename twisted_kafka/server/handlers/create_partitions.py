@@ -20,21 +20,21 @@ from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
 
-from .create_topics import require_controller
+from ..admin_manager import AdminManager
+from ..api_handler import ApiHandler
 
 R = m.CreatePartitionsResponse
 _Result = R.CreatePartitionsTopicResult
 
 
-class CreatePartitionsHandler:
+class CreatePartitionsHandler(ApiHandler):
     api_key = ApiKey.CREATE_PARTITIONS
 
-    def __init__(self, server):
-        self.server = server
+    def __init__(self, admin_manager: AdminManager):
+        self.admin = admin_manager
 
     async def handle(self, request):
         body = request.body
-        controller = require_controller(self.server)
         counts = Counter(topic.name for topic in body.topics)
         slots: dict[str, object] = {}
         for topic in body.topics:
@@ -47,9 +47,9 @@ class CreatePartitionsHandler:
             if topic.assignments is not None:
                 assignments = [list(a.broker_ids) for a in topic.assignments]
             # Each topic is its own controller event; they wait for the brokers side by side.
-            slots[topic.name] = ensureDeferred(controller.create_partitions(
+            slots[topic.name] = ensureDeferred(self.admin.create_partitions(
                 topic.name, topic.count, assignments, validate_only=body.validate_only,
-                wait_for_brokers=body.timeout_ms > 0, timeout_ms=body.timeout_ms))
+                timeout_ms=body.timeout_ms))
         request.mark_local_complete()
         results = []
         for name, slot in slots.items():
@@ -70,6 +70,3 @@ class CreatePartitionsHandler:
         return R(throttle_time_ms=0, results=[
             _Result(name=name, error_code=error, error_message=message)
             for name in dict.fromkeys(t.name for t in request.body.topics)])
-
-    def response_version(self, request) -> int:
-        return request.api_version

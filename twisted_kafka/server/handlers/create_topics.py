@@ -25,12 +25,13 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 
-from twisted_kafka.controller.kafka_controller import NewTopic
+from twisted_kafka.controller.client import NewTopic
 from twisted_kafka.protocol import messages as m
-from twisted_kafka.protocol.errors import ErrorCode, KafkaError
+from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.registry import ApiKey
 
-from .describe_configs import topic_config_of
+from ..admin_manager import AdminManager
+from ..api_handler import ApiHandler
 
 R = m.CreateTopicsResponse
 _Result = R.CreatableTopicResult
@@ -38,27 +39,19 @@ _Config = R.CreatableTopicResult.CreatableTopicConfigs
 _ZERO_UUID = uuid.UUID(int=0)
 
 
-def require_controller(server) -> object:
-    controller = server.controller
-    if controller is None or not controller.active:
-        raise KafkaError(ErrorCode.NOT_CONTROLLER, "This broker is not the active controller")
-    return controller
-
-
 def _error_result(name: str, error: ErrorCode, message: str | None) -> _Result:
     return _Result(name=name, topic_id=_ZERO_UUID, error_code=error, error_message=message,
                    num_partitions=-1, replication_factor=-1, configs=[])
 
 
-class CreateTopicsHandler:
+class CreateTopicsHandler(ApiHandler):
     api_key = ApiKey.CREATE_TOPICS
 
-    def __init__(self, server):
-        self.server = server
+    def __init__(self, admin_manager: AdminManager):
+        self.admin = admin_manager
 
     async def handle(self, request):
         body = request.body
-        controller = require_controller(self.server)
         counts = Counter(topic.name for topic in body.topics)
         specs = []
         for topic in body.topics:
@@ -69,9 +62,7 @@ class CreateTopicsHandler:
                                   {c.name: c.value for c in topic.configs}))
         validate_only = bool(getattr(body, "validate_only", False))
         request.mark_local_complete()
-        results = await controller.create_topics(specs, validate_only=validate_only,
-                                                 wait_for_brokers=body.timeout_ms > 0,
-                                                 timeout_ms=body.timeout_ms)
+        results = await self.admin.create_topics(specs, validate_only=validate_only, timeout_ms=body.timeout_ms)
         by_name = {result.name: result for result in results}
         entries = []
         for name in dict.fromkeys(topic.name for topic in body.topics):
@@ -90,12 +81,9 @@ class CreateTopicsHandler:
                 replication_factor=result.replication_factor,
                 configs=[_Config(name=e.name, value=e.value_string, read_only=e.read_only,
                                  config_source=e.source.value, is_sensitive=e.sensitive)
-                         for e in topic_config_of(self.server, result.configs).entries()]))
+                         for e in self.admin.effective_topic_config(result.configs).entries()]))
         return R(throttle_time_ms=0, topics=entries)
 
     def error_response(self, request, error: ErrorCode, message: str | None = None):
         return R(throttle_time_ms=0, topics=[_error_result(name, error, message)
                                              for name in dict.fromkeys(t.name for t in request.body.topics)])
-
-    def response_version(self, request) -> int:
-        return request.api_version

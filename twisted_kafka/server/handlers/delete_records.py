@@ -19,6 +19,9 @@ from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
 
+from ..api_handler import ApiHandler
+from ..replica_manager import ReplicaManager
+
 R = m.DeleteRecordsResponse
 _Topic = R.DeleteRecordsTopicResult
 _Partition = R.DeleteRecordsTopicResult.DeleteRecordsPartitionResult
@@ -26,15 +29,15 @@ _Partition = R.DeleteRecordsTopicResult.DeleteRecordsPartitionResult
 HIGH_WATERMARK = -1
 
 
-class DeleteRecordsHandler:
+class DeleteRecordsHandler(ApiHandler):
     api_key = ApiKey.DELETE_RECORDS
 
-    def __init__(self, server):
-        self.server = server
+    def __init__(self, replica_manager: ReplicaManager):
+        self.replicas = replica_manager
 
     def _delete(self, topic: str, index: int, offset: int) -> int:
         """The new log start offset of ``topic``-``index``; raises KafkaError."""
-        partition = self.server.replica_manager.leader_partition(topic, index)
+        partition = self.replicas.leader_partition(topic, index)
         log = partition.log
         if not log.config.delete_enabled:
             raise KafkaError(ErrorCode.POLICY_VIOLATION,
@@ -52,8 +55,7 @@ class DeleteRecordsHandler:
             entries = []
             for wanted in topic.partitions:
                 try:
-                    before = self.server.replica_manager.leader_partition(topic.name,
-                                                                          wanted.partition_index).log_start_offset
+                    before = self.replicas.leader_partition(topic.name, wanted.partition_index).log_start_offset
                     low = self._delete(topic.name, wanted.partition_index, wanted.offset)
                     changed = changed or low != before
                     entries.append(_Partition(partition_index=wanted.partition_index, low_watermark=low,
@@ -64,13 +66,10 @@ class DeleteRecordsHandler:
             topics.append(_Topic(name=topic.name, partitions=entries))
         if changed:
             request.mark_local_complete()
-            await self.server.log_manager.checkpoint_log_start_offsets()
+            await self.replicas.checkpoint_log_start_offsets()
         return R(throttle_time_ms=0, topics=topics)
 
     def error_response(self, request, error: ErrorCode, message: str | None = None):
         return R(throttle_time_ms=0, topics=[_Topic(name=t.name, partitions=[
             _Partition(partition_index=p.partition_index, low_watermark=-1, error_code=error)
             for p in t.partitions]) for t in request.body.topics])
-
-    def response_version(self, request) -> int:
-        return request.api_version

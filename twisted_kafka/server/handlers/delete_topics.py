@@ -2,7 +2,7 @@
 
 Up to v5 the request names topics (``topic_names``); v6 lists
 ``topics[{name, topic_id}]`` and a topic may be named by its id alone
-(CLIENTS.md pitfall 11; kafka-python sends v6).  As in Kafka:
+(kafka-python sends v6).  As in Kafka:
 
 * only the active controller deletes (NOT_CONTROLLER otherwise);
 * ``delete.topic.enable=false`` answers every topic TOPIC_DELETION_DISABLED
@@ -24,7 +24,9 @@ from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.registry import ApiKey
 
-from .create_topics import require_controller
+from ..admin_manager import AdminManager
+from ..api_handler import ApiHandler
+from ..dynamic_config import DynamicBrokerConfig
 
 R = m.DeleteTopicsResponse
 _Result = R.DeletableTopicResult
@@ -39,17 +41,17 @@ def _requested(request) -> list[tuple[str | None, uuid.UUID]]:
     return [(name, _ZERO_UUID) for name in body.topic_names]
 
 
-class DeleteTopicsHandler:
+class DeleteTopicsHandler(ApiHandler):
     api_key = ApiKey.DELETE_TOPICS
 
-    def __init__(self, server):
-        self.server = server
+    def __init__(self, admin_manager: AdminManager, config: DynamicBrokerConfig):
+        self.admin = admin_manager
+        self.config = config
 
     async def handle(self, request):
-        controller = require_controller(self.server)
         version = request.api_version
         requested = _requested(request)
-        if not self.server.config["delete.topic.enable"]:
+        if not self.config["delete.topic.enable"]:
             error = ErrorCode.TOPIC_DELETION_DISABLED if version >= 3 else ErrorCode.INVALID_REQUEST
             return self.error_response(request, error, "Topic deletion is disabled.")
         answers: list[tuple[str | None, uuid.UUID, ErrorCode, str | None]] = []
@@ -59,7 +61,7 @@ class DeleteTopicsHandler:
                 answers.append((name, topic_id, ErrorCode.INVALID_REQUEST,
                                 "You may not specify both topic name and topic id."))
             elif topic_id != _ZERO_UUID:
-                found = controller.topic_name(topic_id)
+                found = self.admin.topic_name(topic_id)
                 if found is None:
                     answers.append((None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID,
                                     f"Topic id {topic_id} does not exist."))
@@ -75,8 +77,7 @@ class DeleteTopicsHandler:
         results = {}
         if names:
             request.mark_local_complete()
-            results = await controller.delete_topics(names, wait_for_brokers=request.body.timeout_ms > 0,
-                                                     timeout_ms=request.body.timeout_ms)
+            results = await self.admin.delete_topics(names, timeout_ms=request.body.timeout_ms)
         entries = []
         seen = set()
         for name, topic_id, error, message in answers:
@@ -94,6 +95,3 @@ class DeleteTopicsHandler:
         return R(throttle_time_ms=0, responses=[
             _Result(name=name, topic_id=topic_id, error_code=error, error_message=message)
             for name, topic_id in _requested(request)])
-
-    def response_version(self, request) -> int:
-        return request.api_version

@@ -16,7 +16,8 @@ from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.registry import ApiKey
 
-from ..metadata_cache import CLUSTER_AUTHORIZED_OPERATIONS
+from ..api_handler import ApiHandler
+from ..metadata_cache import CLUSTER_AUTHORIZED_OPERATIONS, MetadataCache
 
 R = m.DescribeClusterResponse
 _Broker = R.DescribeClusterBroker
@@ -24,11 +25,11 @@ _Broker = R.DescribeClusterBroker
 BROKERS, CONTROLLERS = 1, 2
 
 
-class DescribeClusterHandler:
+class DescribeClusterHandler(ApiHandler):
     api_key = ApiKey.DESCRIBE_CLUSTER
 
-    def __init__(self, server):
-        self.server = server
+    def __init__(self, metadata_cache: MetadataCache):
+        self.cache = metadata_cache
 
     async def handle(self, request):
         body = request.body
@@ -42,7 +43,7 @@ class DescribeClusterHandler:
                 error = ErrorCode.UNSUPPORTED_ENDPOINT_TYPE if version >= 1 else ErrorCode.INVALID_REQUEST
                 message = f"Unsupported endpoint type {endpoint_type}"
             return self.error_response(request, error, message)
-        cache = self.server.metadata_cache
+        cache = self.cache
         brokers = [_Broker(broker_id=node_id, host=host, port=port, rack=rack, is_fenced=False)
                    for node_id, host, port, rack in cache.alive_brokers(request.listener_name)]
         # kafka-python's class names the field ``authorized_operations``: a set of AclOperation
@@ -57,6 +58,3 @@ class DescribeClusterHandler:
     def error_response(self, request, error: ErrorCode, message: str | None = None):
         return R(throttle_time_ms=0, error_code=error, error_message=message, endpoint_type=BROKERS,
                  cluster_id="", controller_id=-1, brokers=[], authorized_operations=None)
-
-    def response_version(self, request) -> int:
-        return request.api_version

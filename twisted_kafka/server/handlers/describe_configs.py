@@ -8,9 +8,9 @@ Resources, as Kafka answers them:
   UNKNOWN_TOPIC_OR_PARTITION, an illegal name INVALID_TOPIC_EXCEPTION.
 * BROKER (4) named with this broker's id: every broker key (and the
   per-listener keys that are set), with the layer its value came from.
-  ``read_only`` is true unless this broker applies the key at runtime
-  (``broker_configs.LIVE_BROKER_KEYS``), so what DescribeConfigs calls
-  writable is exactly what AlterConfigs accepts.  Passwords, and keys the
+  ``read_only`` is true unless this broker applies the key at runtime (a
+  ``DynamicBrokerConfig`` reconfigurable declares it), so what
+  DescribeConfigs calls writable is exactly what AlterConfigs accepts.  Passwords, and keys the
   broker does not know, are sensitive: value null.
 * BROKER named "" (the cluster default): the dynamic cluster-default configs only.
 * BROKER with another id, or a name that is no integer: INVALID_REQUEST.
@@ -25,15 +25,13 @@ Kafka's ``ConfigHelper``.  v0 reports ``is_default`` instead of a source.
 
 from __future__ import annotations
 
-from typing import Mapping
-
-from twisted_kafka.config import BROKER_CONFIG, ConfigEntry, ConfigSource, Type, topic_config
-from twisted_kafka.controller.topic_names import validate_topic_name
+from twisted_kafka.config import ConfigEntry, ConfigSource, Type
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
 
-from .broker_configs import DEFAULT_ENTITY, LIVE_BROKER_KEYS, broker_entity
+from ..admin_manager import AdminManager, DescribedConfig
+from ..api_handler import ApiHandler
 
 R = m.DescribeConfigsResponse
 _Result = R.DescribeConfigsResult
@@ -49,16 +47,11 @@ CONFIG_TYPE_IDS = {
 }
 
 
-def topic_config_of(server, overrides: Mapping[str, str]):
-    """A topic's effective configuration on ``server`` (its overrides over the running broker config)."""
-    return topic_config(server.config, dict(overrides))
-
-
-class DescribeConfigsHandler:
+class DescribeConfigsHandler(ApiHandler):
     api_key = ApiKey.DESCRIBE_CONFIGS
 
-    def __init__(self, server):
-        self.server = server
+    def __init__(self, admin_manager: AdminManager):
+        self.admin = admin_manager
 
     async def handle(self, request):
         results = []
@@ -78,53 +71,16 @@ class DescribeConfigsHandler:
 
     # -- what each resource holds ---------------------------------------------------
 
-    def _describe(self, resource) -> list[tuple]:
-        """(name, ConfigEntry-like, read_only, value_string) for each config of ``resource``."""
+    def _describe(self, resource) -> list[DescribedConfig]:
         kind, name = resource.resource_type, resource.resource_name
         if kind == TOPIC:
-            validate_topic_name(name)
-            record = self.server.store.topics.get(name)
-            if record is None:
-                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
-            config = topic_config_of(self.server, record.configs)
-            return [(e.name, e, False, e.value_string) for e in sorted(config.entries(), key=lambda e: e.name)]
+            return self.admin.describe_topic_configs(name)
         if kind == BROKER:
-            entity = broker_entity(name, self.server.broker.broker_id)
-            if entity == DEFAULT_ENTITY:
-                return self._cluster_default()
-            return self._broker()
+            return self.admin.describe_broker_configs(name)
         if kind == BROKER_LOGGER:
-            if not name:
-                raise KafkaError(ErrorCode.INVALID_REQUEST, "Broker id must not be empty")
-            broker_entity(name, self.server.broker.broker_id)
+            self.admin.check_broker_logger(name)
             return []
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {kind}")
-
-    def _broker(self) -> list[tuple]:
-        config = self.server.config
-        names = set(BROKER_CONFIG) | set(config.originals)
-        entries = []
-        for name in sorted(names):
-            if name in config.unknown_keys:
-                source = config.source(name)
-                entry = ConfigEntry(name=name, value=None, source=source, type=None, sensitive=True,
-                                    read_only=True, synonyms=())
-                entries.append((name, entry, True, None))
-                continue
-            entry = config.describe(name)
-            entries.append((name, entry, name not in LIVE_BROKER_KEYS, entry.value_string))
-        return entries
-
-    def _cluster_default(self) -> list[tuple]:
-        config = self.server.config
-        entries = []
-        for name in sorted(config.layer(ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)):
-            if name in config.unknown_keys:
-                continue
-            entry = config.describe(name, per_broker=False)
-            value = entry.synonyms[0].value_string if entry.synonyms else entry.value_string
-            entries.append((name, entry, name not in LIVE_BROKER_KEYS, value))
-        return entries
 
     # -- encoding -----------------------------------------------------------------
 
@@ -152,6 +108,3 @@ class DescribeConfigsHandler:
     def error_response(self, request, error: ErrorCode, message: str | None = None):
         return R(throttle_time_ms=0, results=[self._result(resource, error, message, [])
                                               for resource in request.body.resources])
-
-    def response_version(self, request) -> int:
-        return request.api_version

@@ -8,7 +8,8 @@ always make progress — never megabytes beyond what was asked otherwise.
 
 Consumers read up to the high watermark; ``read_committed`` consumers up to
 the last stable offset, which equals the high watermark while there are no
-transactions (CLIENTS.md §5: librdkafka hides records beyond it).  When less
+transactions (librdkafka reads with read_committed by default and hides
+records at or beyond a smaller last stable offset).  When less
 than ``min_bytes`` is available the fetch waits in the purgatory, freeing its
 handler, and is read again as soon as appends bring enough bytes or the wait
 expires.  Incremental fetch sessions (KIP-227) are not offered: the answer's
@@ -17,30 +18,40 @@ expires.  Incremental fetch sessions (KIP-227) are not offered: the answer's
 
 from __future__ import annotations
 
+from twisted.logger import Logger
+
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.fetch_response import FetchableTopicResponse, FetchResponseData, PartitionData
 from twisted_kafka.protocol.registry import ApiKey
 
+from ..api_handler import ApiHandler
+from ..dynamic_config import DynamicBrokerConfig
+from ..metadata_cache import MetadataCache
+from ..replica_manager import ReplicaManager
+
+log = Logger(namespace="twisted_kafka.server.handlers.fetch")
+
 READ_COMMITTED = 1
 
 
-class FetchHandler:
+class FetchHandler(ApiHandler):
     api_key = ApiKey.FETCH
 
-    def __init__(self, server):
-        self.server = server
+    def __init__(self, replica_manager: ReplicaManager, metadata_cache: MetadataCache, config: DynamicBrokerConfig):
+        self.replicas = replica_manager
+        self.metadata_cache = metadata_cache
+        self.config = config
 
     def _topic_name(self, request, topic) -> str | None:
         if request.api_version >= 13:
-            return self.server.metadata_cache.topic_name(topic.topic_id)
+            return self.metadata_cache.topic_name(topic.topic_id)
         return topic.topic
 
     async def _read_all(self, request):
         """One pass over the requested partitions: (response topics, bytes read, any error)."""
         body = request.body
-        replicas = self.server.replica_manager
-        remaining = min(body.max_bytes if request.api_version >= 3 else 2**31 - 1,
-                        self.server.config["fetch.max.bytes"])
+        replicas = self.replicas
+        remaining = min(body.max_bytes if request.api_version >= 3 else 2**31 - 1, self.config["fetch.max.bytes"])
         read_committed = request.api_version >= 4 and body.isolation_level == READ_COMMITTED
         total = 0
         any_error = False
@@ -86,14 +97,14 @@ class FetchHandler:
         """Read one partition; a failure other than a KafkaError (the log was deleted and
         closed while a read waited for the disk, an I/O error) fails only this partition."""
         try:
-            return await self.server.replica_manager.read(partition, fetch_offset, max_bytes, **kwargs)
+            return await self.replicas.read(partition, fetch_offset, max_bytes, **kwargs)
         except KafkaError:
             raise
         except Exception as exc:
             if partition.log.deleted:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                  f"{partition.topic}-{partition.index} was deleted") from None
-            self.server.log.failure("Reading {topic}-{partition} at offset {offset} failed",
+            log.failure("Reading {topic}-{partition} at offset {offset} failed",
                                     topic=partition.topic, partition=partition.index, offset=fetch_offset)
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"read failed: {exc}") from None
 
@@ -108,7 +119,7 @@ class FetchHandler:
         if total < body.min_bytes and body.max_wait_ms > 0 and not any_error:
             watched = [(self._topic_name(request, t), p.partition) for t in body.topics for p in t.partitions]
             request.mark_local_complete()
-            await self.server.replica_manager.purgatory.wait(watched, body.min_bytes, total, body.max_wait_ms)
+            await self.replicas.purgatory.wait(watched, body.min_bytes, total, body.max_wait_ms)
             topics, total, any_error = await self._read_all(request)
         return FetchResponseData(responses=topics, throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0)
 
@@ -119,6 +130,3 @@ class FetchHandler:
                                    partitions=[PartitionData(partition_index=p.partition, error_code=error,
                                                              records=b"") for p in t.partitions])
             for t in request.body.topics])
-
-    def response_version(self, request) -> int:
-        return request.api_version

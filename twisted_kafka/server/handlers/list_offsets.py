@@ -13,6 +13,9 @@ from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
 
+from ..api_handler import ApiHandler
+from ..replica_manager import ReplicaManager
+
 R = m.ListOffsetsResponse
 _Topic = R.ListOffsetsTopicResponse
 _Partition = R.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
@@ -21,15 +24,15 @@ EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
 READ_COMMITTED = 1
 
 
-class ListOffsetsHandler:
+class ListOffsetsHandler(ApiHandler):
     api_key = ApiKey.LIST_OFFSETS
 
-    def __init__(self, server):
-        self.server = server
+    def __init__(self, replica_manager: ReplicaManager):
+        self.replicas = replica_manager
 
     async def _offset(self, request, topic: str, wanted) -> tuple[int, int, int]:
         """(timestamp, offset, leader_epoch) for one partition; raises KafkaError."""
-        replicas = self.server.replica_manager
+        replicas = self.replicas
         partition = replicas.leader_partition(topic, wanted.partition_index)
         if request.api_version >= 4:
             partition.check_leader_epoch(wanted.current_leader_epoch)
@@ -43,12 +46,12 @@ class ListOffsetsHandler:
             return -1, offset, partition.leader_epoch
         if timestamp == MAX_TIMESTAMP and request.api_version >= 7:
             request.mark_local_complete()
-            found = await self.server.log_manager.fetch_offset_of_max_timestamp(log)
+            found = await replicas.fetch_offset_of_max_timestamp(partition)
         elif timestamp < 0:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported special timestamp {timestamp}")
         else:
             request.mark_local_complete()
-            found = await self.server.log_manager.fetch_offset_by_timestamp(log, timestamp)
+            found = await replicas.fetch_offset_for_timestamp(partition, timestamp)
         if found is None:
             return -1, -1, -1
         return found.timestamp, found.offset, found.leader_epoch
@@ -73,6 +76,3 @@ class ListOffsetsHandler:
         return R(throttle_time_ms=0, topics=[_Topic(name=t.name, partitions=[
             _Partition(partition_index=p.partition_index, error_code=error, old_style_offsets=[], timestamp=-1,
                        offset=-1, leader_epoch=-1) for p in t.partitions]) for t in request.body.topics])
-
-    def response_version(self, request) -> int:
-        return request.api_version

@@ -8,8 +8,9 @@ topics are answered from the cache's encoded fragments.
 
 An unknown topic is created when ``auto.create.topics.enable`` is on and the
 request allows it (always before v4; ``allow_auto_topic_creation`` from v4 —
-librdkafka consumers say no, kafka-python and aiokafka say yes, CLIENTS.md
-§5), with ``num.partitions`` and ``default.replication.factor``.  Kafka
+librdkafka's consumers send false and its producers true, kafka-python and
+aiokafka always send true), with ``num.partitions`` and
+``default.replication.factor``.  Kafka
 answers LEADER_NOT_AVAILABLE while the creation propagates; here the handler
 waits for the controller (a few milliseconds on one node) and answers with
 the new topic, saving the client a retry round.  Otherwise unknown topics get
@@ -18,21 +19,24 @@ UNKNOWN_TOPIC_OR_PARTITION, and illegal names INVALID_TOPIC_EXCEPTION.
 
 from __future__ import annotations
 
-from twisted_kafka.controller.kafka_controller import NewTopic
 from twisted_kafka.controller.topic_names import validate_topic_name
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.metadata_response import assemble
 from twisted_kafka.protocol.registry import ApiKey
 
-from ..metadata_cache import CLUSTER_AUTHORIZED_OPERATIONS, error_fragment
+from ..admin_manager import AdminManager
+from ..api_handler import ApiHandler
+from ..dynamic_config import DynamicBrokerConfig
+from ..metadata_cache import CLUSTER_AUTHORIZED_OPERATIONS, MetadataCache, error_fragment
 
 
-class MetadataHandler:
+class MetadataHandler(ApiHandler):
     api_key = ApiKey.METADATA
 
-    def __init__(self, server):
-        self.server = server
-        self.cache = server.metadata_cache
+    def __init__(self, metadata_cache: MetadataCache, admin_manager: AdminManager, config: DynamicBrokerConfig):
+        self.cache = metadata_cache
+        self.admin = admin_manager
+        self.config = config
 
     def requested_topics(self, request) -> list[str] | None:
         """Names asked for, or None for "every topic"."""
@@ -80,21 +84,10 @@ class MetadataHandler:
                 errors[name] = exc.code
                 continue
             creatable.append(name)
-        controller = self.server.controller
-        if not (allowed and creatable and self.server.config["auto.create.topics.enable"]
-                and controller is not None and controller.active):
+        if not (allowed and creatable and self.config["auto.create.topics.enable"]):
             return errors
         request.mark_local_complete()
-        results = await controller.create_topics([NewTopic(name) for name in creatable])
-        for result in results:
-            if result.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
-                errors[result.name] = (ErrorCode.INVALID_REPLICATION_FACTOR
-                                       if result.error == ErrorCode.INVALID_REPLICATION_FACTOR
-                                       else ErrorCode.LEADER_NOT_AVAILABLE)
-                self.server.log.warn("Auto-creating topic {topic} failed: {error} {message}", topic=result.name,
-                                     error=result.error.name, message=result.message or "")
-            elif result.name not in self.cache.topics:
-                errors[result.name] = ErrorCode.LEADER_NOT_AVAILABLE
+        errors.update(await self.admin.auto_create_topics(creatable))
         return errors
 
     def error_response(self, request, error: ErrorCode, message: str | None = None):
@@ -104,6 +97,3 @@ class MetadataHandler:
                         self.cache.cluster_id, self.cache.controller_id,
                         [error_fragment(version, name, error) for name in names], None,
                         error if version >= 13 else 0)
-
-    def response_version(self, request) -> int:
-        return request.api_version

@@ -11,19 +11,22 @@ from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
 
+from ..api_handler import ApiHandler
+from ..replica_manager import ReplicaManager
+
 R = m.OffsetForLeaderEpochResponse
 _Topic = R.OffsetForLeaderTopicResult
 _Partition = R.OffsetForLeaderTopicResult.EpochEndOffset
 
 
-class OffsetForLeaderEpochHandler:
+class OffsetForLeaderEpochHandler(ApiHandler):
     api_key = ApiKey.OFFSET_FOR_LEADER_EPOCH
 
-    def __init__(self, server):
-        self.server = server
+    def __init__(self, replica_manager: ReplicaManager):
+        self.replicas = replica_manager
 
     async def handle(self, request):
-        replicas = self.server.replica_manager
+        replicas = self.replicas
         topics = []
         for topic in request.body.topics:
             entries = []
@@ -44,6 +47,3 @@ class OffsetForLeaderEpochHandler:
         return R(throttle_time_ms=0, topics=[_Topic(topic=t.topic, partitions=[
             _Partition(error_code=error, partition=p.partition, leader_epoch=-1, end_offset=-1)
             for p in t.partitions]) for t in request.body.topics])
-
-    def response_version(self, request) -> int:
-        return request.api_version

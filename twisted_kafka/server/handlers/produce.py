@@ -12,13 +12,15 @@ connection is closed (gracefully: earlier responses still go out), as Kafka
 does, so the producer notices, reconnects and refreshes its metadata.
 
 Produce v0–v2 carry message format v0/v1, which Kafka 4 refuses (KIP-896)
-while still advertising them for old librdkafka's feature detection
-(CLIENTS.md pitfall 1): they are answered with UNSUPPORTED_VERSION.
+while still advertising them: librdkafka before 2.11.1 (kcat 1.7.1 runs
+2.0.2) compresses only when Produce v0 is inside the advertised range.  They
+are answered with UNSUPPORTED_VERSION.
 """
 
 from __future__ import annotations
 
 from twisted.internet.defer import Deferred
+from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from twisted_kafka.network.processor import CloseReason
@@ -26,7 +28,10 @@ from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
 
-from ..kafka_apis import NO_RESPONSE
+from ..api_handler import NO_RESPONSE, ApiHandler, CloseConnection
+from ..replica_manager import ReplicaManager
+
+log = Logger(namespace="twisted_kafka.server.handlers.produce")
 
 R = m.ProduceResponse
 _TopicResponse = R.TopicProduceResponse
@@ -48,11 +53,11 @@ def _partition_response(index: int, error: ErrorCode, message: str | None = None
                               record_errors=[], error_message=message)
 
 
-class ProduceHandler:
+class ProduceHandler(ApiHandler):
     api_key = ApiKey.PRODUCE
 
-    def __init__(self, server):
-        self.server = server
+    def __init__(self, replica_manager: ReplicaManager):
+        self.replicas = replica_manager
 
     async def handle(self, request):
         body = request.body
@@ -65,7 +70,7 @@ class ProduceHandler:
         if body.transactional_id is not None:
             return self.error_response(request, ErrorCode.TRANSACTIONAL_ID_NOT_FOUND,
                                        "Transactions are not supported by this broker yet")
-        replicas = self.server.replica_manager
+        replicas = self.replicas
         # One slot per partition, in request order: [topic, index, outcome], where the
         # outcome is a KafkaError, a LogAppendInfo, or a Failure once the append is done.
         slots: list[list] = []
@@ -99,7 +104,7 @@ class ProduceHandler:
                 if outcome.check(KafkaError):
                     entry = _partition_response(index, outcome.value.code, outcome.value.message)
                 else:
-                    self.server.log.failure("Append to {topic}-{partition} failed", outcome, topic=topic,
+                    log.failure("Append to {topic}-{partition} failed", outcome, topic=topic,
                                             partition=index)
                     entry = _partition_response(index, ErrorCode.KAFKA_STORAGE_ERROR, outcome.getErrorMessage())
             else:
@@ -110,30 +115,24 @@ class ProduceHandler:
                 failed.append((topic, index, entry.error_code))
             responses.setdefault(topic, []).append(entry)
         if body.acks == 0:
-            if failed:
-                self._close_for_acks_0(request, failed)
-            return NO_RESPONSE
+            return self._close_for_acks_0(request, failed) if failed else NO_RESPONSE
         return R(responses=[_TopicResponse(name=topic, partition_responses=entries)
                             for topic, entries in responses.items()], throttle_time_ms=0)
 
-    def _close_for_acks_0(self, request, failed) -> None:
+    @staticmethod
+    def _close_for_acks_0(request, failed) -> CloseConnection:
         """An acks=0 producer gets no answer, so, as Kafka does, an error closes the
         connection: the producer notices, reconnects and refreshes its metadata."""
         summary = ", ".join(f"{topic}-{index}: {ErrorCode(code).name}" for topic, index, code in failed[:5])
-        request.processor.close(CloseReason.PRODUCE_ERROR,
-                                f"acks=0 Produce (correlation id {request.correlation_id}) failed for "
-                                f"{len(failed)} partition(s) ({summary}); closing the connection",
-                                abort=False)
+        return CloseConnection(CloseReason.PRODUCE_ERROR,
+                               f"acks=0 Produce (correlation id {request.correlation_id}) failed for "
+                               f"{len(failed)} partition(s) ({summary}); closing the connection")
 
     def error_response(self, request, error: ErrorCode, message: str | None = None):
         if request.body.acks == 0:
             failed = [(topic.name, data.index, error) for topic in request.body.topic_data
                       for data in topic.partition_data]
-            self._close_for_acks_0(request, failed or [("-", -1, error)])
-            return NO_RESPONSE
+            return self._close_for_acks_0(request, failed or [("-", -1, error)])
         return R(responses=[_TopicResponse(name=topic.name, partition_responses=[
             _partition_response(data.index, error, message) for data in topic.partition_data])
             for topic in request.body.topic_data], throttle_time_ms=0)
-
-    def response_version(self, request) -> int:
-        return request.api_version

@@ -1,0 +1,141 @@
+"""ControllerClient: how a broker asks the active controller to change the cluster.
+
+In Kafka's ZooKeeper mode, topic administration and controlled shutdown are
+the controller's: a broker that receives CreateTopics writes to ZooKeeper for
+the controller to act on, and a stopping broker sends ControlledShutdown to
+the controller.  The broker side here depends only on this interface:
+
+* ``LocalControllerClient`` -- the controller runs in this broker's process
+  (the single node, or the cluster member that won the election);
+* ``NoControllerClient`` -- this broker cannot reach a controller: every call
+  fails with NOT_CONTROLLER, which clients retry elsewhere;
+* a network client to the active controller (cluster mode) implements the
+  same methods.
+
+The broker never touches the controller's objects (its store, its channels,
+its in-memory state); what it needs to know about topics and configs reaches
+it over its control plane in UpdateMetadata, as it would from a remote
+controller.
+"""
+
+from __future__ import annotations
+
+import uuid
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from twisted_kafka.protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from .kafka_controller import KafkaController
+
+
+@dataclass
+class NewTopic:
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    assignments: dict[int, list[int]] | None = None
+    configs: dict[str, str | None] = field(default_factory=dict)  # None values are refused (INVALID_CONFIG)
+
+
+@dataclass
+class TopicResult:
+    name: str
+    error: ErrorCode = ErrorCode.NONE
+    message: str | None = None
+    topic_id: uuid.UUID | None = None
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+class ControllerClient(ABC):
+    """The controller's operations, as a broker calls them; each raises ``KafkaError`` on failure."""
+
+    @abstractmethod
+    async def create_topics(self, topics: list[NewTopic], *, validate_only: bool = False,
+                            wait_for_brokers: bool = True, timeout_ms: int | None = None) -> list[TopicResult]:
+        """One result per topic, in order; see ``KafkaController.create_topics``."""
+
+    @abstractmethod
+    async def delete_topics(self, names: list[str], *, wait_for_brokers: bool = True,
+                            timeout_ms: int | None = None) -> dict[str, TopicResult]:
+        """One result per distinct name."""
+
+    @abstractmethod
+    async def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None, *,
+                                validate_only: bool = False, wait_for_brokers: bool = True,
+                                timeout_ms: int | None = None) -> None:
+        """Grow a topic to ``count`` partitions."""
+
+    @abstractmethod
+    async def alter_topic_configs(self, name: str, configs: dict[str, str], *, validate_only: bool = False) -> None:
+        """Replace a topic's config overrides; brokers are told before this returns."""
+
+    @abstractmethod
+    async def alter_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
+        """Replace the dynamic configs of a broker id or "" (the cluster default); brokers are told first."""
+
+    @abstractmethod
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[tuple[str, int]]:
+        """Move leadership off a stopping broker; the partitions it still leads."""
+
+
+class LocalControllerClient(ControllerClient):
+    """The controller in this process."""
+
+    def __init__(self, controller: KafkaController):
+        self._controller = controller
+
+    async def create_topics(self, topics, *, validate_only=False, wait_for_brokers=True, timeout_ms=None):
+        return await self._controller.create_topics(topics, validate_only=validate_only,
+                                                    wait_for_brokers=wait_for_brokers, timeout_ms=timeout_ms)
+
+    async def delete_topics(self, names, *, wait_for_brokers=True, timeout_ms=None):
+        return await self._controller.delete_topics(names, wait_for_brokers=wait_for_brokers, timeout_ms=timeout_ms)
+
+    async def create_partitions(self, name, count, assignments, *, validate_only=False, wait_for_brokers=True,
+                                timeout_ms=None):
+        await self._controller.create_partitions(name, count, assignments, validate_only=validate_only,
+                                                 wait_for_brokers=wait_for_brokers, timeout_ms=timeout_ms)
+
+    async def alter_topic_configs(self, name, configs, *, validate_only=False):
+        await self._controller.alter_topic_configs(name, configs, validate_only=validate_only)
+
+    async def alter_broker_configs(self, entity, configs):
+        await self._controller.alter_broker_configs(entity, configs)
+
+    async def controlled_shutdown(self, broker_id, broker_epoch):
+        return await self._controller.controlled_shutdown(broker_id, broker_epoch)
+
+
+class NoControllerClient(ControllerClient):
+    """No controller is reachable from this broker: every operation is NOT_CONTROLLER."""
+
+    @staticmethod
+    def _refuse():
+        raise KafkaError(ErrorCode.NOT_CONTROLLER, "This broker is not the active controller")
+
+    async def create_topics(self, topics, *, validate_only=False, wait_for_brokers=True, timeout_ms=None):
+        self._refuse()
+
+    async def delete_topics(self, names, *, wait_for_brokers=True, timeout_ms=None):
+        self._refuse()
+
+    async def create_partitions(self, name, count, assignments, *, validate_only=False, wait_for_brokers=True,
+                                timeout_ms=None):
+        self._refuse()
+
+    async def alter_topic_configs(self, name, configs, *, validate_only=False):
+        self._refuse()
+
+    async def alter_broker_configs(self, entity, configs):
+        self._refuse()
+
+    async def controlled_shutdown(self, broker_id, broker_epoch):
+        self._refuse()
+
+
+__all__ = ["ControllerClient", "LocalControllerClient", "NoControllerClient", "NewTopic", "TopicResult"]

@@ -1,0 +1,45 @@
+"""ControllerService: the controller as one of the broker's child services.
+
+A single node is its own controller.  Starting the service makes the
+controller active -- it bumps the controller epoch and tells every
+registered broker (this one, over its control plane) the whole state --
+which needs this broker's control-plane listener bound and accepting, and
+its endpoints known (a listener on port 0 advertises the port it bound).
+Stopping it deactivates the controller and closes its connections.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from twisted.application.service import Service
+from twisted.internet.defer import ensureDeferred
+
+from .channel_manager import ControllerChannelManager
+from .client import LocalControllerClient
+from .kafka_controller import KafkaController, LiveBroker
+from .metadata_store import ClusterMetadataStore
+
+
+class ControllerService(Service):
+    name = "controller"
+
+    def __init__(self, *, config, broker_id: int, store: ClusterMetadataStore, reactor,
+                 registration: Callable[[], LiveBroker]):
+        self._registration = registration
+        self.controller = KafkaController(
+            config=config, broker_id=broker_id, store=store,
+            channels=ControllerChannelManager(reactor=reactor, controller_id=broker_id,
+                                              timeout_ms=config["controller.socket.timeout.ms"]))
+        self.client = LocalControllerClient(self.controller)
+
+    def startService(self):
+        super().startService()
+        return ensureDeferred(self.controller.startup([self._registration()]))
+
+    def stopService(self):
+        super().stopService()
+        self.controller.shutdown()
+
+
+__all__ = ["ControllerService"]

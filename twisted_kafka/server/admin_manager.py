@@ -1,0 +1,155 @@
+"""AdminManager: topic and config administration, for the wire handlers and the admin REST endpoint.
+
+Kafka's ``ZkAdminManager`` is what CreateTopics, DeleteTopics,
+CreatePartitions, DescribeConfigs and the AlterConfigs APIs call; the same
+operations back the admin REST endpoint here, so both answer alike.  It
+works from this broker's own views -- the metadata cache (which topics
+exist, their ids), the config repository (their overrides), the dynamic
+broker config -- and sends changes to the controller through a
+``ControllerClient``; it never touches controller objects.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Callable, Mapping
+
+from twisted.logger import Logger
+
+from twisted_kafka.config import BROKER_CONFIG, ConfigEntry, ConfigSource, topic_config
+from twisted_kafka.controller.client import ControllerClient, NewTopic, TopicResult
+from twisted_kafka.controller.topic_names import validate_topic_name
+from twisted_kafka.protocol.errors import ErrorCode, KafkaError
+
+from .config_repository import ConfigRepository
+from .dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
+from .metadata_cache import MetadataCache
+
+#: (name, ConfigEntry, read_only, value as described) for one config of a resource.
+DescribedConfig = tuple[str, ConfigEntry, bool, "str | None"]
+
+
+class AdminManager:
+    log = Logger(namespace="twisted_kafka.server.AdminManager")
+
+    def __init__(self, *, controller: ControllerClient, metadata_cache: MetadataCache,
+                 config_repository: ConfigRepository, dynamic_config: DynamicBrokerConfig):
+        self.controller = controller
+        self.metadata_cache = metadata_cache
+        self.config_repository = config_repository
+        self.dynamic_config = dynamic_config
+
+    # -- topics -----------------------------------------------------------------------
+
+    def topic_exists(self, name: str) -> bool:
+        return name in self.metadata_cache.topics
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        return self.metadata_cache.topic_name(topic_id)
+
+    def effective_topic_config(self, overrides: Mapping[str, str]):
+        """A topic's effective configuration here: its overrides over the running broker config."""
+        return topic_config(self.dynamic_config.current, dict(overrides))
+
+    async def create_topics(self, topics: list[NewTopic], *, validate_only: bool = False,
+                            timeout_ms: int = 0) -> list[TopicResult]:
+        """Create (or validate) topics; with ``timeout_ms`` > 0 wait that long for every broker to know them."""
+        return await self.controller.create_topics(topics, validate_only=validate_only,
+                                                   wait_for_brokers=timeout_ms > 0, timeout_ms=timeout_ms)
+
+    async def auto_create_topics(self, names: list[str]) -> dict[str, ErrorCode]:
+        """Create topics clients asked for in Metadata; the error to report for those still missing.
+
+        Kafka answers LEADER_NOT_AVAILABLE while a new topic propagates; here
+        the call waits for the controller (milliseconds on one node) so the
+        client gets the topic in the same answer.
+        """
+        errors: dict[str, ErrorCode] = {}
+        try:
+            results = await self.controller.create_topics([NewTopic(name) for name in names])
+        except KafkaError as exc:
+            if exc.code != ErrorCode.NOT_CONTROLLER:
+                raise
+            return {name: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for name in names}
+        for result in results:
+            if result.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+                errors[result.name] = (ErrorCode.INVALID_REPLICATION_FACTOR
+                                       if result.error == ErrorCode.INVALID_REPLICATION_FACTOR
+                                       else ErrorCode.LEADER_NOT_AVAILABLE)
+                self.log.warn("Auto-creating topic {topic} failed: {error} {message}", topic=result.name,
+                              error=result.error.name, message=result.message or "")
+            elif not self.topic_exists(result.name):
+                errors[result.name] = ErrorCode.LEADER_NOT_AVAILABLE
+        return errors
+
+    async def delete_topics(self, names: list[str], *, timeout_ms: int = 0) -> dict[str, TopicResult]:
+        return await self.controller.delete_topics(names, wait_for_brokers=timeout_ms > 0, timeout_ms=timeout_ms)
+
+    async def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None, *,
+                                validate_only: bool = False, timeout_ms: int = 0) -> None:
+        await self.controller.create_partitions(name, count, assignments, validate_only=validate_only,
+                                                wait_for_brokers=timeout_ms > 0, timeout_ms=timeout_ms)
+
+    # -- describing configs -------------------------------------------------------------
+
+    def describe_topic_configs(self, name: str) -> list[DescribedConfig]:
+        """Every topic key with its effective value and source; never read-only."""
+        validate_topic_name(name)
+        if not self.topic_exists(name):
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+        config = self.effective_topic_config(self.config_repository.topic_overrides(name))
+        return [(e.name, e, False, e.value_string) for e in sorted(config.entries(), key=lambda e: e.name)]
+
+    def describe_broker_configs(self, resource_name: str | None) -> list[DescribedConfig]:
+        """This broker's keys (or, for "", the cluster-default layer); read-only unless dynamic."""
+        entity = self.dynamic_config.entity(resource_name)
+        config = self.dynamic_config.current
+        dynamic = self.dynamic_config.dynamic_keys
+        entries: list[DescribedConfig] = []
+        if entity == DEFAULT_ENTITY:
+            for name in sorted(config.layer(ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)):
+                if name in config.unknown_keys:
+                    continue
+                entry = config.describe(name, per_broker=False)
+                value = entry.synonyms[0].value_string if entry.synonyms else entry.value_string
+                entries.append((name, entry, name not in dynamic, value))
+            return entries
+        for name in sorted(set(BROKER_CONFIG) | set(config.originals)):
+            if name in config.unknown_keys:
+                entry = ConfigEntry(name=name, value=None, source=config.source(name), type=None, sensitive=True,
+                                    read_only=True, synonyms=())
+                entries.append((name, entry, True, None))
+                continue
+            entry = config.describe(name)
+            entries.append((name, entry, name not in dynamic, entry.value_string))
+        return entries
+
+    def check_broker_logger(self, resource_name: str | None) -> None:
+        """BROKER_LOGGER resources: only this broker's (log levels themselves are not exposed)."""
+        if not resource_name:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Broker id must not be empty")
+        self.dynamic_config.entity(resource_name)
+
+    # -- altering configs -----------------------------------------------------------------
+
+    async def alter_topic_configs(self, name: str, new_configs: Callable[[dict[str, str]], dict[str, str]], *,
+                                  validate_only: bool = False) -> None:
+        """Replace a topic's overrides with ``new_configs(current overrides)``."""
+        validate_topic_name(name)
+        if not self.topic_exists(name):
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+        configs = new_configs(self.config_repository.topic_overrides(name))
+        await self.controller.alter_topic_configs(name, configs, validate_only=validate_only)
+
+    async def alter_broker_configs(self, resource_name: str | None,
+                                   new_configs: Callable[[dict[str, str]], dict[str, str]], *,
+                                   validate_only: bool = False) -> None:
+        """Replace the dynamic configs of this broker (or of the cluster default, "")."""
+        entity = self.dynamic_config.entity(resource_name)
+        configs = new_configs(self.dynamic_config.layer(entity))
+        self.dynamic_config.validate(entity, configs)
+        if not validate_only:
+            await self.controller.alter_broker_configs(entity, configs)
+
+
+__all__ = ["AdminManager", "DescribedConfig"]

@@ -1,0 +1,75 @@
+"""ApiHandler: what every API handler is, and what it may answer.
+
+A handler serves one API key.  It is built with exactly the collaborators it
+uses (the replica manager, the metadata cache, the admin manager, ...) and
+works from the ``Request`` alone -- its ``RequestContext`` says who sent it
+and how -- never from the connection.  ``handle`` returns one of:
+
+* a response message (kafka-python's class of that API), encoded by
+  ``KafkaApis`` at ``response_version(request)``;
+* a list of already-encoded chunks (the Fetch and Metadata hot paths);
+* ``NO_RESPONSE`` -- nothing is written (acks=0 Produce);
+* ``CloseConnection(reason, message)`` -- nothing is answered and the
+  connection is closed (an acks=0 Produce that failed: closing is how Kafka
+  tells such a producer);
+* ``Reply(response, update)`` -- a response plus connection state to keep
+  (the SASL handshake and authentication outcomes).
+
+Raising ``KafkaError(code, message)`` answers the whole request with
+``error_response`` -- Kafka's ``getErrorResponse``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from twisted_kafka.network.request import ConnectionUpdate, Request
+from twisted_kafka.protocol.errors import ErrorCode
+
+
+class _NoResponse:
+    def __repr__(self) -> str:
+        return "NO_RESPONSE"
+
+
+#: The request is answered by silence (acks=0 Produce); the connection reads its next request.
+NO_RESPONSE = _NoResponse()
+
+
+@dataclass(frozen=True, slots=True)
+class CloseConnection:
+    """Answer by closing the connection (gracefully: earlier responses still leave)."""
+
+    reason: str                 # a network.processor.CloseReason value
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A response together with state the connection keeps afterwards."""
+
+    response: Any
+    update: ConnectionUpdate
+
+
+class ApiHandler(ABC):
+    """One API's handler; see the module docstring."""
+
+    api_key: ClassVar[int]
+
+    @abstractmethod
+    async def handle(self, request: Request) -> Any:
+        """Serve ``request`` (see the module docstring for what may be returned)."""
+
+    @abstractmethod
+    def error_response(self, request: Request, error: ErrorCode, message: str | None = None) -> Any:
+        """The response that answers the whole request with ``error`` (Kafka's getErrorResponse)."""
+
+    def response_version(self, request: Request) -> int:
+        """The version the response is encoded at: the request's, except where an API says otherwise."""
+        return request.api_version
+
+
+__all__ = ["ApiHandler", "NO_RESPONSE", "CloseConnection", "Reply"]

@@ -1,0 +1,67 @@
+"""The broker's API table: every handler, built with exactly the collaborators it uses.
+
+The list is the whole truth about served APIs: ``KafkaApis`` dispatches to
+these and ApiVersions advertises exactly their keys (filtered per plane), so
+an API is advertised the moment its handler exists and never before.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from twisted_kafka.controller.client import ControllerClient
+from twisted_kafka.network.request import RequestContext
+
+from .admin_manager import AdminManager
+from .api_handler import ApiHandler
+from .config_repository import ConfigRepository
+from .dynamic_config import DynamicBrokerConfig
+from .handlers.alter_configs import AlterConfigsHandler, IncrementalAlterConfigsHandler
+from .handlers.api_versions import ApiVersionsHandler
+from .handlers.controller_apis import (
+    ControlledShutdownHandler,
+    LeaderAndIsrHandler,
+    StopReplicaHandler,
+    UpdateMetadataHandler,
+)
+from .handlers.create_partitions import CreatePartitionsHandler
+from .handlers.create_topics import CreateTopicsHandler
+from .handlers.delete_records import DeleteRecordsHandler
+from .handlers.delete_topics import DeleteTopicsHandler
+from .handlers.describe_cluster import DescribeClusterHandler
+from .handlers.describe_configs import DescribeConfigsHandler
+from .handlers.fetch import FetchHandler
+from .handlers.list_offsets import ListOffsetsHandler
+from .handlers.metadata import MetadataHandler
+from .handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
+from .handlers.produce import ProduceHandler
+from .metadata_cache import MetadataCache
+from .replica_manager import ReplicaManager
+
+
+def broker_handlers(*, advertised_keys: Callable[[RequestContext], list[int]], replica_manager: ReplicaManager,
+                    metadata_cache: MetadataCache, admin_manager: AdminManager, config_repository: ConfigRepository,
+                    dynamic_config: DynamicBrokerConfig, controller: ControllerClient) -> list[ApiHandler]:
+    return [
+        ApiVersionsHandler(advertised_keys),
+        MetadataHandler(metadata_cache, admin_manager, dynamic_config),
+        ProduceHandler(replica_manager),
+        FetchHandler(replica_manager, metadata_cache, dynamic_config),
+        ListOffsetsHandler(replica_manager),
+        OffsetForLeaderEpochHandler(replica_manager),
+        LeaderAndIsrHandler(replica_manager),
+        UpdateMetadataHandler(replica_manager, metadata_cache, config_repository, dynamic_config),
+        StopReplicaHandler(replica_manager),
+        ControlledShutdownHandler(controller),
+        CreateTopicsHandler(admin_manager),
+        DeleteTopicsHandler(admin_manager, dynamic_config),
+        CreatePartitionsHandler(admin_manager),
+        DeleteRecordsHandler(replica_manager),
+        DescribeConfigsHandler(admin_manager),
+        AlterConfigsHandler(admin_manager),
+        IncrementalAlterConfigsHandler(admin_manager),
+        DescribeClusterHandler(metadata_cache),
+    ]
+
+
+__all__ = ["broker_handlers"]
