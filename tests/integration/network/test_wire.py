@@ -1,4 +1,4 @@
-"""Raw bytes against a real broker: framing errors, protocol errors, KIP-511, pipelining (SPEC S2-S4).
+"""Raw bytes against a real broker: framing errors, protocol errors, KIP-511, pipelining.
 
 Every bad connection must be closed (the client reads EOF) without an answer,
 the broker log must name the peer and the reason (and the likely mistake for

@@ -27,7 +27,7 @@ def _aiokafka_structs():
                 continue
             for struct_class in obj._CLASSES:
                 # Keyed by the version in the class *name*: aiokafka's ListGroupsRequest_v2
-                # says API_VERSION = 1 (CLIENTS.md), but its schema is v2's.
+                # says API_VERSION = 1 (aiokafka/protocol/admin.py), but its schema is v2's.
                 version = int(re.search(r"_v(\d+)$", struct_class.__name__).group(1))
                 requests[(obj.API_KEY, version)] = struct_class
                 response = struct_class.RESPONSE_TYPE

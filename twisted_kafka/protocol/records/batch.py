@@ -285,7 +285,8 @@ def rewrite_offsets_and_epoch(buf, pos: int, base_offset: int, partition_leader_
     """Assign the batch its offsets and leader epoch, in place.
 
     Only bytes 0-7 and 12-15 change, both outside the CRC, so the CRC stays
-    valid and no record is touched (clients verify CRCs: CLIENTS.md pitfall 6).
+    valid and no record is touched (kafka-python and aiokafka verify the CRC by
+    default and would report any other change as CorruptRecordError).
     ``buf`` must be writable (bytearray, or a writable memoryview).
     """
     _I64.pack_into(buf, pos, base_offset)

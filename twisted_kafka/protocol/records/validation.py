@@ -34,7 +34,8 @@ by default (``deep=None``):
   read back later (compaction, transaction index).  ``deep=False`` skips it.
 * Unlike Kafka, nothing is rewritten: a batch whose offset deltas are not
   0..n-1 is refused (INVALID_RECORD) instead of being re-assigned, since the
-  broker never rewrites record payloads (SPEC S8).  No real client writes one.
+  broker never rewrites record payloads (CRC-covered bytes, which consumers
+  verify).  No real client writes one.
 * Per-record timestamp policies (``log.message.timestamp.*.max.ms``) are
   left to the caller, using the header's baseTimestamp/maxTimestamp.
 * A partial batch after the last complete one is refused (CORRUPT_MESSAGE);
