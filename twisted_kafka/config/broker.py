@@ -669,4 +669,3 @@ MECHANISM_PREFIX_REQUIRED = frozenset(
 
 #: Every broker key, in documentation order.
 BROKER_CONFIG = ConfigDef(_keys)
-del _keys, _group

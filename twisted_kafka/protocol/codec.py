@@ -38,7 +38,8 @@ from __future__ import annotations
 import functools
 import re
 import struct
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from kafka.protocol.schemas.fields.codecs import Bytes, EncodeBufferPool, String
 from kafka.protocol.schemas.fields.codegen import CodegenContext

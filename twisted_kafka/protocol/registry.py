@@ -32,9 +32,9 @@ librdkafka uses v0-v1.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Iterable, Iterator
 
 from .messages import MESSAGE_CLASSES, ApiMessage
 

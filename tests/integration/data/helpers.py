@@ -36,7 +36,7 @@ class Tally:
     """Running checksum and count of (key, value) pairs, one per partition, in order."""
 
     def __init__(self):
-        self._hashes: dict[int, "hashlib._Hash"] = {}
+        self._hashes: dict[int, hashlib._Hash] = {}
         self.counts: Counter = Counter()
 
     def add(self, partition: int, key: bytes | None, value: bytes | None) -> None:

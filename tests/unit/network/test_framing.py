@@ -147,7 +147,8 @@ class Counter(KafkaFrameReceiver):
 
 
 def _per_mib_cost(frame_mib: int, total_mib: int = 20, cls=None, repeats: int = 5) -> float:
-    """Seconds per MiB to receive ``total_mib`` MiB as frames of ``frame_mib`` MiB in 64 KiB reads (best of ``repeats``)."""
+    """Seconds per MiB to receive ``total_mib`` MiB as frames of ``frame_mib`` MiB in 64 KiB reads
+    (best of ``repeats``)."""
     count = total_mib // frame_mib
     stream = framed(bytes(frame_mib << 20)) * count
     chunks = [stream[i:i + 65536] for i in range(0, len(stream), 65536)]

@@ -63,7 +63,7 @@ def test_pipelined_requests_are_read_one_at_a_time_and_answered_in_order(stack):
     p = stack.connect()
     p.dataReceived(b"".join(api_versions(cid) for cid in range(1, 6)))
     channel = stack.channel()
-    for served in range(5):
+    for _ in range(5):
         assert channel.queue_size == 1, "muted: one request of a connection at a time"
         assert p.transport.paused
         stack.serve()

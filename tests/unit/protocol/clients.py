@@ -54,10 +54,11 @@ AIOKAFKA_REQUESTS, AIOKAFKA_RESPONSES = _aiokafka_structs()
 def aiokafka_request_frame(struct_class, args, version: int, correlation_id: int, client_id: str) -> bytes:
     """A request frame (no size prefix) exactly as aiokafka's connection writes it."""
     request = struct_class(*args)
-    if struct_class.API_VERSION == version:
+    if version == struct_class.API_VERSION:
         header = request.build_request_header(correlation_id=correlation_id, client_id=client_id).encode()
     else:  # the mislabelled struct: write the header aiokafka would write for the right version
-        header = struct.pack(">hhi", struct_class.API_KEY, version, correlation_id) + ak.String("utf-8").encode(client_id)
+        header = (struct.pack(">hhi", struct_class.API_KEY, version, correlation_id)
+                  + ak.String("utf-8").encode(client_id))
         if struct_class.FLEXIBLE_VERSION:
             header += b"\x00"
     return header + request.encode()

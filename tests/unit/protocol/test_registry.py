@@ -10,12 +10,13 @@ from twisted_kafka.protocol.registry import ADVERTISED_RANGES, CONTROLLER_API_KE
 
 from .clients import AIOKAFKA_REQUESTS
 
-CLIENT_KEYS = [key for key in REGISTRY.keys() if key not in CONTROLLER_API_KEYS]
+CLIENT_KEYS = [spec.api_key for spec in REGISTRY if spec.api_key not in CONTROLLER_API_KEYS]
 
 
 def test_api_key_names_match_kafka():
     assert ApiKey.PRODUCE == 0 and ApiKey.DESCRIBE_CLUSTER == 60
-    assert (ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA, ApiKey.CONTROLLED_SHUTDOWN) == (4, 5, 6, 7)
+    assert (ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA,
+            ApiKey.UPDATE_METADATA, ApiKey.CONTROLLED_SHUTDOWN) == (4, 5, 6, 7)
     assert (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE) == (17, 36)
     assert (ApiKey.DESCRIBE_ACLS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS) == (29, 30, 31)
     assert (ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS) == (33, 44)

@@ -41,7 +41,8 @@ Magic, and the error each bad value maps to (Apache Kafka 3.x/4.x):
 from __future__ import annotations
 
 import struct
-from typing import Iterator, NamedTuple
+from collections.abc import Iterator
+from typing import NamedTuple
 
 from crc32c import crc32c
 
@@ -265,7 +266,8 @@ def validate_batch(buf, pos: int, header: RecordBatchHeader, *, max_size: int | 
     try:
         codec = header.compression
     except InvalidRecordBatch as exc:
-        raise exc.at(pos)
+        exc.at(pos)
+        raise
     count = header.records_count
     if count < 0 or header.last_offset_delta < 0:
         raise InvalidRecordBatch(

@@ -102,7 +102,8 @@ def validate_records(buf, *, max_batch_size: int | None = None, max_records_size
                 data, start, end = records_payload(buf, pos, header, max_decompressed_size=max_decompressed_size)
                 scan_records(data, start, end, header.records_count)
             except InvalidRecordBatch as exc:
-                raise exc.at(pos)
+                exc.at(pos)
+                raise
         total += header.size
     if max_records_size is not None and total > max_records_size:
         raise InvalidRecordBatch(
