@@ -58,7 +58,7 @@ class ConfigEntry:
     name: str
     value: Any
     source: ConfigSource
-    type: Type
+    type: Type | None               # None: a key this broker does not define, reported as set
     sensitive: bool = False
     read_only: bool = False
     synonyms: tuple[ConfigSynonym, ...] = field(default=())

@@ -52,7 +52,8 @@ def _invalid(reason: str) -> InvalidRecordBatch:
 
 
 def records_payload(buf, pos: int, header: RecordBatchHeader, *,
-                    max_decompressed_size: int = MAX_DECOMPRESSED_SIZE) -> tuple[object, int, int]:
+                    max_decompressed_size: int = MAX_DECOMPRESSED_SIZE,
+                    ) -> tuple[bytes | bytearray | memoryview, int, int]:
     """The batch's record bytes as ``(buffer, start, end)``, decompressed if needed.
 
     Uncompressed batches are not copied: the result points into ``buf``.

@@ -112,7 +112,7 @@ def validate_records(buf, *, max_batch_size: int | None = None, max_records_size
     return batches
 
 
-def _magic_error(produce_version: int, position: int | None) -> InvalidRecordBatch:
+def _magic_error(produce_version: int | None, position: int | None) -> InvalidRecordBatch:
     return InvalidRecordBatch(
         f"Produce requests with version {produce_version} are only allowed to contain record batches"
         " with magic version 2", ErrorCode.INVALID_RECORD, position=position)
