@@ -57,4 +57,4 @@ $(VENV)/.test-installed: $(VENV)/.base-installed
 	@touch $@
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis .mypy_cache .ruff_cache
