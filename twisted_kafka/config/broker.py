@@ -2,10 +2,10 @@
 
 Names, types, defaults, validators, importance and dynamic update modes are
 those of Apache Kafka 3.9 (the last line with ZooKeeper mode, which this
-broker's cluster mode follows); the doc lines are this project's own words. A key Kafka has but
-this broker does not define is reported as unknown at startup instead of
-being silently accepted, so an operator is never misled into thinking a
-setting took effect.
+broker's cluster mode follows); the doc lines are this project's own words.
+A key Kafka has but this broker does not define is reported as unknown at
+startup instead of being silently accepted, so an operator is never misled
+into thinking a setting took effect.
 """
 
 from __future__ import annotations
