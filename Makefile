@@ -1,6 +1,6 @@
 # The two commands of README.md's quick start:
 #   make run    start a broker (single node, ./data, loopback listeners)
-#   make test   run the whole test suite
+#   make test   run the linters (make lint), then the whole test suite
 # Each does its own set-up on first use: a virtualenv in .venv, the package
 # installed into it in editable mode, and (as root) the Debian packages the
 # tests drive (kcat).
@@ -11,12 +11,17 @@ BIN    := $(VENV)/bin
 CONFIG ?= etc/server.properties
 PYTEST_ARGS ?=
 
-.PHONY: run test test-slow bench-codec bench-log bench-network bench-produce system-deps clean
+.PHONY: run lint test test-slow bench-codec bench-log bench-network bench-produce system-deps clean
 
 run: $(VENV)/.base-installed
 	bin/twisted-kafka-server-start $(CONFIG) $(ARGS)
 
-test: $(VENV)/.test-installed system-deps
+# ruff and mypy are configured in pyproject.toml; any finding fails the target.
+lint: $(VENV)/.test-installed
+	$(BIN)/ruff check twisted_kafka tests bench
+	$(BIN)/mypy twisted_kafka
+
+test: $(VENV)/.test-installed lint system-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-slow: $(VENV)/.test-installed system-deps
@@ -52,4 +57,4 @@ $(VENV)/.test-installed: $(VENV)/.base-installed
 	@touch $@
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis .mypy_cache .ruff_cache

@@ -1,7 +1,7 @@
 """Micro-benchmarks of the sans-IO codec: microseconds per operation.
 
 Run with ``make bench-codec`` (or ``.venv/bin/python bench/codec.py``). The aim
-(issue 2) is under 20 us per operation, apart from copies proportional to the
+is under 20 us per operation, apart from copies proportional to the
 payload; the "copied" column says how many payload bytes each operation copies.
 """
 

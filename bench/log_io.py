@@ -228,7 +228,7 @@ def main(args):
     print("  heartbeat: lateness of a 1 ms timer meanwhile (includes scheduler noise)")
     print(f"{'batch':>8} {'operation':>14} {'where':>7} | {'latency p50':>11} {'p99':>7} {'max':>7} |"
           f" {'on reactor p50':>14} {'max':>7} | {'heartbeat p99':>13} {'max':>7}")
-    for size, op, mode, nbytes, lat, busy, late in rows:
+    for size, op, mode, _nbytes, lat, busy, late in rows:
         print(f"{size:>8} {op:>14} {mode:>7} | {fmt_ms(statistics.median(lat)):>11}"
               f" {fmt_ms(pct(lat, 0.99)):>7} {fmt_ms(max(lat)):>7} |"
               f" {fmt_ms(statistics.median(busy)):>14} {fmt_ms(max(busy)):>7} |"

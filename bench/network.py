@@ -52,10 +52,11 @@ class Tansu:
         self.port = free_port()
         self.log_path = workdir / "tansu.log"
         url = f"tcp://127.0.0.1:{self.port}"
-        self.process = subprocess.Popen(
-            [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
-             "--storage-engine", "memory://tansu/"],
-            stdout=open(self.log_path, "wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=workdir)
+        with open(self.log_path, "wb") as log:      # the child keeps its own descriptor
+            self.process = subprocess.Popen(
+                [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
+                 "--storage-engine", "memory://tansu/"],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=workdir)
         self.pid = self.process.pid
         deadline = time.monotonic() + 20
         while not answers_api_versions(self.port):

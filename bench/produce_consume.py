@@ -87,11 +87,12 @@ class Tansu:
     def __init__(self, binary: str):
         port = free_port()
         url = f"tcp://127.0.0.1:{port}"
-        self.log = tempfile.NamedTemporaryFile(prefix="bench-tansu-", suffix=".log", delete=False)
-        self.process = subprocess.Popen(
-            [binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
-             "--storage-engine", "memory://tansu/"],
-            stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        with tempfile.NamedTemporaryFile(prefix="bench-tansu-", suffix=".log", delete=False) as log:
+            self.log_path = log.name                   # the child keeps its own descriptor
+            self.process = subprocess.Popen(
+                [binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
+                 "--storage-engine", "memory://tansu/"],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self.bootstrap = f"127.0.0.1:{port}"
         self.pid = self.process.pid
         deadline = time.monotonic() + 20
@@ -101,7 +102,7 @@ class Tansu:
                 break
             except OSError:
                 if self.process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"tansu did not start; see {self.log.name}")
+                    raise RuntimeError(f"tansu did not start; see {self.log_path}") from None
                 time.sleep(0.05)
 
     def stop(self):
@@ -111,7 +112,7 @@ class Tansu:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-        os.unlink(self.log.name)
+        os.unlink(self.log_path)
 
 
 # -- measurements ----------------------------------------------------------------------------------

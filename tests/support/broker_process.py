@@ -35,6 +35,7 @@ behind.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import re
 import signal
 import socket
@@ -66,16 +67,14 @@ _PROBE = struct.pack(">i", len(_PROBE)) + _PROBE
 # Brokers run in their own session (a Ctrl-C meant for pytest must not reach them
 # first), so nothing would stop them if this process ended without stopping them
 # (a script that raised, an interrupted test run): kill what is left at exit.
-_LIVE: "weakref.WeakSet[BrokerProcess]" = weakref.WeakSet()
+_LIVE: weakref.WeakSet[BrokerProcess] = weakref.WeakSet()
 
 
 @atexit.register
 def _kill_leftovers() -> None:
     for broker in list(_LIVE):
-        try:
+        with contextlib.suppress(Exception):
             broker.kill()
-        except Exception:
-            pass
 
 
 def answers_api_versions(port: int, host: str = "127.0.0.1") -> bool:
@@ -143,7 +142,8 @@ class BrokerProcess:
             raise ValueError("no data-plane listener in the configuration")
         self.data_listener = "PLAINTEXT" if "PLAINTEXT" in data else data[0]
         self.data_port: int = self.listener_ports[self.data_listener]
-        self.control_port: int | None = self.listener_ports.get(self.control_listener) if self.control_listener else None
+        self.control_port: int | None = (self.listener_ports.get(self.control_listener) if self.control_listener
+                                         else None)
         self.bootstrap = f"127.0.0.1:{self.data_port}"
         self.process: subprocess.Popen | None = None
         self.returncode: int | None = None
@@ -230,11 +230,11 @@ class BrokerProcess:
         """Start the process without waiting for it to be ready."""
         if self.running:
             raise RuntimeError("broker already running")
-        self._log_file = open(self.log_path, "ab")
-        self._log_offset_at_start = self._log_file.tell()
-        self.returncode = None
-        self.process = subprocess.Popen(self.command, stdout=self._log_file, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, cwd=str(self.dir), start_new_session=True)
+        with open(self.log_path, "ab") as log_file:        # the child keeps its own descriptor
+            self._log_offset_at_start = log_file.tell()
+            self.returncode = None
+            self.process = subprocess.Popen(self.command, stdout=log_file, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, cwd=str(self.dir), start_new_session=True)
         self.starts += 1
         _LIVE.add(self)
         return self
@@ -278,7 +278,7 @@ class BrokerProcess:
             code = self.process.wait(timeout)
         except subprocess.TimeoutExpired:
             self.kill()
-            raise TimeoutError(f"broker did not exit within {timeout}s of SIGTERM\n{self.log_text()[-4000:]}")
+            raise TimeoutError(f"broker did not exit within {timeout}s of SIGTERM\n{self.log_text()[-4000:]}") from None
         return self._reap(code)
 
     def kill(self) -> None:
@@ -296,9 +296,6 @@ class BrokerProcess:
     def _reap(self, code: int) -> int:
         self.returncode = code
         _LIVE.discard(self)
-        log_file = getattr(self, "_log_file", None)
-        if log_file is not None and not log_file.closed:
-            log_file.close()
         return code
 
     def __enter__(self) -> BrokerProcess:

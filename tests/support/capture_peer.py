@@ -32,6 +32,7 @@ are advertised for those checks only; a producer never sends them.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 import threading
@@ -96,7 +97,7 @@ class CapturePeer:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def __enter__(self) -> "CapturePeer":
+    def __enter__(self) -> CapturePeer:
         self.start()
         return self
 
@@ -119,10 +120,8 @@ class CapturePeer:
         with self._lock:
             connections = list(self._connections)
         for conn in connections:
-            try:
+            with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             conn.close()
         for thread in self._threads:
             thread.join(timeout=5)

@@ -141,7 +141,8 @@ def pipeline(host: str, port: int, connections: int, depth: int, duration: float
     selector.close()
     return {"mode": "pipeline", "api": api, "connections": connections, "depth": depth,
             "sent": sent, "received": received, "out_of_order": out_of_order, "closed_by_broker": closed,
-            "dropped_at_close": dropped, "partial_frame_at_close": partial, "unanswered": sum(c.outstanding for c in conns),
+            "dropped_at_close": dropped, "partial_frame_at_close": partial,
+            "unanswered": sum(c.outstanding for c in conns),
             "sending_seconds": elapsed_sending,
             "total_seconds": time.monotonic() - start}
 

@@ -129,7 +129,7 @@ class RawClient:
         self.sock.settimeout(remaining)
         try:
             chunk = self.sock.recv(1 << 16)
-        except socket.timeout:
+        except TimeoutError:
             raise TimeoutError(f"no data from 127.0.0.1:{self.port} in time") from None
         except ConnectionResetError:
             raise Closed("connection reset by the broker") from None
@@ -192,7 +192,7 @@ class RawClient:
             self.sock.settimeout(remaining)
             try:
                 chunk = self.sock.recv(1 << 16)
-            except socket.timeout:
+            except TimeoutError:
                 return False
             except ConnectionResetError:
                 return True

@@ -1,11 +1,11 @@
 """``BROKER_CONFIG``: the broker keys this project reads, as Apache Kafka defines them.
 
 Names, types, defaults, validators, importance and dynamic update modes are
-those of Apache Kafka 3.9 (the last line with ZooKeeper mode, which SPEC S9
-follows); the doc lines are this project's own words. A key Kafka has but
-this broker does not define is reported as unknown at startup instead of
-being silently accepted, so an operator is never misled into thinking a
-setting took effect.
+those of Apache Kafka 3.9 (the last line with ZooKeeper mode, which this
+broker's cluster mode follows); the doc lines are this project's own words.
+A key Kafka has but this broker does not define is reported as unknown at
+startup instead of being silently accepted, so an operator is never misled
+into thinking a setting took effect.
 """
 
 from __future__ import annotations
@@ -550,7 +550,8 @@ _define("controlled.shutdown.retry.backoff.ms", LONG, 5000, MEDIUM,
 _group = "ZooKeeper"
 _define("zookeeper.connect", STRING, None, HIGH,
         "host:port[,host:port...][/chroot] of the ZooKeeper ensemble. Set: "
-        "cluster mode (SPEC S9). Unset: the single-node embedded controller.")
+        "cluster mode, where ZooKeeper elects the controller and holds the cluster "
+        "state, as in Kafka's ZooKeeper mode. Unset: the single-node embedded controller.")
 _define("zookeeper.session.timeout.ms", INT, 18000, HIGH,
         "ZooKeeper session timeout.")
 _define("zookeeper.connection.timeout.ms", INT, None, HIGH,
@@ -668,4 +669,3 @@ MECHANISM_PREFIX_REQUIRED = frozenset(
 
 #: Every broker key, in documentation order.
 BROKER_CONFIG = ConfigDef(_keys)
-del _keys, _group

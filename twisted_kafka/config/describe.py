@@ -110,6 +110,8 @@ def describe_broker_config(
         value = config[name]
     else:
         parsed = split_listener_key(name, BROKER_CONFIG)
+        if parsed is None:              # already refused by _definition
+            raise KeyError(name)
         value = config.listener_value(parsed.listener, parsed.key, parsed.mechanism)
     source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
     return ConfigEntry(

@@ -183,16 +183,16 @@ class KafkaConfig(Mapping[str, Any]):
                     )
                 continue
             listener_keys[name] = (parsed.listener, parsed.mechanism, parsed.key)
-            if parsed.mechanism is None and parsed.key in MECHANISM_PREFIX_REQUIRED:
-                if name not in already_warned:
-                    log.warn(
-                        "Configuration {key} has no effect: brokers read {base} "
-                        "only per SASL mechanism, as "
-                        "listener.name.{listener}.<mechanism>.{base}",
-                        key=name,
-                        base=parsed.key,
-                        listener=parsed.listener,
-                    )
+            if (parsed.mechanism is None and parsed.key in MECHANISM_PREFIX_REQUIRED
+                    and name not in already_warned):
+                log.warn(
+                    "Configuration {key} has no effect: brokers read {base} "
+                    "only per SASL mechanism, as "
+                    "listener.name.{listener}.<mechanism>.{base}",
+                    key=name,
+                    base=parsed.key,
+                    listener=parsed.listener,
+                )
         return listener_keys, unknown
 
     # -- Mapping ------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Where a configuration value came from, in DescribeConfigs' terms.
 
-DescribeConfigs (a later issue) answers, for every key, the value, its
+DescribeConfigs answers, for every key, the value, its
 source and its synonyms; the names and wire ids here are Kafka's
 (``DescribeConfigsResponse.ConfigSource``, with the Admin client's name
 ``DYNAMIC_TOPIC_CONFIG`` for wire id 1), so a handler can copy them out.
@@ -58,7 +58,7 @@ class ConfigEntry:
     name: str
     value: Any
     source: ConfigSource
-    type: Type
+    type: Type | None               # None: a key this broker does not define, reported as set
     sensitive: bool = False
     read_only: bool = False
     synonyms: tuple[ConfigSynonym, ...] = field(default=())

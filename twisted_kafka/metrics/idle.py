@@ -10,7 +10,7 @@ scale of Kafka's OneMinuteRate for these meters.
 from __future__ import annotations
 
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 
 class IdleRatio:
@@ -37,7 +37,7 @@ class IdleRatio:
         if elapsed <= 0:
             return
         idle = self._idle_accumulated
-        for worker, started in self._idle_since.items():
+        for started in self._idle_since.values():
             idle += now - max(started, self._last_sample)
         self._samples.append(min(1.0, idle / (elapsed * self.workers)))
         self._idle_accumulated = 0.0

@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +79,8 @@ class Meter:
     def rates(self) -> tuple[float, float, float]:
         """Per-second 1-, 5- and 15-minute rates."""
         self._tick_if_due()
-        return tuple(self._rates)
+        one, five, fifteen = self._rates
+        return one, five, fifteen
 
     def mean_rate(self) -> float:
         elapsed = self._clock() - self._start

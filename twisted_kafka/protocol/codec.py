@@ -38,7 +38,8 @@ from __future__ import annotations
 import functools
 import re
 import struct
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from kafka.protocol.schemas.fields.codecs import Bytes, EncodeBufferPool, String
 from kafka.protocol.schemas.fields.codegen import CodegenContext
@@ -176,8 +177,7 @@ def _build_null_check(struct_field, version: int, path: str):
         elif field.is_struct():
             inner = _build_null_check(field, version, f"{where}.")
             if inner is not None:
-                steps.append(lambda obj, name=name, inner=inner: (
-                    None if getattr(obj, name) is None else inner(getattr(obj, name))))
+                steps.append(_struct_check(name, inner))
         elif not nullable and _is_string_or_bytes(getattr(field, "_type", None)):
             steps.append(_value_check(name, where, version))
     if not steps:
@@ -187,6 +187,14 @@ def _build_null_check(struct_field, version: int, path: str):
         for step in steps:
             step(obj)
     return check
+
+
+def _struct_check(name, inner):
+    def step(obj):
+        value = getattr(obj, name)
+        if value is not None:
+            inner(value)
+    return step
 
 
 def _value_check(name, where, version):

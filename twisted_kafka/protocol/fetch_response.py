@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import struct
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import cast
 
 from . import primitives as p
 
@@ -148,10 +149,10 @@ def encode_fetch_response_body(data: FetchResponseData, version: int) -> list:
     for topic in topics:
         if by_id:
             append(p.encode_uuid(topic.topic_id))
-        elif flexible:
-            append(p.encode_compact_string(topic.topic))
+        elif flexible:      # answered by name up to v12: the encoders refuse a None name
+            append(p.encode_compact_string(cast(str, topic.topic)))
         else:
-            append(p.encode_string(topic.topic))
+            append(p.encode_string(cast(str, topic.topic)))
         partitions = topic.partitions
         append(_uvarint(len(partitions) + 1) if flexible else _I32(len(partitions)))
         for part in partitions:

@@ -21,7 +21,8 @@ v10 topic_id; v12 nullable topic name; v13 top-level error_code.
 from __future__ import annotations
 
 import struct
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from kafka.protocol.schemas.fields.codecs import EncodeBufferPool
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import struct
 import uuid
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from .exceptions import ProtocolDecodeError
 
@@ -354,7 +355,7 @@ def _decode_items(buf, pos: int, count: int, decode_item, what: str):
     if count > len(buf) - pos:
         raise ProtocolDecodeError(
             f"{what} claims {count} elements at offset {pos} but only {len(buf) - pos} bytes remain")
-    items = []
+    items: list[Any] = []
     append = items.append
     for _ in range(count):
         item, pos = decode_item(buf, pos)

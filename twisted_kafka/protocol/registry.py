@@ -5,17 +5,25 @@ API the codec can carry; which of them a listener actually *serves* is the
 server's decision (the keys it has handlers for), passed to
 :meth:`ApiRegistry.api_versions_entries`.
 
-The advertised ranges follow /work/shared/CLIENTS.md section 1 ("advertise"
-column) and its pitfalls:
+The advertised ranges come from the versions each client can send
+(librdkafka 2.16 inside confluent-kafka, librdkafka 2.0.2 inside Debian's
+kcat 1.7.1, kafka-python 3.0.12, aiokafka 0.14.0) and from these constraints
+of theirs:
 
-* old librdkafka (kcat) enables features only when exact versions lie inside
-  the ranges: Produce 0, 3 and 7; Fetch 4 and 10; InitProducerId 0;
-  SaslHandshake 1 with SaslAuthenticate 0; FindCoordinator 0; ListOffsets 1;
+* librdkafka before 2.11.1 (so kcat) enables a feature only when one exact
+  version lies inside the advertised range (``src/rdkafka_feature.c``), and
+  compression only when Produce v0 does: the ranges keep Produce 0, 3 and 7;
+  Fetch 4 and 10; InitProducerId 0; SaslHandshake 1 with SaslAuthenticate 0;
+  FindCoordinator 0; ListOffsets 1;
 * aiokafka only has discrete request structs and fails when an advertised
-  minimum is above its highest one, so the minimums stay low;
-* kafka-python infers a broker version from this table; the full table is
-  inferred as (3, 0) or newer (a unit test calls kafka-python's function);
-* a maximum is only advertised where the message layout is implemented.
+  minimum is above its highest one (``aiokafka/protocol/api.py``), so the
+  minimums stay low;
+* kafka-python infers a broker version from this table
+  (``kafka/protocol/broker_version_data.py``) and picks its record format,
+  idempotence and zstd support from it; the full table is inferred as (3, 0)
+  or newer (a unit test calls kafka-python's function);
+* a maximum is only advertised where the message layout is implemented,
+  since clients send the highest version both sides share.
 
 ACLs are advertised 0-3: kafka-python sends up to v3, aiokafka picks its
 highest struct inside the range (DescribeAcls v2, Create/DeleteAcls v1) and
@@ -24,9 +32,9 @@ librdkafka uses v0-v1.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Iterable, Iterator
 
 from .messages import MESSAGE_CLASSES, ApiMessage
 

@@ -205,9 +205,9 @@ def test_configs_persist_across_restart_and_retention_applies_live(broker_factor
     assert 20 < inherited < 40
 
     # cluster-default broker config (librdkafka cannot name the "" resource: a raw request), persisted too
-    I = m.IncrementalAlterConfigsRequest
-    response = raw_request(broker, I(validate_only=False, resources=[I.AlterConfigsResource(
-        resource_type=4, resource_name="", configs=[I.AlterConfigsResource.AlterableConfig(
+    Req = m.IncrementalAlterConfigsRequest
+    response = raw_request(broker, Req(validate_only=False, resources=[Req.AlterConfigsResource(
+        resource_type=4, resource_name="", configs=[Req.AlterConfigsResource.AlterableConfig(
             name="log.roll.ms", config_operation=0, value="3600000")])]), 1)
     assert [(r.error_code, r.error_message) for r in response.responses] == [(0, None)]
     assert incremental(admin, ResourceType.BROKER, BROKER,

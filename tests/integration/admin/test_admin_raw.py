@@ -197,9 +197,9 @@ def test_describe_configs_v3_types_docs_synonyms_and_filter(admin_broker):
 
 
 def test_describe_configs_resource_errors(admin_broker):
-    response = raw_request(admin_broker, describe_request((4, "5", None), (4, "zero", None), (8, "0", None), (8, "", None),
-                                                          (2, "no-such-topic", None), (2, "bad/name", None),
-                                                          (4, "", None), (16, "x", None)), 1)
+    response = raw_request(admin_broker, describe_request((4, "5", None), (4, "zero", None), (8, "0", None),
+                                                          (8, "", None), (2, "no-such-topic", None),
+                                                          (2, "bad/name", None), (4, "", None), (16, "x", None)), 1)
     got = [(r.error_code, r.error_message, len(r.configs)) for r in response.results]
     assert got[0] == (ErrorCode.INVALID_REQUEST, "Unexpected broker id, expected 0 or empty string, but received 5", 0)
     assert got[1] == (ErrorCode.INVALID_REQUEST, "Broker id must be an integer, but it is: zero", 0)

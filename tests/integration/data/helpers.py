@@ -7,7 +7,8 @@ look at what the clients and the broker did:
   so 100k messages are compared without keeping them;
 * ``stored_batches(broker, topic)`` — the batch headers in the partition's
   segment files, read straight from disk (which codec was *stored*, whatever
-  the client was configured with: CLIENTS.md pitfall 9);
+  the client was configured with: librdkafka and kafka-python send a batch
+  uncompressed when compressing does not make it smaller);
 * ``produce_request``/``fetch_request``/... — request messages for the raw
   socket tests (``tests.support.raw_client.RawClient``).
 """
@@ -35,7 +36,7 @@ class Tally:
     """Running checksum and count of (key, value) pairs, one per partition, in order."""
 
     def __init__(self):
-        self._hashes: dict[int, "hashlib._Hash"] = {}
+        self._hashes: dict[int, hashlib._Hash] = {}
         self.counts: Counter = Counter()
 
     def add(self, partition: int, key: bytes | None, value: bytes | None) -> None:
@@ -90,7 +91,8 @@ def stored_codecs(broker, topic: str) -> Counter:
 def assert_stored_codec(stored: Counter, codec: str) -> None:
     """The batches are stored with ``codec``, apart from ones the client sent uncompressed
     because compressing did not make them smaller (librdkafka and kafka-python do
-    that: CLIENTS.md pitfall 9; it happens to a short last batch)."""
+    that, in src/rdkafka_msgset_writer.c and kafka/record/default_records.py; it
+    happens to a short last batch)."""
     assert stored[codec] >= 1, f"no {codec} batch stored: {dict(stored)}"
     assert set(stored) <= {codec, "none"}, dict(stored)
     if codec != "none":

@@ -1,4 +1,4 @@
-"""Metadata auto-creation of topics, as each client asks for it (CLIENTS.md §5).
+"""Metadata auto-creation of topics, as each client asks for it (Metadata v4+ allow_auto_topic_creation).
 
 librdkafka producers send ``allow_auto_topic_creation=true`` and consumers
 ``false``; kafka-python sends true for both.  With

@@ -6,9 +6,10 @@ reads every partition to its end and exits.  The consumer prints partition
 and offset too, so the test checks that each partition's offsets run 0..n-1
 and that each partition holds its keys in the order they were produced.
 
-librdkafka 2.0 needs Produce v0 inside the advertised range before it
-compresses at all (CLIENTS.md pitfall 1), and like 2.16 ties lz4 to
-FindCoordinator; the stored codec is read from the segment files.
+librdkafka before 2.11.1 sends gzip, snappy and lz4 batches uncompressed
+unless Produce v0 is inside the advertised range (src/rdkafka_msgset_writer.c),
+and like 2.16 ties lz4 to FindCoordinator; the stored codec is read from the
+segment files.
 """
 
 from __future__ import annotations

@@ -182,8 +182,8 @@ def test_list_offsets_earliest_latest_and_by_timestamp(data_broker):
 @pytest.mark.parametrize("version", [2, 3, 4])
 def test_offset_for_leader_epoch(data_broker, version):
     topic = f"ofle-v{version}"
-    O = m.OffsetForLeaderEpochRequest
-    T = O.OffsetForLeaderTopic
+    Req = m.OffsetForLeaderEpochRequest
+    T = Req.OffsetForLeaderTopic
     P = T.OffsetForLeaderPartition
 
     def ask(entries):
@@ -192,7 +192,7 @@ def test_offset_for_leader_epoch(data_broker, version):
             for index, current, epoch in entries])]}
         if version >= 3:
             kwargs["replica_id"] = -1
-        response = client.request(O(**kwargs), version)
+        response = client.request(Req(**kwargs), version)
         return [(p.partition, p.error_code, p.leader_epoch, p.end_offset) for p in response.topics[0].partitions]
 
     with RawClient(data_broker.data_port) as client:

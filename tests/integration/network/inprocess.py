@@ -4,7 +4,7 @@ Some properties can only be checked from inside: that every count in
 ConnectionQuotas, the connection registry, the acceptors and the request
 channels is back to zero after thousands of connections closed every possible
 way, or that the data plane's queue really is held at its cap.  There is no
-admin endpoint yet (SPEC S10), so those tests run the real network layer —
+admin endpoint to read them from yet, so those tests run the real network layer —
 SocketServer, Acceptors, Processors, RequestChannels, handler pools and
 KafkaApis with the real ApiVersions handler — in-process on real loopback
 sockets, and drive it with clients in threads or other processes.

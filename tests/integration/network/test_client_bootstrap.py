@@ -1,4 +1,4 @@
-"""Real clients bootstrap against a broker started the README way (SPEC S5, CLIENTS.md).
+"""Real clients bootstrap against a broker started the README way.
 
 confluent-kafka (librdkafka 2.16), kcat (librdkafka 2.0.2), kafka-python and
 aiokafka each fetch cluster metadata: broker id, advertised host and port of

@@ -1,4 +1,4 @@
-"""Thousands of connections closed every way leave no count behind (SPEC S6).
+"""Thousands of connections closed every way leave no count behind in ConnectionQuotas.
 
 A connection is counted once and released exactly once, whatever closes it:
 the client (FIN or RST, with or without a request queued), the idle reaper,

@@ -1,4 +1,4 @@
-"""Startup failures and SIGTERM, with the broker started the README way (SPEC S5, S10).
+"""Startup failures and SIGTERM, with the broker started the README way.
 
 * A configuration Kafka would refuse stops startup: exit status != 0 and a
   message naming the key, before anything is bound.

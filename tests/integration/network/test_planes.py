@@ -1,4 +1,5 @@
-"""A flooded data plane does not delay the control plane (SPEC S4, S5).
+"""A flooded data plane does not delay the control plane (KIP-291: its own listener, request
+queue and handler).
 
 Flooding clients run in their own processes (``tests.support.load``), each
 connection pipelining 5 Metadata requests; latency probes on the control and

@@ -1,4 +1,4 @@
-"""ConnectionQuotas against a real broker process, over loopback sockets (SPEC S6).
+"""ConnectionQuotas against a real broker process, over loopback sockets.
 
 Clients bind 127.0.0.2 / 127.0.0.3 as their source address to appear as other
 IPs.  The broker's own controller keeps a connection to its listeners from

@@ -1,4 +1,5 @@
-"""Accepted sockets carry TCP_NODELAY and the configured buffer sizes (SPEC S6), on real sockets."""
+"""Accepted sockets carry TCP_NODELAY and the configured buffer sizes (socket.send.buffer.bytes,
+socket.receive.buffer.bytes; -1 keeps the OS default), on real sockets."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Raw bytes against a real broker: framing errors, protocol errors, KIP-511, pipelining (SPEC S2-S4).
+"""Raw bytes against a real broker: framing errors, protocol errors, KIP-511, pipelining.
 
 Every bad connection must be closed (the client reads EOF) without an answer,
 the broker log must name the peer and the reason (and the likely mistake for
@@ -52,7 +52,8 @@ CASES = {
     "oversize": (struct.pack(">i", 104857601) + b"\x00" * 16, r"invalid request size 104857601: larger than "
                                                                 r"socket.request.max.bytes \(104857600\)"),
     "negative": (struct.pack(">i", -5) + b"\x00" * 16, r"invalid request size -5: negative"),
-    "http": (b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n", r"invalid request size \d+.*look like HTTP: is an HTTP client pointed at a Kafka listener"),
+    "http": (b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n", r"invalid request size \d+.*look like HTTP: "
+                                                            r"is an HTTP client pointed at a Kafka listener"),
     "tls": (None, r"invalid request size \d+.*look like a TLS record.*SSL against a PLAINTEXT listener"),
     "unknown_api_key": (struct.pack(">ihhih", 10, 4242, 0, 9, -1), r"unknown or unserved api_key 4242"),
     "unsupported_version": (struct.pack(">ihhihb", 11, 3, 99, 9, -1, 0),
@@ -69,7 +70,7 @@ def test_bad_bytes_close_only_that_connection_and_are_logged(wire_broker, witnes
         data = tls_client_hello()
     mark = wire_broker.log_mark()
     with RawClient(wire_broker.data_port) as bad:
-        peer = "%s:%d" % bad.local_address
+        peer = "{}:{}".format(*bad.local_address)
         bad.send_raw(data)
         assert bad.wait_closed(timeout=5), f"{case}: the broker kept the connection open"
     line = wire_broker.wait_for_log(pattern, after=mark)

@@ -25,7 +25,8 @@ def config_warnings():
     events: list[dict] = []
 
     def observer(event):
-        if event.get("log_namespace") == "twisted_kafka.config" and "is accepted but has no effect" not in formatEvent(event):
+        if (event.get("log_namespace") == "twisted_kafka.config"
+                and "is accepted but has no effect" not in formatEvent(event)):
             events.append(event)
 
     globalLogPublisher.addObserver(observer)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import struct
+from itertools import pairwise
+from pathlib import Path
 
 import pytest
 
@@ -24,7 +25,7 @@ def test_append_assigns_offsets_and_epoch_in_the_stored_batch(tmp_path):
     assert (second.first_offset, second.last_offset) == (3, 4)
     assert first.log_append_time == -1 and first.log_start_offset == 0
     assert log.log_end_offset == log.high_watermark == 5
-    stored = open(os.path.join(log.dir, segment_file_name(0, ".log")), "rb").read()
+    stored = Path(log.dir, segment_file_name(0, ".log")).read_bytes()
     headers = [(pos, h) for pos, h in iter_batch_headers(stored)]
     assert [(h.base_offset, h.partition_leader_epoch) for _, h in headers] == [(0, 7), (3, 7)]
     for pos, h in headers:
@@ -51,7 +52,7 @@ def test_offsets_continue_across_segment_rolls(tmp_path):
     assert len(log.segments) > 3
     bases = [s.base_offset for s in log.segments]
     assert bases == sorted(bases) and bases[0] == 0
-    for prev, nxt in zip(log.segments, log.segments[1:]):
+    for prev, nxt in pairwise(log.segments):
         assert prev.next_offset == nxt.base_offset        # contiguous
         assert prev.size <= 600
     got = records_of(log.read(0, 1 << 20))

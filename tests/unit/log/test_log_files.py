@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -63,10 +64,10 @@ def test_offset_index_open_checks_sanity_and_fullness(tmp_path):
 def test_offset_checkpoint_format_roundtrip(tmp_path):
     path = str(tmp_path / "recovery-point-offset-checkpoint")
     write_offset_checkpoint(path, {("b", 1): 7, ("a-b", 0): 12})
-    assert open(path).read() == "0\n2\na-b 0 12\nb 1 7\n"
+    assert Path(path).read_text() == "0\n2\na-b 0 12\nb 1 7\n"
     assert read_offset_checkpoint(path) == {("b", 1): 7, ("a-b", 0): 12}
     assert read_offset_checkpoint(str(tmp_path / "missing")) == {}
-    open(path, "w").write("0\n3\na 0 1\n")
+    Path(path).write_text("0\n3\na 0 1\n")
     with pytest.raises(CheckpointError):
         read_offset_checkpoint(path)
 
@@ -74,12 +75,12 @@ def test_offset_checkpoint_format_roundtrip(tmp_path):
 def test_epoch_checkpoint_and_partition_metadata_formats(tmp_path):
     path = str(tmp_path / "leader-epoch-checkpoint")
     write_epoch_checkpoint(path, [(0, 0), (4, 100)])
-    assert open(path).read() == "0\n2\n0 0\n4 100\n"
+    assert Path(path).read_text() == "0\n2\n0 0\n4 100\n"
     assert read_epoch_checkpoint(path) == [(0, 0), (4, 100)]
     topic_id = uuid.UUID("12345678-1234-5678-1234-567812345678")
     meta = str(tmp_path / "partition.metadata")
     write_partition_metadata(meta, topic_id)
-    assert open(meta).read() == f"version: 0\ntopic_id: {topic_id_to_str(topic_id)}\n"
+    assert Path(meta).read_text() == f"version: 0\ntopic_id: {topic_id_to_str(topic_id)}\n"
     assert read_partition_metadata(meta) == topic_id
     assert topic_id_from_str(topic_id_to_str(topic_id)) == topic_id
     assert topic_id_to_str(topic_id) == "EjRWeBI0VngSNFZ4EjRWeA"

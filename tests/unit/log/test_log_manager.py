@@ -104,7 +104,7 @@ def test_fsyncs_are_coalesced_and_acks_stay_in_order(tmp_path):
     pool.run_all()
     log = manager.create_log("t", 0)
     acked = []
-    for i in range(5):
+    for _ in range(5):
         manager.append(log, batch(1), 0).addCallback(lambda info: acked.append(info.first_offset))
     assert log.log_end_offset == 5 and acked == []
     assert len(pool.queue) == 1                      # one fsync running, the rest wait
@@ -248,7 +248,7 @@ def test_logs_spread_over_several_dirs_and_reload(tmp_path):
     _result(manager.stopService())
     manager = LogManager(KafkaConfig.from_props(props), reactor=reactor, threadpool=SyncThreadPool())
     manager.startService()
-    assert {(l.partition, l.log_end_offset) for l in manager.all_logs()} == {(p, p + 1) for p in range(4)}
+    assert {(log.partition, log.log_end_offset) for log in manager.all_logs()} == {(p, p + 1) for p in range(4)}
 
 
 def test_recovery_runs_in_the_thread_pool(tmp_path):

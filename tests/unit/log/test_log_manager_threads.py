@@ -45,7 +45,7 @@ class RealThreadsTests(unittest.TestCase):
         yield defer.gatherResults(ds)
         firsts = [sum(sizes[:i]) for i in range(len(sizes))]
         self.assertEqual([a for a, _ in acks], firsts)                 # acked in offset order
-        for (first, rp), n in zip(acks, sizes):
+        for (first, rp), n in zip(acks, sizes, strict=True):
             self.assertGreaterEqual(rp, first + n)                      # durable before the ack
         self.assertGreater(len(log.segments), 1)
         info = yield manager.read(log, 0, 1 << 24)

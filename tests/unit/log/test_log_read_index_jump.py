@@ -38,7 +38,7 @@ def reference_read(log_, fetch_offset: int, max_bytes: int, max_offset: int):
 def test_reads_over_small_batches_match_a_full_walk(tmp_path):
     rng = random.Random(7)
     log_ = new_log(tmp_path, segment_bytes=300_000, index_interval_bytes=4096)
-    for i in range(4000):
+    for _ in range(4000):
         size = rng.choice([1, 1, 1, 2, 5, 40])
         log_.append_as_leader(batch(size, value_size=rng.choice([10, 100, 300])), 0, NOW)
     assert len(log_._segments) > 3
@@ -63,14 +63,14 @@ def test_reads_over_small_batches_match_a_full_walk(tmp_path):
 
 def test_the_jump_is_used_and_agrees_with_the_walk(tmp_path, monkeypatch):
     log_ = new_log(tmp_path, index_interval_bytes=4096)
-    for i in range(3000):
+    for _ in range(3000):
         log_.append_as_leader(batch(1, value_size=100), 0, NOW)
     end = log_.log_end_offset
     cases = [(0, 1_048_576, end), (10, 200_000, end), (100, 1_048_576, 2500), (7, 60_000, 1234)]
     jumped = [log_.read(f, b, max_offset=m) for f, b, m in cases]
     monkeypatch.setattr(log_module, "INDEX_JUMP_MIN_BYTES", 1 << 40)     # never jump
     walked = [log_.read(f, b, max_offset=m) for f, b, m in cases]
-    for a, b in zip(jumped, walked):
+    for a, b in zip(jumped, walked, strict=True):
         assert (a.size, a.first_offset, a.next_offset) == (b.size, b.first_offset, b.next_offset)
         assert records_of(a) == records_of(b)
     assert jumped[2].next_offset == 2500 and records_of(jumped[2])[-1][0] == 2499

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from twisted_kafka.log.layout import segment_file_name
 from twisted_kafka.log.log import Log
@@ -137,18 +138,18 @@ def test_corrupt_index_is_rebuilt(tmp_path):
     log.flush()
     log.close()
     index_path = _path(log, 0, ".index")
-    good = open(index_path, "rb").read()
+    good = Path(index_path).read_bytes()
     with open(index_path, "wb") as f:          # entries out of order
         f.write(good[8:16] + good[:8] + good[16:])
     log = _load(log, clean=True, index_interval_bytes=100)
     assert log.recovery_stats.indexes_rebuilt == 1
-    assert open(index_path, "rb").read() == good
+    assert Path(index_path).read_bytes() == good
     with open(index_path, "ab") as f:          # not a multiple of the entry size
         f.write(b"\x01\x02\x03")
     log.close()
     log = _load(log, clean=True, index_interval_bytes=100)
     assert log.recovery_stats.indexes_rebuilt == 1
-    assert open(index_path, "rb").read() == good
+    assert Path(index_path).read_bytes() == good
 
 
 def test_clean_shutdown_skips_the_scan(tmp_path):

@@ -1,5 +1,5 @@
 """Acceptor: quota decisions at accept time, parking and resuming, creation-rate pacing,
-protected-listener eviction (SPEC S6), on a MemoryReactorClock."""
+protected-listener eviction, on a MemoryReactorClock."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """ConnectionQuotas: per-IP limits and overrides, broker/listener limits, protected
-inter-broker listener, creation-rate token buckets, release exactly once (SPEC S6)."""
+inter-broker listener, creation-rate token buckets, release exactly once."""
 
 from __future__ import annotations
 

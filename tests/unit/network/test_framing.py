@@ -1,4 +1,4 @@
-"""KafkaFrameReceiver: signed sizes, linear accumulation, gated and re-entrant delivery (SPEC S2, S3)."""
+"""KafkaFrameReceiver: signed sizes, linear accumulation, gated and re-entrant delivery."""
 
 from __future__ import annotations
 
@@ -147,7 +147,8 @@ class Counter(KafkaFrameReceiver):
 
 
 def _per_mib_cost(frame_mib: int, total_mib: int = 20, cls=None, repeats: int = 5) -> float:
-    """Seconds per MiB to receive ``total_mib`` MiB as frames of ``frame_mib`` MiB in 64 KiB reads (best of ``repeats``)."""
+    """Seconds per MiB to receive ``total_mib`` MiB as frames of ``frame_mib`` MiB in 64 KiB reads
+    (best of ``repeats``)."""
     count = total_mib // frame_mib
     stream = framed(bytes(frame_mib << 20)) * count
     chunks = [stream[i:i + 65536] for i in range(0, len(stream), 65536)]
@@ -164,7 +165,7 @@ def _per_mib_cost(frame_mib: int, total_mib: int = 20, cls=None, repeats: int = 
 
 
 def test_accumulating_a_large_frame_is_linear_in_its_size():
-    """SPEC S2: 64 KiB reads of a multi-MiB frame must not re-copy the buffer each time.
+    """64 KiB reads of a multi-MiB frame must not re-copy the buffer each time.
 
     The same 20 MiB arrive as 20 frames of 1 MiB and as one 20 MiB frame.
     A linear receiver spends about the same per byte on both; Twisted's stock

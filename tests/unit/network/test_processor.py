@@ -1,5 +1,5 @@
 """Processor: muting and response order, protocol errors, backpressure, the failed-
-authentication delay and idle reaping (SPEC S2-S4, S6), with fake transports and a Clock."""
+authentication delay and idle reaping, with fake transports and a Clock."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def test_pipelined_requests_are_read_one_at_a_time_and_answered_in_order(stack):
     p = stack.connect()
     p.dataReceived(b"".join(api_versions(cid) for cid in range(1, 6)))
     channel = stack.channel()
-    for served in range(5):
+    for _ in range(5):
         assert channel.queue_size == 1, "muted: one request of a connection at a time"
         assert p.transport.paused
         stack.serve()
@@ -179,7 +179,7 @@ def test_closing_a_connection_waiting_for_room_forgets_it():
     assert stack.channel().queue_size == 0
 
 
-# -- failed authentication (SPEC S6: connection.failed.authentication.delay.ms) -------------
+# -- failed authentication (connection.failed.authentication.delay.ms) ---------------------
 
 def test_failed_authentication_mutes_then_closes_after_the_delay():
     stack = Stack(connection_failed_authentication_delay_ms="250")

@@ -1,4 +1,5 @@
-"""RequestChannel: bounds, backpressure, FIFO resume, handler takers (SPEC S4, KIP-72)."""
+"""RequestChannel: bounds, backpressure, FIFO resume, handler takers
+(queued.max.requests; KIP-72's queued.max.request.bytes)."""
 
 from __future__ import annotations
 

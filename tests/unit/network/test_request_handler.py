@@ -1,4 +1,5 @@
-"""KafkaRequestHandlerPool (slots freed when a request starts waiting remotely) and IdleRatio (SPEC S4)."""
+"""KafkaRequestHandlerPool (slots freed when a request starts waiting remotely) and IdleRatio
+(Kafka's RequestHandlerAvgIdlePercent)."""
 
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ def _aiokafka_structs():
                 continue
             for struct_class in obj._CLASSES:
                 # Keyed by the version in the class *name*: aiokafka's ListGroupsRequest_v2
-                # says API_VERSION = 1 (CLIENTS.md), but its schema is v2's.
+                # says API_VERSION = 1 (aiokafka/protocol/admin.py), but its schema is v2's.
                 version = int(re.search(r"_v(\d+)$", struct_class.__name__).group(1))
                 requests[(obj.API_KEY, version)] = struct_class
                 response = struct_class.RESPONSE_TYPE
@@ -54,10 +54,11 @@ AIOKAFKA_REQUESTS, AIOKAFKA_RESPONSES = _aiokafka_structs()
 def aiokafka_request_frame(struct_class, args, version: int, correlation_id: int, client_id: str) -> bytes:
     """A request frame (no size prefix) exactly as aiokafka's connection writes it."""
     request = struct_class(*args)
-    if struct_class.API_VERSION == version:
+    if version == struct_class.API_VERSION:
         header = request.build_request_header(correlation_id=correlation_id, client_id=client_id).encode()
     else:  # the mislabelled struct: write the header aiokafka would write for the right version
-        header = struct.pack(">hhi", struct_class.API_KEY, version, correlation_id) + ak.String("utf-8").encode(client_id)
+        header = (struct.pack(">hhi", struct_class.API_KEY, version, correlation_id)
+                  + ak.String("utf-8").encode(client_id))
         if struct_class.FLEXIBLE_VERSION:
             header += b"\x00"
     return header + request.encode()

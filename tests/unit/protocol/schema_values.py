@@ -35,9 +35,8 @@ def _simple_value(rng: random.Random, field, version, element: bool = False):
     # Array elements inherit the array's nullableVersions in kafka-python's
     # parse, but elements themselves are never null.
     nullable = field.nullable_for_version_q(version) and not element
-    if nullable and rng.random() < 0.25:
-        if isinstance(codec, String) or codec is Bytes:
-            return None
+    if nullable and rng.random() < 0.25 and (isinstance(codec, String) or codec is Bytes):
+        return None
     if codec in _INT_RANGES:
         low, high = _INT_RANGES[codec]
         return rng.choice([low, high, 0, -1, 1, rng.randint(low, high)])
@@ -74,7 +73,8 @@ def random_values(rng: random.Random, struct_field, version: int, depth: int = 0
                 values[field.name] = [_simple_value(rng, field.array_of, version, element=True)
                                       for _ in range(rng.randint(0, 3))]
         elif field.is_struct():
-            values[field.name] = None if nullable and rng.random() < 0.3 else random_values(rng, field, version, depth + 1)
+            values[field.name] = (None if nullable and rng.random() < 0.3
+                                  else random_values(rng, field, version, depth + 1))
         else:
             values[field.name] = _simple_value(rng, field, version)
     return values
@@ -161,7 +161,7 @@ def assert_object_matches(obj, struct_field, version: int, values: dict, path: s
             assert actual == expected, f"{where}: {actual!r} != {expected!r}"
         elif field.is_struct_array():
             assert actual is not None and len(actual) == len(expected), f"{where}: {actual!r} vs {expected!r}"
-            for i, (item, want) in enumerate(zip(actual, expected)):
+            for i, (item, want) in enumerate(zip(actual, expected, strict=True)):
                 assert_object_matches(item, field.array_of, version, want, f"{where}[{i}].")
         else:
             assert_object_matches(actual, field, version, expected, f"{where}.")
@@ -177,11 +177,11 @@ def assert_positional_matches(decoded, schema, struct_field, version: int, value
 def _assert_same(actual, expected, ak_type, where):
     if _is_schema(ak_type):
         assert len(actual) == len(expected), f"{where}: {actual!r} vs {expected!r}"
-        for name, sub_type, got, want in zip(ak_type.names, ak_type.fields, actual, expected):
+        for name, sub_type, got, want in zip(ak_type.names, ak_type.fields, actual, expected, strict=True):
             _assert_same(got, want, sub_type, f"{where}.{name}")
     elif isinstance(ak_type, ak.Array) and expected is not None:
         assert actual is not None and len(actual) == len(expected), f"{where}: {actual!r} vs {expected!r}"
-        for i, (got, want) in enumerate(zip(actual, expected)):
+        for i, (got, want) in enumerate(zip(actual, expected, strict=True)):
             _assert_same(got, want, ak_type.array_of, f"{where}[{i}]")
     else:
         assert actual == expected, f"{where}: {actual!r} != {expected!r}"

@@ -16,7 +16,7 @@ from twisted_kafka.protocol.messages import (
 )
 from twisted_kafka.protocol.registry import CONTROLLER_API_KEYS, REGISTRY
 
-CLIENT_KEYS = [key for key in REGISTRY.keys() if key not in CONTROLLER_API_KEYS]
+CLIENT_KEYS = [spec.api_key for spec in REGISTRY if spec.api_key not in CONTROLLER_API_KEYS]
 
 
 def join(chunks) -> bytes:

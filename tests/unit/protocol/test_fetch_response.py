@@ -59,13 +59,13 @@ def check_with_kafka_python(decoded, data: FetchResponseData, version: int):
     if version >= 7:
         assert (decoded.error_code, decoded.session_id) == (data.error_code, data.session_id)
     assert len(decoded.responses) == len(data.responses)
-    for got_topic, topic in zip(decoded.responses, data.responses):
+    for got_topic, topic in zip(decoded.responses, data.responses, strict=True):
         if version >= 13:
             assert got_topic.topic_id == topic.topic_id
         else:
             assert got_topic.topic == topic.topic
         assert len(got_topic.partitions) == len(topic.partitions)
-        for got, part in zip(got_topic.partitions, topic.partitions):
+        for got, part in zip(got_topic.partitions, topic.partitions, strict=True):
             assert (got.partition_index, got.error_code, got.high_watermark, got.last_stable_offset) == (
                 part.partition_index, part.error_code, part.high_watermark, part.last_stable_offset)
             if version >= 5:

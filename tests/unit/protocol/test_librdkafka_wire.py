@@ -26,7 +26,7 @@ from twisted_kafka.protocol.exceptions import ProtocolDecodeError
 from twisted_kafka.protocol.header import parse_request_header
 from twisted_kafka.protocol.registry import CONTROLLER_API_KEYS, REGISTRY, ApiKey
 
-CLIENT_KEYS = [key for key in REGISTRY.keys() if key not in CONTROLLER_API_KEYS]
+CLIENT_KEYS = [spec.api_key for spec in REGISTRY if spec.api_key not in CONTROLLER_API_KEYS]
 TOPIC = "codec-wire-topic"
 TOPIC_ID = uuid.UUID("5f0c6a3e-9d4b-4c2a-8a39-0b1d7c7e9f11")
 CLUSTER_ID = "twisted-kafka-codec-test"

@@ -83,7 +83,7 @@ def test_fragments_are_reused_as_is():
     fragments = [mr.encode_topic_fragment(12, topic) for topic in topics]
     chunks = mr.assemble(RequestHeader(3, 12, 1), 12, 0, [(1, "h", 9092, None)], "c", 1, fragments)
     assert len(chunks) == 102
-    assert all(chunk is fragment for chunk, fragment in zip(chunks[1:-1], fragments))
+    assert all(chunk is fragment for chunk, fragment in zip(chunks[1:-1], fragments, strict=True))
     assert all(isinstance(chunk, bytes) for chunk in chunks)
 
 

@@ -114,8 +114,9 @@ def test_nullable_strings_round_trip(text):
 
 @given(st.one_of(st.none(), st.binary(max_size=300)))
 def test_nullable_bytes_round_trip(blob):
-    for encode, decode, reference in ((p.encode_nullable_bytes, p.decode_bytes, ak.Bytes.encode),
-                                      (p.encode_compact_nullable_bytes, p.decode_compact_bytes, ak.CompactBytes.encode)):
+    for encode, decode, reference in (
+            (p.encode_nullable_bytes, p.decode_bytes, ak.Bytes.encode),
+            (p.encode_compact_nullable_bytes, p.decode_compact_bytes, ak.CompactBytes.encode)):
         encoded = encode(blob)
         assert encoded == reference(blob)
         value, end = decode(memoryview(encoded), 0, nullable=True)

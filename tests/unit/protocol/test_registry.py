@@ -1,4 +1,5 @@
-"""The API registry: advertised ranges against the clients' constraints (CLIENTS.md)."""
+"""The API registry: advertised ranges against the constraints of librdkafka (and kcat),
+kafka-python and aiokafka, listed in the registry's module docstring."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ from twisted_kafka.protocol.registry import ADVERTISED_RANGES, CONTROLLER_API_KE
 
 from .clients import AIOKAFKA_REQUESTS
 
-CLIENT_KEYS = [key for key in REGISTRY.keys() if key not in CONTROLLER_API_KEYS]
+CLIENT_KEYS = [spec.api_key for spec in REGISTRY if spec.api_key not in CONTROLLER_API_KEYS]
 
 
 def test_api_key_names_match_kafka():
     assert ApiKey.PRODUCE == 0 and ApiKey.DESCRIBE_CLUSTER == 60
-    assert (ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA, ApiKey.CONTROLLED_SHUTDOWN) == (4, 5, 6, 7)
+    assert (ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA,
+            ApiKey.UPDATE_METADATA, ApiKey.CONTROLLED_SHUTDOWN) == (4, 5, 6, 7)
     assert (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE) == (17, 36)
     assert (ApiKey.DESCRIBE_ACLS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS) == (29, 30, 31)
     assert (ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS) == (33, 44)
@@ -22,7 +24,8 @@ def test_api_key_names_match_kafka():
     assert [k.value for k in ApiKey] == list(range(61))
 
 
-def test_recommended_ranges_from_clients_md():
+def test_advertised_ranges():
+    """The ranges chosen from what each client sends; changing one is a compatibility decision."""
     expected = {
         0: (0, 10), 1: (4, 12), 2: (1, 7), 3: (0, 13), 8: (2, 9), 9: (1, 9), 10: (0, 6), 11: (0, 7), 12: (0, 4),
         13: (0, 5), 14: (0, 5), 15: (0, 6), 16: (0, 5), 17: (0, 1), 18: (0, 4), 19: (0, 7), 20: (0, 6), 22: (0, 4),
@@ -33,12 +36,14 @@ def test_recommended_ranges_from_clients_md():
         assert (REGISTRY[key].min_version, REGISTRY[key].max_version) == bounds, ApiKey(key).name
 
 
-def test_pitfall_1_versions_old_librdkafka_checks_for_are_in_range():
+def test_versions_old_librdkafka_checks_for_are_in_range():
+    """librdkafka before 2.11.1 (kcat) enables features, compression among them, only when
+    these exact versions are advertised (src/rdkafka_feature.c)."""
     for key, version in ((0, 0), (0, 3), (0, 7), (1, 4), (1, 10), (22, 0), (17, 1), (36, 0), (10, 0), (2, 1)):
         assert REGISTRY[key].is_advertised(version), (ApiKey(key).name, version)
 
 
-def test_pitfall_2_aiokafka_finds_a_struct_in_every_range():
+def test_aiokafka_finds_a_struct_in_every_range():
     """aiokafka picks its highest struct inside [min, max] and raises when there is none."""
     aiokafka_keys = {key for key, _ in AIOKAFKA_REQUESTS}
     for spec in REGISTRY:
@@ -46,19 +51,21 @@ def test_pitfall_2_aiokafka_finds_a_struct_in_every_range():
             continue
         versions = [v for (k, v) in AIOKAFKA_REQUESTS if k == spec.api_key]
         assert any(spec.is_advertised(v) for v in versions), spec.name
-    # The specific floors CLIENTS.md lists:
+    # Spelled out: aiokafka 0.14.0's highest struct of each API it sends.
     for key, version in ((22, 0), (18, 0), (12, 1), (13, 1), (10, 1), (19, 3), (20, 3), (8, 3), (9, 3), (1, 11),
                          (3, 5), (2, 3), (0, 7), (14, 3), (11, 5)):
         assert REGISTRY[key].is_advertised(version), (ApiKey(key).name, version)
 
 
 @pytest.mark.parametrize("keys", [REGISTRY.keys(), CLIENT_KEYS], ids=["all", "client-apis"])
-def test_pitfall_4_kafka_python_infers_at_least_3_0(keys):
+def test_kafka_python_infers_at_least_3_0(keys):
+    """kafka-python infers a broker version from the table and uses magic v2 batches,
+    idempotence and zstd only when that version is new enough."""
     table = {key: (low, high) for key, low, high in REGISTRY.api_versions_entries(keys)}
     assert infer_broker_version_from_api_versions(table) >= (3, 0)
 
 
-def test_pitfall_11_layout_thresholds_inside_ranges_are_schema_versions():
+def test_layout_thresholds_inside_ranges_are_schema_versions():
     # Every advertised max has a message layout in the schema, request and response.
     for spec in REGISTRY:
         assert spec.max_version <= spec.request_class.max_version

@@ -33,6 +33,14 @@ def error_of(fn, *args, **kwargs) -> InvalidRecordBatch:
     return info.value
 
 
+def all_headers(buf, **kwargs):
+    return list(iter_batch_headers(buf, **kwargs))
+
+
+def all_records(raw):
+    return list(iter_records(raw, 0, parse_batch_header(raw)))
+
+
 def test_constants_and_exception_type():
     assert (BATCH_HEADER_SIZE, LOG_OVERHEAD) == (61, 12)
     assert BatchModuleError is InvalidRecordBatch and issubclass(InvalidRecordBatch, ProtocolDecodeError)
@@ -67,7 +75,7 @@ def test_parse_at_a_position_inside_a_blob():
 def test_magic_mapping(magic, code):
     raw = patched(batch(), magic=magic)
     assert error_of(parse_batch_header, raw).error_code is code
-    assert error_of(lambda: list(iter_batch_headers(raw))).error_code is code
+    assert error_of(all_headers, raw).error_code is code
 
 
 def test_legacy_message_shorter_than_a_v2_header_is_still_reported_as_legacy():
@@ -99,7 +107,7 @@ def test_partial_tail_raises_or_stops():
     a, b = batch(), batch(base_offset=3)
     for cut in (1, 11, 16, 17, 40, 61, len(b) - 1):
         blob = a + b[:cut]
-        err = error_of(lambda: list(iter_batch_headers(blob)))
+        err = error_of(all_headers, blob)
         assert err.error_code is ErrorCode.CORRUPT_MESSAGE and err.position == len(a)
         assert [pos for pos, _ in iter_batch_headers(blob, allow_partial_tail=True)] == [0]
 
@@ -109,7 +117,7 @@ def test_garbage_at_the_tail_is_corrupt_even_when_partial_tails_are_allowed():
     bad_magic = patched(batch(), recrc=False, magic=7)[:40]
     bad_length = patched(batch(), recrc=False, batch_length=3)[:40]
     for tail in (bad_magic, bad_length):
-        err = error_of(lambda: list(iter_batch_headers(a + tail, allow_partial_tail=True)))
+        err = error_of(all_headers, a + tail, allow_partial_tail=True)
         assert err.error_code is ErrorCode.CORRUPT_MESSAGE and err.position == len(a)
 
 
@@ -210,7 +218,7 @@ def test_record_count_mismatch_is_invalid_record(codec):
     two = encode_record(0, 0, b"a", b"1") + encode_record(1, 0, b"b", b"2")
     for count in (1, 3):        # records left over / premature end
         raw = _with_payload(two, count, codec)
-        err = error_of(lambda: list(iter_records(raw, 0, parse_batch_header(raw))))
+        err = error_of(all_records, raw)
         assert err.error_code is ErrorCode.INVALID_RECORD and err.position == 0
 
 
@@ -225,7 +233,7 @@ def test_malformed_records_are_invalid_record():
     ]
     for payload in bad_payloads:
         raw = _with_payload(payload, 1)
-        err = error_of(lambda: list(iter_records(raw, 0, parse_batch_header(raw))))
+        err = error_of(all_records, raw)
         assert err.error_code is ErrorCode.INVALID_RECORD, payload
 
 
@@ -233,7 +241,7 @@ def test_corrupt_compressed_payload_is_corrupt_message():
     raw = bytearray(batch(compression=CompressionType.LZ4))
     raw[BATCH_HEADER_SIZE:BATCH_HEADER_SIZE + 4] = b"XXXX"        # destroy the lz4 frame magic
     fix_crc(raw)
-    err = error_of(lambda: list(iter_records(raw, 0, parse_batch_header(raw))))
+    err = error_of(all_records, raw)
     assert err.error_code is ErrorCode.CORRUPT_MESSAGE and err.position == 0
 
 

@@ -6,7 +6,8 @@ Produce payloads must pass ``validate_records`` (CRC, header, client rules,
 decompression) and ``iter_records`` must give back the keys, values and
 headers in order.  The codec is asserted too: the payload is compressible,
 so a batch sent uncompressed would mean the codec path went untested
-(CLIENTS.md pitfall 9).
+(librdkafka and kafka-python send a batch uncompressed when compressing does
+not make it smaller).
 """
 
 from __future__ import annotations

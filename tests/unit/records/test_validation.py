@@ -97,7 +97,8 @@ def test_log_append_time_from_a_producer_is_invalid_timestamp():
 
 
 def test_non_idempotent_batches_with_sequence_zero_are_fine():
-    """aiokafka writes producerId -1 with baseSequence 0 (CLIENTS.md pitfall 7)."""
+    """aiokafka's non-idempotent batches carry producerId -1 with baseSequence 0: sequences
+    are checked only when producerId >= 0."""
     validate_records(build_batch(RECORDS, producer_id=-1, base_sequence=0), produce_version=7)
 
 

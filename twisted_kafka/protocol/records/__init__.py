@@ -1,6 +1,6 @@
 """RecordBatch v2: parse, validate, patch, iterate and build record batches (sans-IO).
 
-The broker stores batches exactly as clients send them (SPEC S8): the hot
+The broker stores batches exactly as clients send them (magic v2): the hot
 path is a header parse plus one CRC-32C pass per batch, and the only bytes
 it ever changes outside the CRC are baseOffset and partitionLeaderEpoch.
 

@@ -41,7 +41,8 @@ Magic, and the error each bad value maps to (Apache Kafka 3.x/4.x):
 from __future__ import annotations
 
 import struct
-from typing import Iterator, NamedTuple
+from collections.abc import Iterator
+from typing import NamedTuple
 
 from crc32c import crc32c
 
@@ -265,7 +266,8 @@ def validate_batch(buf, pos: int, header: RecordBatchHeader, *, max_size: int | 
     try:
         codec = header.compression
     except InvalidRecordBatch as exc:
-        raise exc.at(pos)
+        exc.at(pos)
+        raise
     count = header.records_count
     if count < 0 or header.last_offset_delta < 0:
         raise InvalidRecordBatch(
@@ -285,7 +287,8 @@ def rewrite_offsets_and_epoch(buf, pos: int, base_offset: int, partition_leader_
     """Assign the batch its offsets and leader epoch, in place.
 
     Only bytes 0-7 and 12-15 change, both outside the CRC, so the CRC stays
-    valid and no record is touched (clients verify CRCs: CLIENTS.md pitfall 6).
+    valid and no record is touched (kafka-python and aiokafka verify the CRC by
+    default and would report any other change as CorruptRecordError).
     ``buf`` must be writable (bytearray, or a writable memoryview).
     """
     _I64.pack_into(buf, pos, base_offset)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 import time
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from crc32c import crc32c
 

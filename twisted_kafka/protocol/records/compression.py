@@ -218,8 +218,8 @@ def compress(codec: int, data) -> bytes:
     if codec is CompressionType.NONE:
         return bytes(data)
     if codec is CompressionType.GZIP:
-        c = zlib.compressobj(6, zlib.DEFLATED, 31)
-        return c.compress(data) + c.flush()
+        gzip = zlib.compressobj(6, zlib.DEFLATED, 31)
+        return gzip.compress(data) + gzip.flush()
     if codec is CompressionType.SNAPPY:
         mv = memoryview(data)
         parts = [_XERIAL_HEADER]
@@ -229,7 +229,7 @@ def compress(codec: int, data) -> bytes:
             parts.append(block)
         return b"".join(parts)
     if codec is CompressionType.LZ4:
-        c = cramjam.lz4.Compressor(block_linked=False)
-        c.compress(data)
-        return bytes(c.finish())
+        lz4 = cramjam.lz4.Compressor(block_linked=False)
+        lz4.compress(data)
+        return bytes(lz4.finish())
     return bytes(cramjam.zstd.compress(data))

@@ -27,8 +27,13 @@ class InvalidRecordBatch(ProtocolDecodeError):
         self.error_code = ErrorCode(error_code)
         self.position = position
 
-    def at(self, position: int) -> "InvalidRecordBatch":
-        """Fill in ``position`` if it is not known yet; returns self (for ``raise e.at(pos)``)."""
+    def at(self, position: int) -> InvalidRecordBatch:
+        """Fill in ``position`` if it is not known yet; returns self.
+
+        A new error is raised as ``raise InvalidRecordBatch(...).at(pos)``; a
+        caught one is filled in, then re-raised with a bare ``raise``, which
+        keeps its traceback.
+        """
         if self.position is None:
             self.position = position
         return self

@@ -22,7 +22,8 @@ leniently rather than failing, and this keeps the bytes recoverable.
 
 from __future__ import annotations
 
-from typing import Iterator, NamedTuple
+from collections.abc import Iterator
+from typing import NamedTuple
 
 from .batch import BATCH_HEADER_SIZE, RecordBatchHeader
 from .compression import CompressionType, MAX_DECOMPRESSED_SIZE, decompress
@@ -51,7 +52,8 @@ def _invalid(reason: str) -> InvalidRecordBatch:
 
 
 def records_payload(buf, pos: int, header: RecordBatchHeader, *,
-                    max_decompressed_size: int = MAX_DECOMPRESSED_SIZE) -> tuple[object, int, int]:
+                    max_decompressed_size: int = MAX_DECOMPRESSED_SIZE,
+                    ) -> tuple[bytes | bytearray | memoryview, int, int]:
     """The batch's record bytes as ``(buffer, start, end)``, decompressed if needed.
 
     Uncompressed batches are not copied: the result points into ``buf``.
@@ -82,7 +84,8 @@ def iter_records(buf, pos: int, header: RecordBatchHeader, *,
     try:
         data, p, end = records_payload(buf, pos, header, max_decompressed_size=max_decompressed_size)
     except InvalidRecordBatch as exc:
-        raise exc.at(pos)
+        exc.at(pos)
+        raise
     base_offset = header.base_offset
     base_ts = header.base_timestamp
     log_append_time = header.max_timestamp if header.timestamp_type == 1 else None
@@ -151,7 +154,8 @@ def iter_records(buf, pos: int, header: RecordBatchHeader, *,
     except IndexError:
         raise _invalid(f"premature end of records in record {index} of {count}").at(pos) from None
     except InvalidRecordBatch as exc:
-        raise exc.at(pos)
+        exc.at(pos)
+        raise
     if p != end:
         raise _invalid(f"{end - p} bytes remain after the declared {count} records").at(pos)
 

@@ -34,7 +34,8 @@ by default (``deep=None``):
   read back later (compaction, transaction index).  ``deep=False`` skips it.
 * Unlike Kafka, nothing is rewritten: a batch whose offset deltas are not
   0..n-1 is refused (INVALID_RECORD) instead of being re-assigned, since the
-  broker never rewrites record payloads (SPEC S8).  No real client writes one.
+  broker never rewrites record payloads (CRC-covered bytes, which consumers
+  verify).  No real client writes one.
 * Per-record timestamp policies (``log.message.timestamp.*.max.ms``) are
   left to the caller, using the header's baseTimestamp/maxTimestamp.
 * A partial batch after the last complete one is refused (CORRUPT_MESSAGE);
@@ -101,7 +102,8 @@ def validate_records(buf, *, max_batch_size: int | None = None, max_records_size
                 data, start, end = records_payload(buf, pos, header, max_decompressed_size=max_decompressed_size)
                 scan_records(data, start, end, header.records_count)
             except InvalidRecordBatch as exc:
-                raise exc.at(pos)
+                exc.at(pos)
+                raise
         total += header.size
     if max_records_size is not None and total > max_records_size:
         raise InvalidRecordBatch(
@@ -110,7 +112,7 @@ def validate_records(buf, *, max_batch_size: int | None = None, max_records_size
     return batches
 
 
-def _magic_error(produce_version: int, position: int | None) -> InvalidRecordBatch:
+def _magic_error(produce_version: int | None, position: int | None) -> InvalidRecordBatch:
     return InvalidRecordBatch(
         f"Produce requests with version {produce_version} are only allowed to contain record batches"
         " with magic version 2", ErrorCode.INVALID_RECORD, position=position)
