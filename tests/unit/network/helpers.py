@@ -1,14 +1,20 @@
 """Deterministic pieces for unit tests of the network layer.
 
 The classes under test are the real ones (Acceptor, Processor, ConnectionQuotas,
-RequestChannel, SocketServer); only the reactor (``MemoryReactorClock``), the
-listening port and the transports are fakes, so time and I/O are driven by
-the test.
+RequestChannel, SocketServer, and KafkaApis with the real ApiVersions handler);
+only the reactor (``MemoryReactorClock``), the listening ports and the
+transports are fakes, so time and I/O are driven by the test.
+
+Listeners are bound the way the broker binds them (``Acceptor.listen`` through
+a Twisted server endpoint, here on a reactor whose ``listenTCP`` hands out
+``FakePort``s), which leaves them bound but not accepting; the Stack then
+enables request processing, as the broker does once it is ready.
 """
 
 from __future__ import annotations
 
 from twisted.internet.address import IPv4Address
+from twisted.internet.defer import ensureDeferred
 from twisted.internet.error import ConnectionAborted, ConnectionDone
 from twisted.internet.testing import MemoryReactorClock, StringTransport
 from twisted.python.failure import Failure
@@ -18,6 +24,8 @@ from twisted_kafka.metrics import MetricsRegistry
 from twisted_kafka.network.listeners import parse_listeners
 from twisted_kafka.network.socket_server import SocketServer
 from twisted_kafka.protocol.codec import decode_response, encode_request
+from twisted_kafka.server.handlers.api_versions import ApiVersionsHandler
+from twisted_kafka.server.kafka_apis import KafkaApis
 
 BASE_PROPS = {
     "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
@@ -43,14 +51,31 @@ def make_config(props: dict[str, str] | None = None, **overrides: str) -> KafkaC
     return KafkaConfig.from_props(merged)
 
 
-class FakePort:
-    """The listening port as the Acceptor uses it: it can stop and start reading."""
+class FakeSocket:
+    """The listening socket's options, as the Acceptor sets them."""
 
-    def __init__(self, port: int = 9092):
+    def __init__(self):
+        self.options: dict[tuple[int, int], int] = {}
+
+    def setsockopt(self, level: int, option: int, value: int) -> None:
+        self.options[(level, option)] = value
+
+
+class FakePort:
+    """The listening port as the Acceptor uses it: it can stop and start reading.
+
+    Like Twisted's TCP port it is reading as soon as it listens; the Acceptor
+    stops it until it is enabled.
+    """
+
+    def __init__(self, port: int = 9092, interface: str = "127.0.0.1", backlog: int = 50):
         self.reading = True
         self.stops = 0
         self.port = port
+        self.interface = interface
+        self.backlog = backlog
         self.stopped = False
+        self.socket = FakeSocket()
 
     def stopReading(self):
         self.reading = False
@@ -64,7 +89,22 @@ class FakePort:
         return None
 
     def getHost(self):
-        return IPv4Address("TCP", "127.0.0.1", self.port)
+        return IPv4Address("TCP", self.interface, self.port)
+
+
+class FakeListeningReactor(MemoryReactorClock):
+    """A MemoryReactorClock whose ``listenTCP`` returns a FakePort (port 0 gets an ephemeral number)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fake_ports: list[FakePort] = []
+        self._ephemeral = iter(range(50000, 60000))
+
+    def listenTCP(self, port, factory, backlog=50, interface=""):
+        self.tcpServers.append((port, factory, backlog, interface))
+        fake = FakePort(port or next(self._ephemeral), interface or "0.0.0.0", backlog)
+        self.fake_ports.append(fake)
+        return fake
 
 
 class FakeTransport(StringTransport):
@@ -106,25 +146,32 @@ class FakeTransport(StringTransport):
 
 
 class Stack:
-    """A SocketServer on a MemoryReactorClock, with fake ports and a way to open fake connections."""
+    """A SocketServer on a fake reactor, bound and enabled, with a way to open fake connections.
 
-    def __init__(self, props: dict[str, str] | None = None, *, served_spec=None, **overrides: str):
-        self.clock = MemoryReactorClock()
+    ``handlers`` are registered with the Stack's ``KafkaApis`` beside the real
+    ApiVersions handler, which advertises what the connection's plane serves.
+    With ``enable=False`` the listeners are bound but not accepting.
+    """
+
+    def __init__(self, props: dict[str, str] | None = None, *, handlers=(), enable: bool = True,
+                 **overrides: str):
+        self.clock = FakeListeningReactor()
         self.config = make_config(props, **overrides)
         self.listeners = parse_listeners(self.config)
         self.metrics = MetricsRegistry(clock=self.clock.seconds)
-        from twisted_kafka.server.handlers.api_versions import ApiVersionsHandler
-        from twisted_kafka.server.kafka_apis import KafkaApis
-
-        self.apis = KafkaApis([])
-        self.apis.register(ApiVersionsHandler(self.apis))
-        if served_spec is None:
-            served_spec = self.apis.served_spec
+        self.apis = KafkaApis([ApiVersionsHandler(lambda context: self.server.plane(context.plane).served_keys())])
+        for handler in handlers:
+            self.apis.register(handler)
         self.server = SocketServer(config=self.config, listeners=self.listeners, reactor=self.clock,
-                                   metrics=self.metrics, served_spec=served_spec)
+                                   metrics=self.metrics, apis=self.apis)
         self.ports: dict[str, FakePort] = {}
         for name, acceptor in self.server.acceptors.items():
-            acceptor.port = self.ports[name] = FakePort(acceptor.endpoint.port)
+            bound = []
+            acceptor.listen().addCallback(bound.append)
+            assert bound, f"listener {name} did not bind"
+            self.ports[name] = bound[0]
+        if enable:
+            self.server.enable_request_processing()
         self._client_ports = iter(range(40000, 65000))
 
     @property
@@ -138,6 +185,9 @@ class Stack:
         """What Twisted's port does on accept: buildProtocol, then makeConnection.
 
         Returns the processor (or None when the acceptor refused the socket).
+        It does not check that the port is reading: Twisted accepts several
+        sockets per readiness event, so a connection can arrive just after
+        the Acceptor stopped reading (tests assert on ``ports[...].reading``).
         """
         addr = IPv4Address("TCP", ip, next(self._client_ports))
         processor = self.acceptor(listener).buildProtocol(addr)
@@ -146,20 +196,31 @@ class Stack:
         processor.makeConnection(FakeTransport(processor, self.clock, addr))
         return processor
 
+    def plane(self, name: str = "data"):
+        return self.server.plane(name)
+
     def channel(self, plane: str = "data"):
-        return (self.server.data_plane if plane == "data" else self.server.control_plane).channel
+        return self.server.plane(plane).channel
+
+    def take(self, plane: str = "data"):
+        """The next queued request of a plane (as a handler takes it), without answering it."""
+        got = []
+        self.channel(plane).receive_request().addCallback(got.append)
+        assert got, f"no request queued on the {plane} plane"
+        return got[0]
 
     def serve(self, plane: str = "data", count: int = 1) -> list:
-        """Take ``count`` queued requests off a plane's channel and answer them through KafkaApis."""
-        from twisted.internet.defer import ensureDeferred
-
+        """Take ``count`` queued requests off a plane's channel, answer them through KafkaApis
+        and hand each answer to that plane's channel, as the plane's handler pool does."""
         served = []
+        channel = self.channel(plane)
         for _ in range(count):
-            got = []
-            self.channel(plane).receive_request().addCallback(got.append)
-            assert got, f"no request queued on the {plane} plane"
-            served.append(got[0])
-            ensureDeferred(self.apis.handle(got[0]))
+            request = self.take(plane)
+            served.append(request)
+            answered = []
+            ensureDeferred(self.apis.handle(request)).addCallback(answered.append)
+            assert answered, f"{request} did not complete synchronously"
+            channel.send_response(answered[0])
         return served
 
     def flush(self) -> None:

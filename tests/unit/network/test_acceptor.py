@@ -125,3 +125,84 @@ def test_inter_broker_listener_still_obeys_its_own_limit():
     stack = Stack({**THREE_LISTENERS, "listener.name.internal.max.connections": "1"})
     stack.connect("INTERNAL")
     assert stack.connect("INTERNAL").parked
+
+
+# -- binding first, accepting once enabled ----------------------------------------------
+
+def test_listeners_are_bound_but_accept_only_once_their_plane_is_enabled():
+    """Kafka's enableRequestProcessing: ports are known before any client gets in, and the
+    control plane can be let in before the data plane."""
+    stack = Stack(enable=False)
+    assert all(acceptor.port is not None for acceptor in stack.server.acceptors.values())
+    assert not stack.ports["PLAINTEXT"].reading and not stack.ports["CONTROLLER"].reading
+    stack.server.enable_request_processing("control")
+    assert stack.ports["CONTROLLER"].reading and not stack.ports["PLAINTEXT"].reading
+    stack.server.enable_request_processing("data")
+    assert stack.ports["PLAINTEXT"].reading
+
+
+def test_start_service_lets_in_only_the_control_plane_and_stop_closes_every_connection():
+    stack = Stack(enable=False)
+    stack.server.startService()
+    assert stack.ports["CONTROLLER"].reading and not stack.ports["PLAINTEXT"].reading
+    stack.server.enable_request_processing("data")
+    client, controller = stack.connect(), stack.connect("CONTROLLER")
+    stack.server.stopService()
+    stack.flush()
+    assert all(port.stopped for port in stack.ports.values())
+    assert client.transport.closed and controller.transport.closed and not client.transport.aborted
+    assert stack.quotas.total == 0
+    assert stack.quotas.closed == {("PLAINTEXT", CloseReason.SHUTDOWN): 1, ("CONTROLLER", CloseReason.SHUTDOWN): 1}
+
+
+def test_without_a_control_plane_start_service_lets_in_the_data_plane():
+    stack = Stack({"listeners": "PLAINTEXT://127.0.0.1:9092", "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT",
+                   "control.plane.listener.name": ""}, enable=False)
+    stack.server.startService()
+    assert stack.ports["PLAINTEXT"].reading
+    stack.server.stopService()
+
+
+def test_a_stopped_listener_is_not_restarted_by_enabling_or_by_a_freed_slot():
+    stack = Stack(THREE_LISTENERS, max_connections="1")
+    admitted = stack.connect("CLIENT")
+    stack.acceptor("CLIENT").stop_listening()
+    stack.server.enable_request_processing()
+    admitted.transport.client_closes()
+    assert not stack.ports["CLIENT"].reading
+
+
+def test_port_zero_is_advertised_with_the_port_bound():
+    stack = Stack({"listeners": "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:9093"})
+    advertised = {ep.listener_name: ep.port for ep in stack.server.advertised_endpoints()}
+    assert advertised["PLAINTEXT"] == stack.ports["PLAINTEXT"].port != 0
+    assert advertised["CONTROLLER"] == 9093
+    assert stack.server.bound_port("plaintext") == advertised["PLAINTEXT"]
+
+
+def test_socket_options_are_set_on_the_listening_socket():
+    """Accepted sockets inherit the receive buffer (which must precede the window negotiation)
+    and, on Linux, TCP_NODELAY and the send buffer."""
+    import socket
+
+    from twisted_kafka.network.acceptor import SOCKET_OPTIONS_INHERITED
+
+    stack = Stack(socket_receive_buffer_bytes="65536", socket_send_buffer_bytes="131072")
+    options = stack.ports["PLAINTEXT"].socket.options
+    assert options[(socket.SOL_SOCKET, socket.SO_RCVBUF)] == 65536
+    if SOCKET_OPTIONS_INHERITED:
+        assert options[(socket.IPPROTO_TCP, socket.TCP_NODELAY)] == 1
+        assert options[(socket.SOL_SOCKET, socket.SO_SNDBUF)] == 131072
+        assert stack.acceptor().socket_options_inherited
+
+
+def test_a_parked_connection_over_its_ip_limit_when_admitted_is_closed_as_quota():
+    stack = Stack(THREE_LISTENERS, max_connections="2", max_connections_per_ip="1")
+    first = stack.connect("CLIENT", ip="10.0.0.1")
+    stack.connect("CLIENT", ip="10.0.0.2")
+    parked = stack.connect("CLIENT", ip="10.0.0.2")     # same IP as an admitted one
+    assert parked.parked
+    first.transport.client_closes()
+    assert parked.closing and parked.close_reason == CloseReason.QUOTA
+    stack.flush()
+    assert stack.quotas.total == 1 and stack.quotas.rejected[("CLIENT", "max.connections.per.ip")] == 1

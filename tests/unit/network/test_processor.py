@@ -1,25 +1,31 @@
-"""Processor: muting and response order, protocol errors, backpressure, the failed-
-authentication delay and idle reaping, with fake transports and a Clock."""
+"""Processor: muting and response order, the three response kinds, protocol errors, per-plane
+APIs, backpressure, the failed-authentication delay and idle reaping, with fake transports
+and a MemoryReactorClock."""
 
 from __future__ import annotations
 
 import struct
 
 import pytest
-from twisted.logger import LogLevel, globalLogPublisher
+from twisted.logger import LogLevel, formatEvent, globalLogPublisher
 
 from twisted_kafka.network.processor import CloseReason
+from twisted_kafka.network.request import CloseConnectionResponse, ConnectionUpdate, NoOpResponse, SendResponse
+from twisted_kafka.protocol.codec import encode_response
 from twisted_kafka.protocol.errors import ErrorCode
-from twisted_kafka.protocol.messages import ApiVersionsRequest
+from twisted_kafka.protocol.header import RequestHeader
+from twisted_kafka.protocol.messages import ApiVersionsRequest, ApiVersionsResponse, LeaderAndIsrRequest
 from twisted_kafka.protocol.registry import ApiKey
+from twisted_kafka.server.api_handler import ApiHandler
 
 from .helpers import Stack, decode, request_bytes, split_frames
 
 
-class MetadataStub:
-    """A served Metadata API whose handler the test never needs to run."""
+class Unreachable(ApiHandler):
+    """A served API whose handler the test never needs to run: it only makes the key served."""
 
-    api_key = ApiKey.METADATA
+    def __init__(self, api_key: int):
+        self.api_key = api_key
 
     async def handle(self, request):
         raise AssertionError("not expected to be called")
@@ -27,23 +33,30 @@ class MetadataStub:
     def error_response(self, request, error, message=None):
         raise AssertionError("not expected to be called")
 
-    def response_version(self, request):
-        return request.api_version
 
-
-def api_versions(correlation_id: int, version: int = 0) -> bytes:
+def api_versions(correlation_id: int, version: int = 0, client_id: str | None = "unit") -> bytes:
     if version >= 3:
-        body = ApiVersionsRequest(version=version, client_software_name="unit", client_software_version="1")
+        body = ApiVersionsRequest(version=version, client_software_name="unit-client", client_software_version="1.2")
     else:
         body = ApiVersionsRequest(version=version)
-    return request_bytes(body, version, correlation_id)
+    return request_bytes(body, version, correlation_id, client_id)
+
+
+def raw_request(api_key: int, version: int, correlation_id: int = 7, body: bytes = b"") -> bytes:
+    """A frame with a v1 header (null client id) and whatever body: for requests that must be refused."""
+    frame = struct.pack(">hhih", api_key, version, correlation_id, -1) + body
+    return struct.pack(">i", len(frame)) + frame
+
+
+def api_versions_answer(correlation_id: int) -> list[bytes]:
+    """An ApiVersions v0 response framed for ``correlation_id`` (any bytes would do for the Processor)."""
+    body = ApiVersionsResponse(version=0, error_code=0, api_keys=[])
+    return encode_response(RequestHeader(ApiKey.API_VERSIONS, 0, correlation_id), body)
 
 
 @pytest.fixture
 def stack():
-    s = Stack()
-    s.apis.register(MetadataStub())
-    return s
+    return Stack(handlers=[Unreachable(ApiKey.METADATA)])
 
 
 @pytest.fixture
@@ -55,7 +68,6 @@ def log_events():
 
 
 def warnings_text(events) -> str:
-    from twisted.logger import formatEvent
     return "\n".join(formatEvent(e) for e in events if e.get("log_level") >= LogLevel.warn)
 
 
@@ -74,15 +86,97 @@ def test_pipelined_requests_are_read_one_at_a_time_and_answered_in_order(stack):
 
 
 def test_a_request_without_response_unmutes_at_once(stack):
+    """NoOpResponse (what KafkaApis returns for acks=0 Produce) writes nothing, releases the
+    request's budget and lets the connection read its next request right away."""
     p = stack.connect()
     p.dataReceived(api_versions(1) + api_versions(2))
-    taken = []
-    stack.channel().receive_request().addCallback(taken.append)
-    assert taken and taken[0].correlation_id == 1
-    stack.channel().release(taken[0])
-    p.send_response(taken[0], None)     # what KafkaApis does for acks=0 Produce
+    channel = stack.channel()
+    first = stack.take()
+    assert first.correlation_id == 1
+    channel.send_response(NoOpResponse(first))
     assert p.transport.value() == b""
-    assert stack.channel().queue_size == 1, "the next request is read right away"
+    assert channel.queue_size == 1, "the next request is read right away"
+    assert channel.held_bytes == len(api_versions(2)), "only the second request's bytes are held"
+    assert stack.take().correlation_id == 2
+
+
+def test_close_connection_response_writes_its_last_chunks_then_closes_gracefully(stack):
+    """CloseConnectionResponse: nothing further is read, the last response still leaves,
+    and the close is counted under the response's reason."""
+    p = stack.connect()
+    p.dataReceived(api_versions(1) + api_versions(2))
+    request = stack.take()
+    stack.channel().send_response(CloseConnectionResponse(request, CloseReason.PRODUCE_ERROR, "acks=0 failed",
+                                                          chunks=api_versions_answer(1)))
+    assert [decode(18, 0, f)[0] for f in split_frames(p.transport.value())] == [1]
+    assert p.transport.disconnecting and not p.transport.aborted
+    assert stack.channel().queue_size == 0, "the pipelined request is never read"
+    stack.flush()
+    assert stack.quotas.closed == {("PLAINTEXT", CloseReason.PRODUCE_ERROR): 1}
+
+
+def test_close_connection_response_without_grace_aborts(stack):
+    p = stack.connect()
+    p.dataReceived(api_versions(1))
+    stack.channel().send_response(CloseConnectionResponse(stack.take(), CloseReason.PROTOCOL_ERROR,
+                                                          "could not encode", graceful=False))
+    assert p.transport.aborted and p.transport.value() == b""
+
+
+def test_memoryview_chunks_are_written_as_one_bytes_write(stack):
+    """Twisted transports take bytes only; record chunks read from segments may be memoryviews."""
+    p = stack.connect()
+    p.dataReceived(api_versions(1))
+    [frame] = api_versions_answer(1)
+    chunks = [frame[:6], memoryview(frame)[6:]]
+    stack.channel().send_response(SendResponse(stack.take(), chunks))
+    assert p.transport.value() == frame
+    assert decode(18, 0, split_frames(p.transport.value())[0])[0] == 1
+
+
+def test_a_stale_response_for_a_request_not_in_flight_is_ignored(stack):
+    """Only the in-flight request is answered: a duplicate answer writes nothing and reads nothing."""
+    p = stack.connect()
+    p.dataReceived(api_versions(1) + api_versions(2))
+    first = stack.take()
+    stack.channel().send_response(SendResponse(first, api_versions_answer(1)))
+    second = stack.take()
+    written = p.transport.value()
+    p.send(SendResponse(first, api_versions_answer(1)))
+    assert p.transport.value() == written and p.transport.paused, "request 2 is still in flight"
+    stack.channel().send_response(SendResponse(second, api_versions_answer(2)))
+    assert [decode(18, 0, f)[0] for f in split_frames(p.transport.value())] == [1, 2]
+
+
+def test_requests_carry_the_connections_context(stack):
+    """Handlers see a RequestContext only: who, where, which plane, and the client software
+    named by an ApiVersions v3+ request (KIP-511) on later requests."""
+    p = stack.connect()
+    p.dataReceived(api_versions(1, version=3, client_id="app-1"))
+    [first] = stack.serve()
+    ctx = first.context
+    assert (ctx.connection_id, ctx.listener_name, ctx.security_protocol, ctx.plane) == (
+        p.connection_id, "PLAINTEXT", "PLAINTEXT", "data")
+    assert ctx.client_address == p.peer and ctx.client_id == "app-1" and ctx.principal == "User:ANONYMOUS"
+    assert (ctx.client_software_name, ctx.client_software_version) == ("unit-client", "1.2")
+    p.dataReceived(api_versions(2, version=1, client_id=None))
+    [second] = stack.serve()
+    assert second.context.client_id == "app-1", "a null client id keeps the one the connection gave"
+    assert second.context.client_software_name == "unit-client"
+    control = stack.connect("CONTROLLER")
+    control.dataReceived(api_versions(1))
+    [third] = stack.serve("control")
+    assert third.context.plane == "control" and third.context.listener_name == "CONTROLLER"
+
+
+def test_a_connection_update_changes_the_principal_of_later_requests(stack):
+    p = stack.connect()
+    p.dataReceived(api_versions(1) + api_versions(2))
+    first = stack.take()
+    update = ConnectionUpdate(authenticated_principal="User:alice")
+    stack.channel().send_response(SendResponse(first, api_versions_answer(1), update))
+    assert first.context.principal == "User:ANONYMOUS"
+    assert stack.take().context.principal == "User:alice"
 
 
 @pytest.mark.parametrize("frame, reason", [
@@ -102,12 +196,73 @@ def test_protocol_errors_close_the_connection_without_an_answer(stack, log_event
     stack.flush()
     assert stack.quotas.closed[("PLAINTEXT", CloseReason.PROTOCOL_ERROR)] == 1
     assert stack.quotas.total == 1
-    if reason:
-        text = warnings_text(log_events)
-        assert reason in text and p.peer in text
+    text = warnings_text(log_events)
+    assert reason in text and p.peer in text
     other.dataReceived(api_versions(1))
     stack.serve()
     assert decode(18, 0, split_frames(other.transport.value())[0])[1].error_code == 0, "others unaffected"
+
+
+# -- per-plane APIs ------------------------------------------------------------------
+
+def test_controller_apis_are_served_on_the_control_plane_only():
+    """With a control plane, LeaderAndIsr on the data plane is an unserved API (the connection
+    closes) and Metadata on the control plane too; ApiVersions advertises each plane's own set."""
+    stack = Stack(handlers=[Unreachable(ApiKey.METADATA), Unreachable(ApiKey.LEADER_AND_ISR)])
+    data = stack.connect()
+    data.dataReceived(raw_request(ApiKey.LEADER_AND_ISR, 1))
+    assert data.transport.aborted and stack.channel("data").queue_size == 0
+    control = stack.connect("CONTROLLER")
+    control.dataReceived(raw_request(ApiKey.METADATA, 1))
+    assert control.transport.aborted and stack.channel("control").queue_size == 0
+    stack.flush()
+    assert stack.quotas.closed == {("PLAINTEXT", CloseReason.PROTOCOL_ERROR): 1,
+                                   ("CONTROLLER", CloseReason.PROTOCOL_ERROR): 1}
+
+    def advertised(listener, plane):
+        p = stack.connect(listener)
+        p.dataReceived(api_versions(1))
+        stack.serve(plane)
+        _, response = decode(18, 0, split_frames(p.transport.value())[0])
+        return {k.api_key for k in response.api_keys}
+
+    assert advertised("PLAINTEXT", "data") == {ApiKey.API_VERSIONS, ApiKey.METADATA}
+    assert advertised("CONTROLLER", "control") == {ApiKey.API_VERSIONS, ApiKey.LEADER_AND_ISR}
+
+
+def leader_and_isr(correlation_id: int) -> bytes:
+    body = LeaderAndIsrRequest(version=1, controller_id=1, controller_epoch=1, ungrouped_partition_states=[],
+                               live_leaders=[])
+    return request_bytes(body, 1, correlation_id)
+
+
+def test_without_a_control_plane_the_data_plane_serves_controller_apis():
+    stack = Stack({"listeners": "PLAINTEXT://127.0.0.1:9092", "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT",
+                   "control.plane.listener.name": ""},
+                  handlers=[Unreachable(ApiKey.METADATA), Unreachable(ApiKey.LEADER_AND_ISR)])
+    assert stack.server.control_plane is None
+    p = stack.connect()
+    p.dataReceived(leader_and_isr(5))
+    request = stack.take()
+    assert (request.api_key, request.correlation_id, request.context.plane) == (ApiKey.LEADER_AND_ISR, 5, "data")
+    assert not p.transport.disconnecting
+    p2 = stack.connect()
+    p2.dataReceived(api_versions(1))
+    stack.serve()
+    _, response = decode(18, 0, split_frames(p2.transport.value())[0])
+    assert {k.api_key for k in response.api_keys} == {ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.LEADER_AND_ISR}
+
+
+def test_a_valid_controller_request_on_the_data_plane_beside_a_control_plane_is_refused(log_events):
+    """Refused as unserved (not as malformed): the data plane never reads the controller's APIs."""
+    stack = Stack(handlers=[Unreachable(ApiKey.LEADER_AND_ISR)])
+    p = stack.connect()
+    p.dataReceived(leader_and_isr(5))
+    assert p.transport.aborted and stack.channel("data").queue_size == 0
+    assert "unknown or unserved api_key 4" in warnings_text(log_events)
+    control = stack.connect("CONTROLLER")
+    control.dataReceived(leader_and_isr(6))
+    assert stack.take("control").correlation_id == 6
 
 
 def test_unsupported_api_versions_is_answered_in_v0_format(stack):
@@ -133,12 +288,23 @@ def test_bad_frame_sizes_close_and_log_peer_and_size(stack, log_events, size):
     assert f"invalid request size {size}" in text and p.peer in text
 
 
+def test_socket_request_max_bytes_is_the_limit(log_events):
+    """A size prefix above socket.request.max.bytes closes the connection before the body arrives."""
+    stack = Stack(socket_request_max_bytes="1000")
+    p = stack.connect()
+    p.dataReceived(struct.pack(">i", 1001))
+    assert p.transport.aborted
+    assert "socket.request.max.bytes (1000)" in warnings_text(log_events)
+
+
 def test_tls_client_hello_on_plaintext_names_the_likely_mistake(stack, log_events):
     p = stack.connect()
     p.dataReceived(bytes.fromhex("16030100f8010000f40303") + b"\x00" * 32)
     assert p.transport.aborted
     assert "TLS" in warnings_text(log_events)
 
+
+# -- backpressure (queued.max.requests) ----------------------------------------------------
 
 def test_full_channel_pauses_processors_and_resumes_them_in_order():
     stack = Stack(queued_max_requests="2")
@@ -163,7 +329,7 @@ def test_closing_while_the_request_is_queued_releases_once_and_drops_the_answer(
     assert stack.quotas.total == 0
     stack.serve()
     assert p.transport.value() == b""
-    assert stack.channel().held_bytes == 0
+    assert stack.channel().held_bytes == 0 and stack.channel().outstanding == 0
     assert stack.quotas.closed == {("PLAINTEXT", CloseReason.CLIENT): 1}
 
 
@@ -179,13 +345,28 @@ def test_closing_a_connection_waiting_for_room_forgets_it():
     assert stack.channel().queue_size == 0
 
 
+# -- shutdown ----------------------------------------------------------------------------
+
+def test_stop_processing_requests_answers_what_was_read_and_reads_nothing_more(stack):
+    p = stack.connect()
+    p.dataReceived(api_versions(1) + api_versions(2))
+    drained = []
+    stack.server.stop_processing_requests()
+    stack.server.drained().addCallback(drained.append)
+    assert not drained, "request 1 was read and is not answered yet"
+    stack.serve()
+    assert drained
+    assert [decode(18, 0, f)[0] for f in split_frames(p.transport.value())] == [1]
+    assert stack.channel().queue_size == 0 and p.transport.paused, "request 2 is never read"
+
+
 # -- failed authentication (connection.failed.authentication.delay.ms) ---------------------
 
 def test_failed_authentication_mutes_then_closes_after_the_delay():
     stack = Stack(connection_failed_authentication_delay_ms="250")
     p = stack.connect()
     p.dataReceived(api_versions(1))
-    [request] = stack.serve()
+    stack.serve()
     p.close_after_authentication_failure("invalid credentials")
     p.dataReceived(api_versions(2))
     assert stack.channel().queue_size == 0, "muted: nothing more is read"
@@ -215,6 +396,7 @@ def test_client_closing_during_the_delay_cancels_the_timer_and_counts_authentica
     stack = Stack(connection_failed_authentication_delay_ms="100")
     p = stack.connect()
     p.close_after_authentication_failure("bad password")
+    assert len(stack.clock.getDelayedCalls()) == 1
     p.transport.client_closes()
     assert not stack.clock.getDelayedCalls()
     assert stack.quotas.closed == {("PLAINTEXT", CloseReason.AUTHENTICATION): 1}
@@ -253,7 +435,7 @@ def test_idle_connections_are_closed_and_active_or_busy_ones_kept():
 
 def test_the_reaper_runs_on_the_reactor_clock():
     stack = Stack(connections_max_idle_ms="200")
-    stack.server.start_listening()             # ports are fakes already: only starts the reaper
+    stack.server.bind()                        # listeners are bound already: only starts the reaper
     p = stack.connect()
     stack.clock.advance(0.1)
     assert not p.closing
