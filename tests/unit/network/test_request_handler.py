@@ -1,5 +1,6 @@
-"""KafkaRequestHandlerPool (slots freed when a request starts waiting remotely) and IdleRatio
-(Kafka's RequestHandlerAvgIdlePercent)."""
+"""KafkaRequestHandlerPool (slots freed when a request starts waiting remotely, answers handed to
+its own plane's channel, crashes answered by closing) and IdleRatio (Kafka's
+RequestHandlerAvgIdlePercent)."""
 
 from __future__ import annotations
 
@@ -9,104 +10,156 @@ from twisted.internet.task import Clock
 
 from twisted_kafka.metrics import MetricName, MetricsRegistry
 from twisted_kafka.metrics.idle import IdleRatio
+from twisted_kafka.network.processor import CloseReason
+from twisted_kafka.network.request import CloseConnectionResponse, NoOpResponse, Request, RequestContext
 from twisted_kafka.network.request_channel import RequestChannel
+from twisted_kafka.protocol.header import RequestHeader
+from twisted_kafka.protocol.registry import REGISTRY, ApiKey
 from twisted_kafka.server.request_handler import KafkaRequestHandlerPool
 
 
-class FakeRequest:
-    def __init__(self, n, *, remote: Deferred | None = None, local: Deferred | None = None):
-        self.n = n
-        self.size = 10
-        self.released = False
-        self.dequeue_ns = 0
-        self.on_local_complete = None
-        self.local_complete_ns = 0
-        self.remote = remote    # the request waits on this after its local work
-        self.local = local      # the request's *local* work waits on this (holds its slot)
+class Connection:
+    """Stands in for a Processor on the channel: records the answers that reach it."""
 
-    def mark_local_complete(self):
-        self.local_complete_ns = 1
-        if self.on_local_complete is not None:
-            release, self.on_local_complete = self.on_local_complete, None
-            release()
+    def __init__(self, connection_id: str = "conn-1"):
+        self.connection_id = connection_id
+        self.answers: list = []
+
+    def send(self, response) -> None:
+        self.answers.append(response)
+
+    @property
+    def answered(self) -> list[int]:
+        return [response.request.correlation_id for response in self.answers]
+
+
+CONTEXT = RequestContext(connection_id="conn-1", listener_name="PLAINTEXT", security_protocol="PLAINTEXT",
+                         plane="data", client_host="127.0.0.1", client_port=40000)
+
+
+def make_request(n: int) -> Request:
+    """A real Request (correlation id ``n``) from the channel's one Connection."""
+    return Request(context=CONTEXT, header=RequestHeader(ApiKey.METADATA, 1, n, "unit"), body=None,
+                   spec=REGISTRY[ApiKey.METADATA], size=10)
 
 
 class Apis:
+    """KafkaApis' contract: ``handle`` is a coroutine returning the Response for the channel.
+
+    ``local[n]`` holds request n's own work (its slot stays busy); ``remote[n]``
+    is what it waits on after calling ``mark_local_complete`` (a parked fetch).
+    """
+
     def __init__(self):
         self.started: list[int] = []
         self.finished: list[int] = []
+        self.local: dict[int, Deferred] = {}
+        self.remote: dict[int, Deferred] = {}
 
     async def handle(self, request):
-        self.started.append(request.n)
-        if request.local is not None:
-            await request.local
-        if request.remote is not None:
+        n = request.correlation_id
+        self.started.append(n)
+        if n in self.local:
+            await self.local[n]
+        if n in self.remote:
             request.mark_local_complete()   # e.g. a long-poll fetch parks itself
-            await request.remote
-        self.finished.append(request.n)
+            await self.remote[n]
+        self.finished.append(n)
+        return NoOpResponse(request)
+
+
+def send(channel, n: int, *, local: Deferred | None = None, remote: Deferred | None = None, apis=None) -> Request:
+    if local is not None:
+        apis.local[n] = local
+    if remote is not None:
+        apis.remote[n] = remote
+    request = make_request(n)
+    channel.send_request(request)
+    return request
 
 
 def pool(num_handlers=1):
     clock = Clock()
     channel = RequestChannel(plane="data", max_queued_requests=100)
+    connection = Connection()
+    channel.register_connection(connection)
     apis = Apis()
     metrics = MetricsRegistry(clock=clock.seconds)
     p = KafkaRequestHandlerPool(channel=channel, apis=apis, num_handlers=num_handlers, reactor=clock,
                                 metrics=metrics)
     p.startService()
-    return p, channel, apis, clock, metrics
+    return p, channel, apis, clock, metrics, connection
 
 
 def test_a_busy_handler_holds_its_slot():
-    p, channel, apis, clock, _ = pool(1)
+    p, channel, apis, clock, _, conn = pool(1)
     local = Deferred()
-    channel.send_request(FakeRequest(1, local=local))
-    channel.send_request(FakeRequest(2))
+    send(channel, 1, local=local, apis=apis)
+    send(channel, 2)
     assert apis.started == [1] and p.handling == 1
-    assert channel.queue_size == 1
+    assert channel.queue_size == 1 and conn.answered == []
     local.callback(None)
     assert apis.started == [1, 2] and apis.finished == [1, 2] and p.handling == 0
+    assert conn.answered == [1, 2], "each answer reaches the connection through the pool's channel"
+    assert channel.outstanding == 0 and channel.held_bytes == 0
 
 
 def test_a_request_waiting_remotely_frees_its_slot_for_the_next():
-    p, channel, apis, clock, _ = pool(1)
+    p, channel, apis, clock, _, conn = pool(1)
     remote = Deferred()
-    channel.send_request(FakeRequest(1, remote=remote))
-    channel.send_request(FakeRequest(2))
-    channel.send_request(FakeRequest(3))
+    send(channel, 1, remote=remote, apis=apis)
+    send(channel, 2)
+    send(channel, 3)
     assert apis.started == [1, 2, 3] and apis.finished == [2, 3]
     assert p.handling == 0 and len(p._waiting) == 1
+    assert conn.answered == [2, 3] and channel.outstanding == 1
     remote.callback(None)
     assert apis.finished == [2, 3, 1] and not p._waiting
+    assert conn.answered == [2, 3, 1] and channel.outstanding == 0
 
 
 def test_num_handlers_bounds_requests_worked_on_at_once():
-    p, channel, apis, clock, _ = pool(3)
+    p, channel, apis, clock, _, conn = pool(3)
     locals_ = [Deferred() for _ in range(5)]
     for n, d in enumerate(locals_):
-        channel.send_request(FakeRequest(n, local=d))
+        send(channel, n, local=d, apis=apis)
     assert apis.started == [0, 1, 2] and p.handling == 3 and channel.queue_size == 2
     locals_[1].callback(None)
-    assert apis.started == [0, 1, 2, 3]
+    assert apis.started == [0, 1, 2, 3] and conn.answered == [1]
 
 
 def test_stop_waits_for_running_and_waiting_requests():
-    p, channel, apis, clock, _ = pool(2)
+    p, channel, apis, clock, _, conn = pool(2)
     remote = Deferred()
-    channel.send_request(FakeRequest(1, remote=remote))
+    send(channel, 1, remote=remote, apis=apis)
     stopped = []
     p.stopService().addCallback(stopped.append)
     assert not stopped
     remote.callback(None)
-    assert stopped and apis.finished == [1]
+    assert stopped and apis.finished == [1] and conn.answered == [1]
+
+
+def test_answers_go_to_the_pools_own_plane():
+    """Two planes, two pools: each answers on its own channel (a connection registers with
+    its plane's channel only, so an answer sent on the other channel would be lost)."""
+    p, data, apis, clock, metrics, conn = pool(1)
+    control = RequestChannel(plane="control", max_queued_requests=20)
+    controller_conn = Connection("conn-1")   # same id, other plane: must not be confused
+    control.register_connection(controller_conn)
+    control_pool = KafkaRequestHandlerPool(channel=control, apis=apis, num_handlers=1, reactor=clock,
+                                           metrics=metrics, metric_prefix="ControlPlane")
+    control_pool.startService()
+    control.send_request(make_request(7))
+    data.send_request(make_request(8))
+    assert controller_conn.answered == [7] and conn.answered == [8]
 
 
 def test_idle_gauge_reports_the_pool_idle_fraction():
-    p, channel, apis, clock, metrics = pool(2)
+    p, channel, apis, clock, metrics, _ = pool(2)
     gauge = metrics.get(MetricName("kafka.server", "KafkaRequestHandlerPool", "RequestHandlerAvgIdlePercent"))
     assert gauge.value == 1.0
     local = Deferred()
-    channel.send_request(FakeRequest(1, local=local))   # one of two handlers busy
+    send(channel, 1, local=local, apis=apis)            # one of two handlers busy
     clock.advance(1.0)                                  # the pool samples once a second
     assert gauge.value == pytest.approx(0.5)
     local.callback(None)
@@ -161,57 +214,89 @@ def test_idle_ratio_without_samples_reflects_the_current_state():
     assert ratio.value == 1.0
 
 
-def test_a_crashing_handler_is_logged_and_its_slot_reused():
+@pytest.fixture
+def log_events():
     from twisted.logger import globalLogPublisher
 
     events = []
     globalLogPublisher.addObserver(events.append)
-    try:
-        p, channel, apis, clock, _ = pool(1)
+    yield events
+    globalLogPublisher.removeObserver(events.append)
 
-        async def boom(request):
-            if request.n == 1:
-                raise RuntimeError("handler bug")
-            apis.finished.append(request.n)
 
-        apis.handle = boom
-        channel.send_request(FakeRequest(1))
-        channel.send_request(FakeRequest(2))
-        assert apis.finished == [2] and p.handling == 0
-        assert any("handler bug" in str(e.get("log_failure", "")) for e in events)
-    finally:
-        globalLogPublisher.removeObserver(events.append)
+def test_a_crashing_handler_is_logged_its_connection_closed_and_its_slot_reused(log_events):
+    """KafkaApis answers every failure itself; if a handler still escapes, its connection gets a
+    CloseConnectionResponse (it would otherwise wait forever) and the slot serves the next request."""
+    p, channel, apis, clock, _, conn = pool(1)
+
+    async def boom(request):
+        if request.correlation_id == 1:
+            raise RuntimeError("handler bug")
+        apis.finished.append(request.correlation_id)
+        return NoOpResponse(request)
+
+    apis.handle = boom
+    send(channel, 1)
+    send(channel, 2)
+    assert apis.finished == [2] and p.handling == 0
+    assert any("handler bug" in str(e.get("log_failure", "")) for e in log_events)
+    assert conn.answered == [1, 2]
+    crashed = conn.answers[0]
+    assert isinstance(crashed, CloseConnectionResponse)
+    assert crashed.reason == CloseReason.PROTOCOL_ERROR and not crashed.graceful
+    assert channel.outstanding == 0 and channel.held_bytes == 0
+
+
+def test_a_handler_crashing_after_it_waited_is_answered_too(log_events):
+    p, channel, apis, clock, _, conn = pool(1)
+    remote = Deferred()
+
+    async def boom_later(request):
+        request.mark_local_complete()
+        await remote
+        raise RuntimeError("late handler bug")
+
+    apis.handle = boom_later
+    send(channel, 1)
+    assert conn.answered == [] and p.handling == 0
+    remote.callback(None)
+    assert conn.answered == [1] and isinstance(conn.answers[0], CloseConnectionResponse)
+    assert any("late handler bug" in str(e.get("log_failure", "")) for e in log_events)
+    assert not p._unfinished and not p._waiting
 
 
 def test_a_request_marked_local_complete_and_finished_synchronously_frees_the_slot_once():
-    p, channel, apis, clock, _ = pool(1)
+    p, channel, apis, clock, _, conn = pool(1)
 
     async def quick(request):
         request.mark_local_complete()
-        apis.finished.append(request.n)
+        apis.finished.append(request.correlation_id)
+        return NoOpResponse(request)
 
     apis.handle = quick
     for n in range(3):
-        channel.send_request(FakeRequest(n))
+        send(channel, n)
     assert apis.finished == [0, 1, 2] and p.handling == 0 and not p._waiting
+    assert conn.answered == [0, 1, 2]
 
 
 def test_a_request_waiting_after_its_synchronous_part_releases_later():
-    p, channel, apis, clock, _ = pool(1)
+    p, channel, apis, clock, _, conn = pool(1)
     local, remote = Deferred(), Deferred()
-    channel.send_request(FakeRequest(1, local=local, remote=remote))
-    channel.send_request(FakeRequest(2))
+    send(channel, 1, local=local, remote=remote, apis=apis)
+    send(channel, 2)
     assert apis.started == [1] and p.handling == 1
     local.callback(None)          # local work done; now it waits remotely: the slot moves on
     assert apis.started == [1, 2] and p.handling == 0 and len(p._waiting) == 1
     remote.callback(None)
     assert apis.finished == [2, 1] and not p._waiting
+    assert conn.answered == [2, 1]
 
 
 def test_stopping_cancels_idle_handlers_quietly():
-    p, channel, apis, clock, _ = pool(3)
+    p, channel, apis, clock, _, conn = pool(3)
     stopped = []
     p.stopService().addCallback(stopped.append)
     assert stopped and not p._takers
-    channel.send_request(FakeRequest(1))
+    send(channel, 1)
     assert apis.started == [] and channel.queue_size == 1
