@@ -5,6 +5,7 @@ and a MemoryReactorClock."""
 from __future__ import annotations
 
 import struct
+import sys
 
 import pytest
 from twisted.logger import LogLevel, formatEvent, globalLogPublisher
@@ -17,6 +18,8 @@ from twisted_kafka.protocol.header import RequestHeader
 from twisted_kafka.protocol.messages import ApiVersionsRequest, ApiVersionsResponse, LeaderAndIsrRequest
 from twisted_kafka.protocol.registry import ApiKey
 from twisted_kafka.server.api_handler import ApiHandler
+from twisted_kafka.server.handlers.api_versions import ApiVersionsHandler
+from twisted_kafka.server.request_handler import KafkaRequestHandlerPool
 
 from .helpers import Stack, decode, request_bytes, split_frames
 
@@ -443,3 +446,60 @@ def test_the_reaper_runs_on_the_reactor_clock():
         stack.clock.advance(0.02)
     assert p.closing and p.close_reason == CloseReason.IDLE
     stack.server.stop_accepting()
+
+
+# -- re-entrancy --------------------------------------------------------------------------
+
+def _depth() -> int:
+    frame, depth = sys._getframe(1), 0
+    while frame is not None:
+        frame, depth = frame.f_back, depth + 1
+    return depth
+
+
+def test_requests_answered_synchronously_by_the_handler_pool_keep_order_and_a_flat_stack():
+    """Most requests are answered before ``send_request`` returns: the answer reaches
+    Processor.send, which processes the next buffered request from inside the previous one.
+    That nested pass must neither reorder nor duplicate requests, nor grow the stack per
+    pipelined request (more than the recursion limit arrive here in one read)."""
+    depths = []
+
+    class DepthRecordingApiVersions(ApiVersionsHandler):
+        async def handle(self, request):
+            depths.append(_depth())
+            return await super().handle(request)
+
+    stack = Stack()
+    stack.apis.register(DepthRecordingApiVersions(lambda context: [ApiKey.API_VERSIONS]))
+    pool = KafkaRequestHandlerPool(channel=stack.channel(), apis=stack.apis, num_handlers=1, reactor=stack.clock,
+                                   metrics=stack.metrics)
+    pool.startService()
+    p = stack.connect()
+    count = sys.getrecursionlimit() * 2
+    p.dataReceived(b"".join(api_versions(cid) for cid in range(count)))
+    assert [decode(18, 0, f)[0] for f in split_frames(p.transport.value())] == list(range(count))
+    assert max(depths) - min(depths) < 50, f"stack grew from {min(depths)} to {max(depths)} frames"
+    assert not p.transport.paused and stack.channel().outstanding == 0
+    pool.stopService()
+
+
+def test_a_consumer_answering_from_inside_send_request_does_not_recurse_per_request(stack):
+    """The worst case for the Processor itself: a consumer that is already waiting for the
+    next request when it answers the current one, so every answer re-enters the Processor
+    while it is still handing out the previous request.  Order and a flat stack must hold
+    without help from the handler pool's loop."""
+    channel = stack.channel()
+    depths = []
+
+    def serve(request):
+        depths.append(_depth())
+        channel.receive_request().addCallback(serve)        # ready for the next before answering
+        channel.send_response(SendResponse(request, api_versions_answer(request.correlation_id)))
+
+    channel.receive_request().addCallback(serve)
+    p = stack.connect()
+    count = sys.getrecursionlimit() * 2
+    p.dataReceived(b"".join(api_versions(cid) for cid in range(count)))
+    assert [decode(18, 0, f)[0] for f in split_frames(p.transport.value())] == list(range(count))
+    assert max(depths) - min(depths) < 50, f"stack grew from {min(depths)} to {max(depths)} frames"
+    assert not p.transport.paused
