@@ -111,9 +111,9 @@ class Processor(Protocol):
 
     @property
     def busy(self) -> bool:
-        """A request is being handled (or a delayed close is pending): the idle reaper must
-        not close this connection."""
-        return self._inflight is not None or self._auth_close_call is not None
+        """A request is being handled, or is read and waiting for room in the channel, or a
+        delayed close is pending: the idle reaper must not close this connection."""
+        return self._inflight is not None or self._waiting_for_room or self._auth_close_call is not None
 
     @property
     def requests_received(self) -> int:

@@ -503,3 +503,21 @@ def test_a_consumer_answering_from_inside_send_request_does_not_recurse_per_requ
     assert [decode(18, 0, f)[0] for f in split_frames(p.transport.value())] == list(range(count))
     assert max(depths) - min(depths) < 50, f"stack grew from {min(depths)} to {max(depths)} frames"
     assert not p.transport.paused
+
+
+def test_idle_reaper_does_not_close_a_connection_whose_request_waits_for_channel_room():
+    """A connection whose whole request is buffered, waiting for room in a full channel
+    (queued.max.requests), is waiting on the broker, not idle: closing it would drop a
+    request the client already sent and is waiting to have answered."""
+    stack = Stack(queued_max_requests="1", connections_max_idle_ms="1000")
+    first, second = stack.connect(), stack.connect()
+    first.dataReceived(api_versions(1))
+    second.dataReceived(api_versions(2))
+    assert stack.channel().waiting_processors == 1
+    stack.clock.advance(1.5)
+    assert stack.server.close_idle_connections() == 0
+    assert not second.closing
+    stack.serve(count=2)
+    assert decode(18, 0, split_frames(second.transport.value())[0])[0] == 2
+    stack.clock.advance(1.01)
+    assert stack.server.close_idle_connections() == 2, "answered: both are idle from then on"
