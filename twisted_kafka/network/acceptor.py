@@ -95,6 +95,9 @@ class Acceptor(ServerFactory):
 
     def _listening(self, port):
         self.port = port
+        # Kafka's connection id names the port actually bound: with port 0 configured,
+        # several listeners of one plane would otherwise hand out the same ids.
+        self._id_prefix = f"{self.endpoint.host}:{port.getHost().port}-"
         self._update_reading()
         if self.socket_receive_buffer_bytes != -1:
             # Accepted sockets inherit the listening socket's receive buffer,

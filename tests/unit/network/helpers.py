@@ -181,7 +181,7 @@ class Stack:
     def acceptor(self, listener: str = "PLAINTEXT"):
         return self.server.acceptors[listener]
 
-    def connect(self, listener: str = "PLAINTEXT", ip: str = "127.0.0.1"):
+    def connect(self, listener: str = "PLAINTEXT", ip: str = "127.0.0.1", port: int | None = None):
         """What Twisted's port does on accept: buildProtocol, then makeConnection.
 
         Returns the processor (or None when the acceptor refused the socket).
@@ -189,7 +189,7 @@ class Stack:
         sockets per readiness event, so a connection can arrive just after
         the Acceptor stopped reading (tests assert on ``ports[...].reading``).
         """
-        addr = IPv4Address("TCP", ip, next(self._client_ports))
+        addr = IPv4Address("TCP", ip, next(self._client_ports) if port is None else port)
         processor = self.acceptor(listener).buildProtocol(addr)
         if processor is None:
             return None

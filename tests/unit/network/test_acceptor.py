@@ -206,3 +206,22 @@ def test_a_parked_connection_over_its_ip_limit_when_admitted_is_closed_as_quota(
     assert parked.closing and parked.close_reason == CloseReason.QUOTA
     stack.flush()
     assert stack.quotas.total == 1 and stack.quotas.rejected[("CLIENT", "max.connections.per.ip")] == 1
+
+
+def test_connection_ids_are_unique_across_listeners_bound_to_port_zero():
+    """Responses find their connection by id (RequestChannel) and the idle/LRU registry is keyed
+    by it, so two listeners of one plane must never hand out the same id.  With port 0 the
+    configured port says nothing; the id uses the port actually bound, as Kafka's does.  A
+    client's ephemeral port may be reused towards another destination port, so the same peer
+    address on two listeners is possible."""
+    stack = Stack({**THREE_LISTENERS, "listeners": "CLIENT://127.0.0.1:0,INTERNAL://127.0.0.1:0,"
+                                                   "CONTROLLER://127.0.0.1:9093"})
+    client = stack.connect("CLIENT", port=40000)
+    internal = stack.connect("INTERNAL", port=40000)
+    assert client.connection_id != internal.connection_id
+    assert str(stack.ports["CLIENT"].port) in client.connection_id
+    client.dataReceived(API_VERSIONS)
+    internal.dataReceived(API_VERSIONS)
+    stack.serve(count=2)
+    assert client.transport.value() and internal.transport.value(), "each connection gets its own answer"
+    assert len(stack.server.registry) == 2
