@@ -34,16 +34,8 @@ class DeleteRecordsHandler:
 
     def _delete(self, topic: str, index: int, offset: int) -> int:
         """The new log start offset of ``topic``-``index``; raises KafkaError."""
-        partition = self.server.replica_manager.leader_partition(topic, index)
-        log = partition.log
-        if not log.config.delete_enabled:
-            raise KafkaError(ErrorCode.POLICY_VIOLATION,
-                             f"Records of partition {topic}-{index} can not be deleted due to the configured "
-                             f"policy")
-        if offset < 0 and offset != HIGH_WATERMARK:
-            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
-                             f"The offset {offset} for partition {topic}-{index} is not valid")
-        return log.delete_records_before(offset)
+        replicas = self.server.replica_manager
+        return replicas.delete_records(replicas.leader_partition(topic, index), offset)
 
     async def handle(self, request):
         topics = []
@@ -64,7 +56,7 @@ class DeleteRecordsHandler:
             topics.append(_Topic(name=topic.name, partitions=entries))
         if changed:
             request.mark_local_complete()
-            await self.server.log_manager.checkpoint_log_start_offsets()
+            await self.server.replica_manager.checkpoint_log_start_offsets()
         return R(throttle_time_ms=0, topics=topics)
 
     def error_response(self, request, error: ErrorCode, message: str | None = None):

@@ -43,12 +43,12 @@ class ListOffsetsHandler:
             return -1, offset, partition.leader_epoch
         if timestamp == MAX_TIMESTAMP and request.api_version >= 7:
             request.mark_local_complete()
-            found = await self.server.log_manager.fetch_offset_of_max_timestamp(log)
+            found = await replicas.fetch_offset_of_max_timestamp(partition)
         elif timestamp < 0:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported special timestamp {timestamp}")
         else:
             request.mark_local_complete()
-            found = await self.server.log_manager.fetch_offset_by_timestamp(log, timestamp)
+            found = await replicas.fetch_offset_for_timestamp(partition, timestamp)
         if found is None:
             return -1, -1, -1
         return found.timestamp, found.offset, found.leader_epoch
