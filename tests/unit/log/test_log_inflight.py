@@ -74,11 +74,11 @@ def _manager(tmp_path, pool, **props):
 def test_large_appends_are_written_in_the_pool_and_acked_in_order(tmp_path):
     pool = ManualThreadPool()
     manager = _manager(tmp_path, pool)
-    manager.inline_write_max_bytes = 1000
     log = manager.create_log("t", 0)
+    log.inline_write_max_bytes = 1000
     acked = []
-    big = manager.append(log, batch(20, value_size=100), 0)        # > 1000 bytes: pool
-    small = manager.append(log, batch(1), 0)                        # inline write
+    big = log.append_as_leader(batch(20, value_size=100), 0)        # > 1000 bytes: pool
+    small = log.append_as_leader(batch(1), 0)                        # inline write
     big.addCallback(lambda info: acked.append(info.first_offset))
     small.addCallback(lambda info: acked.append(info.first_offset))
     assert acked == [] and len(pool.queue) == 1
@@ -90,9 +90,9 @@ def test_large_appends_are_written_in_the_pool_and_acked_in_order(tmp_path):
 def test_stop_waits_for_writes_in_flight(tmp_path):
     pool = ManualThreadPool()
     manager = _manager(tmp_path, pool)
-    manager.inline_write_max_bytes = 0
     log = manager.create_log("t", 0)
-    manager.append(log, batch(3), 0)
+    log.inline_write_max_bytes = 0
+    log.append_as_leader(batch(3), 0)
     done = []
     manager.stopService().addCallback(done.append)
     assert done == [] and not (tmp_path / "data" / ".kafka_cleanshutdown").exists()
@@ -107,21 +107,21 @@ def test_reads_stay_inline_when_cached_and_move_to_the_pool_otherwise(tmp_path):
     manager = _manager(tmp_path, pool, **{"log.segment.bytes": "500", "log.index.interval.bytes": "50"})
     log = manager.create_log("t", 0)
     for _ in range(10):
-        log.append_as_leader(batch(3), 0, NOW)
+        log.local_log.append_as_leader(batch(3), 0, NOW)
     pool.run_all()                                            # background flushes after rolls
-    d = manager.read(log, 27, 1 << 20)
+    d = log.read(27, 1 << 20)
     assert d.called and not pool.queue                        # hot data: answered inline
     assert [o for o, _ in records_of(d.result)] == [27, 28, 29]
     # An old segment whose index was never loaded would touch the disk:
-    old = log.segments[0]
+    old = log.local_log.segments[0]
     old.offset_index.release()
     old.offset_index.unload()
     with pytest.raises(WouldBlock):
-        log.read(0, 100, nowait=True)
-    d = manager.read(log, 0, 1 << 20)
+        log.local_log.read(0, 100, nowait=True)
+    d = log.read(0, 1 << 20)
     assert not d.called and len(pool.queue) == 1
     pool.run_all()
     assert [o for o, _ in records_of(d.result)][:3] == [0, 1, 2]
     failure = []
-    manager.read(log, 99, 10).addErrback(failure.append)
+    log.read(99, 10).addErrback(failure.append)
     assert failure[0].value.code == ErrorCode.OFFSET_OUT_OF_RANGE
