@@ -155,6 +155,8 @@ class LogManager(Service):
         self._pending_deletes: dict[object, tuple[Any, Callable[[], Deferred]]] = {}
         self._running_deletes: set[Deferred] = set()
         self._checkpoint_lock = DeferredLock()
+        #: Deleted logs whose writes or fsyncs still run: shutdown waits for them too.
+        self._settling: set[Deferred] = set()
         self._broker_epoch = broker_epoch
         self._loaded: Deferred | None = None
         self._load_ok = False
@@ -396,11 +398,13 @@ class LogManager(Service):
         done = Deferred()
 
         def settled(_):
+            self._settling.discard(d)
             local_log.close()
             self._schedule_delete(delay_ms, lambda: shutil.rmtree(target, ignore_errors=True),
                                   done, True)
 
         d = unified.when_idle()
+        self._settling.add(d)
         d.addCallback(settled).addErrback(done.errback)
         return done
 
@@ -504,7 +508,8 @@ class LogManager(Service):
                 # would claim state we do not know.
                 self._close_all()
                 return None
-            steps = gatherResults([log_.when_idle() for log_ in self._logs.values()])
+            steps = gatherResults([log_.when_idle() for log_ in self._logs.values()]
+                                  + list(self._settling))
             steps.addCallback(lambda _: self._flush_all())
             steps.addCallback(lambda _: self.checkpoint_recovery_points())
             steps.addCallback(lambda _: self.checkpoint_log_start_offsets())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from twisted_kafka.config import KafkaConfig
@@ -100,6 +102,25 @@ def test_stop_waits_for_writes_in_flight(tmp_path):
     assert done == [None]
     assert (tmp_path / "data" / ".kafka_cleanshutdown").exists()
     assert log.committed_end_offset == 3
+
+
+def test_stop_waits_for_writes_of_a_deleted_log_then_removes_its_files(tmp_path):
+    pool = ManualThreadPool()
+    manager = _manager(tmp_path, pool, **{"log.segment.delete.delay.ms": "60000"})
+    log = manager.create_log("t", 0)
+    log.inline_write_max_bytes = 0
+    log.append_as_leader(batch(3), 0)
+    deleted = []
+    manager.delete_log("t", 0).addCallback(deleted.append)
+    done = []
+    manager.stopService().addCallback(done.append)
+    assert done == [] and deleted == []
+    assert len(pool.queue) == 1                        # the write: shutdown waits for it
+    pool.run_all()
+    assert done == [None] and deleted == [True]        # removed at shutdown, not 60 s later
+    assert log.committed_end_offset == 3
+    assert not [n for n in os.listdir(tmp_path / "data") if n.startswith("t-0")]
+    assert (tmp_path / "data" / ".kafka_cleanshutdown").exists()
 
 
 def test_reads_stay_inline_when_cached_and_move_to_the_pool_otherwise(tmp_path):
