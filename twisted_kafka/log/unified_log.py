@@ -26,8 +26,8 @@ needs to know what is blocking:
 
 Every method that may wait returns a Deferred, and the common case — a
 small append without an fsync, a read from the page cache — returns one
-that has already fired, with no Deferred chain behind it: a produce request
-pays a few microseconds per partition for the whole path.
+that has already fired, with no callback chain behind it: produce runs at
+about a microsecond per record, so each Deferred layer on this path shows.
 
 See ``twisted_kafka.log`` for the measurements behind these choices.
 """
