@@ -252,8 +252,8 @@ class Log:
         self._high_watermark = self._leo
         self.epoch_cache = epoch_cache
         self.segment_deleter = segment_deleter or delete_segments_now
-        #: Called with (log, new_base_offset) after a roll; LogManager uses it
-        #: to flush the finished segment in the thread pool, as Kafka does.
+        #: Called with (log, new_base_offset) after a roll; ``UnifiedLog`` uses
+        #: it to flush the finished segment in the thread pool, as Kafka does.
         self.on_roll: Callable[["Log", int], None] | None = None
         self.last_flush_ms = wall_clock_ms()
         self._flush_lock = threading.Lock()
@@ -604,7 +604,7 @@ class Log:
         batch is returned even if larger than ``max_bytes`` (KIP-74).  Raises
         ``KafkaError(OFFSET_OUT_OF_RANGE)`` outside [log start, log end].
         ``nowait``: raise ``segment.WouldBlock`` rather than wait for the disk
-        (data or index not in memory) — ``LogManager.read`` then retries in
+        (data or index not in memory) — ``UnifiedLog.read`` then retries in
         the thread pool.  Safe to call on a pool thread.
         """
         self._check_in_range(fetch_offset)
