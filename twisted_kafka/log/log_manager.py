@@ -36,7 +36,8 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import Any, Callable, Mapping
+from typing import Any
+from collections.abc import Callable, Mapping
 
 from twisted.application.service import Service
 from twisted.internet import task, threads
@@ -483,10 +484,10 @@ class LogManager(Service):
         return self._checkpoint_lock.run(self._blocking, write_all)
 
     def checkpoint_recovery_points(self) -> Deferred:
-        return self._write_checkpoints(RECOVERY_POINT_CHECKPOINT, lambda l: l.recovery_point)
+        return self._write_checkpoints(RECOVERY_POINT_CHECKPOINT, lambda log_: log_.recovery_point)
 
     def checkpoint_log_start_offsets(self) -> Deferred:
-        return self._write_checkpoints(LOG_START_OFFSET_CHECKPOINT, lambda l: l.log_start_offset)
+        return self._write_checkpoints(LOG_START_OFFSET_CHECKPOINT, lambda log_: log_.log_start_offset)
 
     # -- stop ---------------------------------------------------------------
 

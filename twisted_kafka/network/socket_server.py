@@ -31,7 +31,8 @@ thread does all socket I/O (see docs/architecture.md).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable, Protocol
+from typing import Protocol
+from collections.abc import Callable
 
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred, DeferredList, gatherResults, inlineCallbacks
@@ -45,7 +46,8 @@ from .acceptor import Acceptor
 from .connection_quotas import ConnectionQuotas
 from .connections import ConnectionRegistry
 from .listeners import EndPoint, ListenerConfig
-from .processor import CloseReason, ControlPlaneProcessor, DataPlaneProcessor
+from .close_reasons import CloseReason
+from .processor import ControlPlaneProcessor, DataPlaneProcessor
 from .request_channel import RequestChannel
 from .request_metrics import RequestMetrics
 

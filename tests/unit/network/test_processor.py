@@ -8,7 +8,7 @@ import struct
 import pytest
 from twisted.logger import LogLevel, globalLogPublisher
 
-from twisted_kafka.network.processor import CloseReason
+from twisted_kafka.network.close_reasons import CloseReason
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.messages import ApiVersionsRequest
 from twisted_kafka.protocol.registry import ApiKey
