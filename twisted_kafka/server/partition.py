@@ -39,7 +39,9 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        # No transactions yet: nothing is unstable below the high watermark (CLIENTS.md §5).
+        # No transactions yet: nothing is unstable below the high watermark.  It must equal the
+        # high watermark then: librdkafka reads read_committed by default and hides records at
+        # or past a smaller last stable offset.
         return self.log.high_watermark
 
     @property
