@@ -111,7 +111,9 @@ class KafkaClientProtocol(Protocol):
             return fail(ConnectionLost(self.peer, self._lost.reason))
         if self.transport is None:
             return fail(ConnectionLost(self.peer, "not connected yet"))
-        if not self.is_open:
+        if self._violation is not None:
+            return fail(ProtocolViolationError(self.peer, f"closing after a protocol violation: {self._violation}"))
+        if self._closing:
             return fail(ConnectionLost(self.peer, "closing"))
         try:
             correlation_id, chunks = self._connection.send_request(body, version, expect_response=expect_response)

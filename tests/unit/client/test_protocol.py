@@ -107,6 +107,8 @@ def test_an_out_of_order_correlation_id_is_logged_and_aborts_the_connection(warn
     assert "broker 2 at 127.0.0.1:9093" in warning_text(warnings)
     assert "does not match" in warning_text(warnings)
     assert not protocol.is_open
+    assert isinstance(failure_of(protocol.request(update_metadata(3), 8)).value, ProtocolViolationError)
+    assert transport.value() == b"", "nothing more is written to a stream out of step"
     assert not first.called, "failed when the connection is actually gone"
     protocol.connectionLost(Failure(TwistedConnectionLost()))
     for d in (first, second):
