@@ -13,7 +13,7 @@ scenario and the largest (and 99th percentile) lateness of its ticks is what
 every other connection would have felt.
 
 "where" is ``inline`` (all on the reactor), ``thread`` (all of it through
-``deferToThreadPool``) or ``split`` — what ``LogManager`` does: append with
+``deferToThreadPool``) or ``split`` — what ``UnifiedLog`` does: append with
 its write in the pool (prepare/commit on the reactor), fsync in the pool,
 and reads tried on the reactor with ``RWF_NOWAIT`` (page cache only), redone
 in the pool when they would wait for the disk.  "read cold" evicts the
@@ -143,7 +143,7 @@ def run_scenario(log: Log, pool, heartbeat: Heartbeat, data: bytes, op: str, whe
         elif op == "append" and where == "thread":
             yield submit(append)
         elif op == "append" and where == "split":
-            # LogManager for large appends: prepare on the reactor, write in the pool.
+            # UnifiedLog for large appends: prepare on the reactor, write in the pool.
             pending = log.prepare_append_as_leader(data, 0)
             busy += time.perf_counter() - t0
             yield submit(pending.write)
@@ -155,7 +155,7 @@ def run_scenario(log: Log, pool, heartbeat: Heartbeat, data: bytes, op: str, whe
         elif op == "append+fsync" and where == "thread":
             yield submit(append_fsync)
         elif op == "append+fsync" and where == "split":
-            # LogManager with flush.messages=1: append on the reactor, fsync in the pool.
+            # UnifiedLog with flush.messages=1: append on the reactor, fsync in the pool.
             append()
             busy += time.perf_counter() - t0
             yield submit(log.flush)
@@ -164,7 +164,7 @@ def run_scenario(log: Log, pool, heartbeat: Heartbeat, data: bytes, op: str, whe
         elif op.startswith("read") and where == "thread":
             yield submit(read)
         elif op.startswith("read") and where == "split":
-            # LogManager.read: page cache only on the reactor, else the pool.
+            # UnifiedLog.read: page cache only on the reactor, else the pool.
             offset = next_offset()
             try:
                 info = log.read(offset, len(data), nowait=True)

@@ -11,26 +11,32 @@ and whether the broker closed the connection.
         assert client.wait_closed()
 
 Requests are built with ``twisted_kafka.protocol.messages`` (kafka-python's
-message classes) and framed by ``codec.encode_request``; responses are decoded
-by ``codec.decode_response``.  ``RawClient(port, source="127.0.0.2")`` binds
-the client side to another loopback address, so the broker sees another IP.
+message classes).  The framing and matching are the product's own, sans-IO:
+every byte read goes through a ``FrameBuffer`` (``protocol/framing.py``), and
+``request()`` frames, numbers and matches its request with a
+``ClientConnection`` -- so a test sees the broker through exactly the code the
+broker's own client uses.  The lower-level calls stay raw on purpose:
+``send_request()`` (optionally with a chosen correlation id), ``read_frame()`` /
+``read_response()`` (decode the next frame as a given API, whatever it
+answers), ``send_raw()`` / ``send_frame()`` (any bytes at all, malformed ones
+included).  ``RawClient(port, source="127.0.0.2")`` binds the client side to
+another loopback address, so the broker sees another IP.
 """
 
 from __future__ import annotations
 
 import errno
-import itertools
 import select
 import socket
 import struct
 import time
 
+from twisted_kafka.protocol.client_connection import DEFAULT_MAX_RESPONSE_SIZE, ClientConnection, ResponseReceived
 from twisted_kafka.protocol.codec import decode_response, encode_request
+from twisted_kafka.protocol.framing import SIZE_PREFIX, FrameBuffer
 from twisted_kafka.protocol.messages import ApiVersionsRequest, MetadataRequest
 
 __all__ = ["RawClient", "Closed", "api_versions_frame", "frame"]
-
-_SIZE = struct.Struct(">i")
 
 
 class Closed(Exception):
@@ -38,8 +44,8 @@ class Closed(Exception):
 
 
 def frame(payload: bytes) -> bytes:
-    """``payload`` with its 4-byte big-endian size in front."""
-    return _SIZE.pack(len(payload)) + payload
+    """``payload`` with its 4-byte big-endian size in front (for hand-made, possibly malformed, frames)."""
+    return len(payload).to_bytes(SIZE_PREFIX, "big", signed=True) + payload
 
 
 def api_versions_frame(correlation_id: int = 1, version: int = 0, client_id: str | None = "raw") -> bytes:
@@ -58,8 +64,8 @@ class RawClient:
         self.port = port
         self.source = source
         self.timeout = timeout
-        self._ids = itertools.count(1)
-        self._buffer = bytearray()
+        self._frames = FrameBuffer(DEFAULT_MAX_RESPONSE_SIZE, kind="response", limit_name="the client's limit")
+        self._connection = ClientConnection(client_id="raw-client")
         self.sock: socket.socket | None = None
         if connect:
             self.connect()
@@ -74,6 +80,9 @@ class RawClient:
         sock.settimeout(self.timeout)
         sock.connect((self.host, self.port))
         self.sock = sock
+        # A new connection: nothing buffered, nothing outstanding, correlation ids from 1.
+        self._frames.clear()
+        self._connection = ClientConnection(client_id="raw-client")
         return self
 
     @property
@@ -106,17 +115,22 @@ class RawClient:
     def send_frame(self, payload: bytes) -> None:
         self.sock.sendall(frame(payload))
 
-    def next_correlation_id(self) -> int:
-        return next(self._ids)
-
     def send_request(self, body, version: int | None = None, *, correlation_id: int | None = None,
                      client_id: str | None = "raw-client") -> int:
-        """Send a request message (``twisted_kafka.protocol.messages``); returns its correlation id."""
+        """Send a request message (``twisted_kafka.protocol.messages``); returns its correlation id.
+
+        Its response is not waited for or matched: read it with
+        ``read_response()``.  Without ``correlation_id`` the connection's next
+        one is used (``request()`` never reuses it); with one, that exact id.
+        """
         if version is None:
             version = body.version
         if correlation_id is None:
-            correlation_id = self.next_correlation_id()
-        self.sock.sendall(b"".join(encode_request(body, version, correlation_id, client_id)))
+            self._connection.client_id = client_id
+            correlation_id, chunks = self._connection.send_request(body, version, expect_response=False)
+        else:
+            chunks = encode_request(body, version, correlation_id, client_id)
+        self.sock.sendall(b"".join(chunks))
         return correlation_id
 
     # -- receiving ------------------------------------------------------------------
@@ -125,29 +139,28 @@ class RawClient:
         """Read at least one more chunk into the buffer, or raise Closed / TimeoutError."""
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise TimeoutError(f"no data from 127.0.0.1:{self.port} in time")
+            raise TimeoutError(f"no data from {self.host}:{self.port} in time")
         self.sock.settimeout(remaining)
         try:
             chunk = self.sock.recv(1 << 16)
         except TimeoutError:
-            raise TimeoutError(f"no data from 127.0.0.1:{self.port} in time") from None
+            raise TimeoutError(f"no data from {self.host}:{self.port} in time") from None
         except ConnectionResetError:
             raise Closed("connection reset by the broker") from None
         if not chunk:
             raise Closed("EOF from the broker")
-        self._buffer += chunk
+        self._frames.feed(chunk)
 
     def read_frame(self, timeout: float | None = None) -> bytes:
-        """The next response frame (without its size), or raise Closed / TimeoutError."""
+        """The next response frame (without its size), or raise Closed / TimeoutError.
+
+        A negative size raises ``InvalidFrameSize``: the stream cannot be
+        read any further.
+        """
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
-        while len(self._buffer) < 4:
+        while not self._frames.complete():
             self._fill(deadline)
-        (size,) = _SIZE.unpack_from(self._buffer, 0)
-        while len(self._buffer) < 4 + size:
-            self._fill(deadline)
-        payload = bytes(self._buffer[4:4 + size])
-        del self._buffer[:4 + size]
-        return payload
+        return self._frames.pop()
 
     def read_response(self, api_key: int, version: int, timeout: float | None = None):
         """``(correlation_id, message)`` of the next response, decoded as ``api_key`` v``version``."""
@@ -155,14 +168,27 @@ class RawClient:
 
     def request(self, body, version: int | None = None, *, timeout: float | None = None,
                 client_id: str | None = "raw-client"):
-        """Send ``body`` and return its decoded response (checking the correlation id)."""
+        """Send ``body`` and return its decoded response.
+
+        The next frame must answer it: a response to anything else (an
+        earlier ``send_request()`` not yet read, a ``request()`` that timed
+        out) or one that does not decode raises AssertionError.
+        """
         if version is None:
             version = body.version
-        correlation_id = self.send_request(body, version, client_id=client_id)
-        got, message = self.read_response(type(body).API_KEY, version, timeout)
-        if got != correlation_id:
-            raise AssertionError(f"correlation id {got} answers request {correlation_id}")
-        return message
+        self._connection.client_id = client_id
+        correlation_id, chunks = self._connection.send_request(body, version)
+        self.sock.sendall(b"".join(chunks))
+        # The frame is read here (so read_frame's buffer stays the one reader of the
+        # socket) and handed to the ClientConnection, which decodes and matches it.
+        self._connection.receive_data(frame(self.read_frame(timeout)))
+        event = self._connection.next_event()
+        if not isinstance(event, ResponseReceived):
+            raise AssertionError(f"no response to request {correlation_id}: {getattr(event, 'message', event)}")
+        if event.correlation_id != correlation_id:
+            # The late answer to an earlier request() that timed out.
+            raise AssertionError(f"correlation id {event.correlation_id} answers request {correlation_id}")
+        return event.body
 
     def api_versions(self, version: int = 0, timeout: float | None = None):
         if version >= 3:
@@ -219,4 +245,4 @@ class RawClient:
     def no_response_within(self, seconds: float) -> bool:
         """True if nothing at all arrives (no frame, no EOF) within ``seconds``."""
         readable, _, _ = select.select([self.sock], [], [], seconds)
-        return not readable and not self._buffer
+        return not readable and not len(self._frames)

@@ -58,6 +58,7 @@ class KafkaServiceMaker:
         import sys
 
         from twisted.internet import reactor
+        from twisted.logger import Logger
 
         from twisted_kafka.config import ConfigError
         from twisted_kafka.server.kafka_server import KafkaServer
@@ -77,6 +78,8 @@ class KafkaServiceMaker:
                 reactor.stop()
 
         def stop(signum, frame) -> None:
+            Logger(namespace="twisted_kafka.server").info("Received {signal}, shutting down.",
+                                                           signal=signal.Signals(signum).name)
             reactor.callFromThread(stop_once)
 
         def install_stop_handlers() -> None:

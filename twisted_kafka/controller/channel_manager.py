@@ -1,48 +1,43 @@
 """ControllerChannelManager: the controller's connections to brokers' control planes.
 
-Kafka's controller keeps one connection and one send thread per broker and
-sends LeaderAndIsr, UpdateMetadata and StopReplica one at a time, in order,
-retrying on connection failure.  The same holds here — including for the
+Kafka's controller keeps one connection and one send thread per broker
+(``ControllerChannelManager`` / ``RequestSendThread``) and sends
+LeaderAndIsr, UpdateMetadata and StopReplica one at a time, in order,
+retrying on connection failure.  The same holds here -- including for the
 controller's own broker, which it reaches over its control-plane listener
 like any other, so a single node exercises exactly the path a cluster uses.
 
-A request that cannot be sent within ``controller.socket.timeout.ms`` of a
-connection attempt is retried after a backoff; requests are never reordered.
+Each ``BrokerChannel`` is a queue over one ``twisted_kafka.client``
+connection: a connection attempt gives up after
+``controller.socket.timeout.ms``, a failed attempt or a lost connection is
+retried after ``RECONNECT_BACKOFF_SECONDS``, and a request in flight when the
+connection dropped is sent again first on the next one, so requests are
+never reordered.  (They may reach a broker twice; the controller's requests
+carry its epoch and full partition states, so applying one twice is harmless.)
+A request the broker answers with bytes that break the protocol fails instead
+of being resent: the same request would most likely break it again, and the
+queue behind it must not stall.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from itertools import count
+from dataclasses import dataclass
 
 from twisted.internet.defer import Deferred
-from twisted.internet.endpoints import TCP4ClientEndpoint, TCP6ClientEndpoint
-from twisted.internet.protocol import Factory
 from twisted.logger import Logger
-from twisted.protocols.basic import Int32StringReceiver
+from twisted.python.failure import Failure
 
-from twisted_kafka.protocol.codec import decode_response, encode_request
-from twisted_kafka.protocol.exceptions import ProtocolDecodeError
+from twisted_kafka.client import ConnectionLost, KafkaClientProtocol, ProtocolViolationError, connect
 
 RECONNECT_BACKOFF_SECONDS = 0.1
 
 
-class _ControllerClient(Int32StringReceiver):
-    """One connection to a broker: frames out, responses matched by correlation id."""
-
-    MAX_LENGTH = 2**31 - 1
-
-    def __init__(self, channel: "BrokerChannel"):
-        self.channel = channel
-
-    def connectionMade(self) -> None:
-        self.channel._connected(self)
-
-    def stringReceived(self, frame: bytes) -> None:
-        self.channel._response(frame)
-
-    def connectionLost(self, reason) -> None:
-        self.channel._disconnected(self, reason)
+@dataclass(frozen=True, slots=True, eq=False)
+class _Pending:
+    version: int
+    request: object
+    deferred: Deferred
 
 
 class BrokerChannel:
@@ -50,103 +45,129 @@ class BrokerChannel:
 
     log = Logger(namespace="twisted_kafka.controller.BrokerChannel")
 
-    def __init__(self, *, reactor, broker_id: int, host: str, port: int, controller_id: int, timeout: float):
+    def __init__(self, *, reactor, broker_id: int, host: str, port: int, controller_id: int, timeout: float,
+                 security_protocol: str = "PLAINTEXT"):
         self.reactor = reactor
         self.broker_id = broker_id
         self.host = host
         self.port = port
+        self.security_protocol = security_protocol
         self.client_id = f"controller-{controller_id}"
         self.timeout = timeout
-        self._queue: deque[tuple[int, int, object, Deferred]] = deque()
-        self._inflight: tuple[int, int, object, Deferred, int] | None = None
-        self._protocol: _ControllerClient | None = None
-        self._connecting = False
-        self._closed = False
-        self._ids = count(1)
+        self._queue: deque[_Pending] = deque()
+        self._inflight: _Pending | None = None
+        self._client: KafkaClientProtocol | None = None
+        self._connecting: Deferred | None = None
         self._retry_call = None
+        self._closed = False
 
     def send(self, api_key: int, version: int, request) -> Deferred:
-        """Queue ``request``; the Deferred fires with the decoded response message."""
+        """Queue ``request``; the Deferred fires with the decoded response message.
+
+        It fails only when the channel is closed first, or when the broker's
+        answer breaks the protocol (``ProtocolViolationError``); connection
+        failures are retried.
+        """
+        if api_key != type(request).API_KEY:
+            raise ValueError(f"api key {api_key} does not match {type(request).__name__}")
         d: Deferred = Deferred()
-        self._queue.append((api_key, version, request, d))
+        self._queue.append(_Pending(version, request, d))
         self._pump()
         return d
 
     def close(self) -> None:
+        """Stop for good: the connection is closed and every request not yet answered fails."""
         self._closed = True
         if self._retry_call is not None and self._retry_call.active():
             self._retry_call.cancel()
-        if self._protocol is not None:
-            self._protocol.transport.loseConnection()
-        pending = [entry[3] for entry in self._queue]
+        if self._connecting is not None:
+            self._connecting.cancel()
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        pending = list(self._queue)
         self._queue.clear()
         if self._inflight is not None:
-            pending.append(self._inflight[3])
+            pending.append(self._inflight)
             self._inflight = None
-        for d in pending:
-            d.errback(ConnectionError(f"channel to broker {self.broker_id} closed"))
+        for entry in pending:
+            entry.deferred.errback(ConnectionError(f"channel to broker {self.broker_id} closed"))
+
+    # -- sending ----------------------------------------------------------------------
 
     def _pump(self) -> None:
         if self._closed or self._inflight is not None or not self._queue:
             return
-        if self._protocol is None:
+        if self._client is None:
             self._connect()
             return
-        api_key, version, request, d = self._queue.popleft()
-        correlation_id = next(self._ids)
-        self._inflight = (api_key, version, request, d, correlation_id)
-        self._protocol.transport.writeSequence(encode_request(request, version, correlation_id, self.client_id))
+        if not self._client.is_open:
+            return          # it is going away (a protocol violation): _disconnected reconnects
+        pending = self._inflight = self._queue.popleft()
+        self._client.request(pending.request, pending.version).addCallbacks(
+            self._answered, self._failed, callbackArgs=(pending,), errbackArgs=(pending,))
 
-    def _connect(self) -> None:
-        if self._connecting or self._closed:
-            return
-        self._connecting = True
-        endpoint_class = TCP6ClientEndpoint if ":" in self.host else TCP4ClientEndpoint
-        endpoint = endpoint_class(self.reactor, self.host, self.port, timeout=self.timeout)
-        factory = Factory.forProtocol(lambda: _ControllerClient(self))
-        factory.noisy = False
-        d = endpoint.connect(factory)
-        d.addErrback(self._connect_failed)
-
-    def _connect_failed(self, failure) -> None:
-        self._connecting = False
-        self.log.warn("Controller cannot reach broker {broker_id} at {host}:{port}: {reason}; retrying",
-                      broker_id=self.broker_id, host=self.host, port=self.port, reason=failure.getErrorMessage())
-        self._retry_call = self.reactor.callLater(RECONNECT_BACKOFF_SECONDS, self._pump)
-
-    def _connected(self, protocol: _ControllerClient) -> None:
-        self._connecting = False
-        self._protocol = protocol
+    def _answered(self, response, pending: _Pending) -> None:
+        if pending is not self._inflight:
+            return          # the channel was closed meanwhile; the caller has had its error
+        self._inflight = None
+        pending.deferred.callback(response)
         self._pump()
 
-    def _response(self, frame: bytes) -> None:
-        if self._inflight is None:
-            return
-        api_key, version, _, d, correlation_id = self._inflight
-        try:
-            got, message = decode_response(api_key, version, frame)
-        except ProtocolDecodeError as exc:
-            self._inflight = None
-            self._protocol.transport.loseConnection()
-            d.errback(exc)
-            return
-        if got != correlation_id:
-            self._protocol.transport.loseConnection()
+    def _failed(self, failure: Failure, pending: _Pending) -> None:
+        if pending is not self._inflight:
             return
         self._inflight = None
-        d.callback(message)
+        if failure.check(ConnectionLost) and not failure.check(ProtocolViolationError):
+            # Sent again first on the next connection (which _disconnected schedules): order is kept.
+            self._queue.appendleft(pending)
+            return
+        pending.deferred.errback(failure)
         self._pump()
 
-    def _disconnected(self, protocol, reason) -> None:
-        if protocol is not self._protocol:
+    # -- the connection ---------------------------------------------------------------
+
+    def _retry_pending(self) -> bool:
+        return self._retry_call is not None and self._retry_call.active()
+
+    def _connect(self) -> None:
+        if self._connecting is not None or self._closed or self._retry_pending():
             return
-        self._protocol = None
-        if self._inflight is not None:
-            # Resend the in-flight request first on the next connection: order is kept.
-            api_key, version, request, d, _ = self._inflight
-            self._inflight = None
-            self._queue.appendleft((api_key, version, request, d))
-        if not self._closed and self._queue:
+        self._connecting = connect(self.reactor, self.host, self.port, client_id=self.client_id,
+                                   timeout=self.timeout, security_protocol=self.security_protocol,
+                                   name=f"broker {self.broker_id}")
+        self._connecting.addCallbacks(self._connected, self._connect_failed)
+
+    def _connect_failed(self, failure: Failure) -> None:
+        self._connecting = None
+        if self._closed:
+            return          # cancelled by close()
+        self.log.warn("Controller cannot reach broker {broker_id}: {reason}; retrying in {backoff} s",
+                      broker_id=self.broker_id, reason=failure.getErrorMessage(),
+                      backoff=RECONNECT_BACKOFF_SECONDS)
+        self._schedule_retry()
+
+    def _connected(self, client: KafkaClientProtocol) -> None:
+        self._connecting = None
+        if self._closed:
+            client.close()
+            return
+        self._client = client
+        client.when_closed().addCallback(self._disconnected, client)
+        self._pump()
+
+    def _disconnected(self, reason: ConnectionError, client: KafkaClientProtocol) -> None:
+        if client is not self._client:
+            return
+        self._client = None
+        if self._queue:
+            self.log.info("Controller lost its connection to broker {broker_id} with {count} request(s) "
+                          "to send: {reason}; reconnecting in {backoff} s", broker_id=self.broker_id,
+                          count=len(self._queue), reason=reason, backoff=RECONNECT_BACKOFF_SECONDS)
+            self._schedule_retry()
+
+    def _schedule_retry(self) -> None:
+        if not self._closed and not self._retry_pending():
             self._retry_call = self.reactor.callLater(RECONNECT_BACKOFF_SECONDS, self._pump)
 
 
@@ -159,14 +180,17 @@ class ControllerChannelManager:
         self.timeout = timeout_ms / 1000.0
         self.channels: dict[int, BrokerChannel] = {}
 
-    def add_broker(self, broker_id: int, host: str, port: int) -> None:
+    def add_broker(self, broker_id: int, host: str, port: int, *, security_protocol: str = "PLAINTEXT") -> None:
+        """Start a channel to ``broker_id`` (replacing one to a different address or security protocol)."""
         existing = self.channels.get(broker_id)
-        if existing is not None and (existing.host, existing.port) == (host, port):
+        if existing is not None and (existing.host, existing.port, existing.security_protocol) == \
+                (host, port, security_protocol):
             return
         if existing is not None:
             existing.close()
         self.channels[broker_id] = BrokerChannel(reactor=self.reactor, broker_id=broker_id, host=host, port=port,
-                                                 controller_id=self.controller_id, timeout=self.timeout)
+                                                 controller_id=self.controller_id, timeout=self.timeout,
+                                                 security_protocol=security_protocol)
 
     def remove_broker(self, broker_id: int) -> None:
         channel = self.channels.pop(broker_id, None)

@@ -5,12 +5,14 @@ controller active -- it bumps the controller epoch and tells every
 registered broker (this one, over its control plane) the whole state --
 which needs this broker's control-plane listener bound and accepting, and
 its endpoints known (a listener on port 0 advertises the port it bound).
-Stopping it deactivates the controller and closes its connections.
+Stopping it deactivates the controller and closes its connections.  The
+cluster metadata store is the controller's own: a single node keeps it in a
+JSON file under the first log directory.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from twisted.application.service import Service
 from twisted.internet.defer import ensureDeferred
@@ -18,15 +20,16 @@ from twisted.internet.defer import ensureDeferred
 from .channel_manager import ControllerChannelManager
 from .client import LocalControllerClient
 from .kafka_controller import KafkaController, LiveBroker
-from .metadata_store import ClusterMetadataStore
+from .metadata_store import ClusterMetadataStore, JsonFileMetadataStore
 
 
 class ControllerService(Service):
     name = "controller"
 
-    def __init__(self, *, config, broker_id: int, store: ClusterMetadataStore, reactor,
+    def __init__(self, *, config, broker_id: int, metadata_dir: str, reactor, threadpool,
                  registration: Callable[[], LiveBroker]):
         self._registration = registration
+        store: ClusterMetadataStore = JsonFileMetadataStore(metadata_dir, reactor=reactor, threadpool=threadpool)
         self.controller = KafkaController(
             config=config, broker_id=broker_id, store=store,
             channels=ControllerChannelManager(reactor=reactor, controller_id=broker_id,

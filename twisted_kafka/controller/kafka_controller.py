@@ -25,8 +25,8 @@ whenever it grows, KIP-320).
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, replace
-from typing import Iterable, Mapping
+from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
 
 from twisted.internet.defer import Deferred, DeferredLock, gatherResults
 from twisted.logger import Logger
@@ -193,8 +193,9 @@ class KafkaController:
                              f"Topic '{spec.name}' collides with existing topic: {clash}")
         if spec.assignments:
             if spec.num_partitions != -1 or spec.replication_factor != -1:
-                raise KafkaError(ErrorCode.INVALID_REQUEST, "Both numPartitions or replicationFactor and "
-                                                            "replicasAssignments were set. Both cannot be used at the same time.")
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                 "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                                 "Both cannot be used at the same time.")
         else:
             if spec.num_partitions == 0 or spec.num_partitions < -1:
                 raise KafkaError(ErrorCode.INVALID_PARTITIONS,

@@ -19,13 +19,15 @@ Modules: ``log_config`` (``LogConfig``), ``layout`` (names), ``checkpoints``
 (the small text files), ``index`` (offset and time index), ``batches`` (what
 the log uses of the record codec), ``segment`` (``LogSegment``),
 ``epoch_cache`` (``LeaderEpochCache``), ``log`` (``Log``), ``recovery``
-(loading and crash recovery), ``retention``, ``flusher`` (coalesced fsyncs)
-and ``log_manager`` (``LogManager``, the service).
+(loading and crash recovery), ``retention``, ``flusher`` (coalesced fsyncs),
+``unified_log`` (``UnifiedLog``, the asynchronous per-partition API the
+broker uses) and ``log_manager`` (``LogManager``, the service: loading,
+scheduling, the registry of one ``UnifiedLog`` per partition).
 
 What runs where — measured with ``bench/log_io.py`` (ext4 on a virtio disk,
 2 shared cores; ms per operation)::
 
-                          inline on reactor    split, as LogManager does it:
+                          inline on reactor    split, as UnifiedLog does it:
                           p50 / max            on-reactor p50 / latency p50
     append 16 KiB         0.08 / 0.28          0.05 / 0.12   (write in pool: not worth it)
     append 1 MiB          0.35 / 0.91 (*)      0.13 / 0.42   (validate+copy stay, pwrite moves)
@@ -45,12 +47,12 @@ Decision:
   decompressed to check its records; a thread would not help under the GIL
   and would lose the arrival order that assigns offsets);
 * the segment write: on the reactor up to 64 KiB
-  (``log_manager.INLINE_WRITE_MAX_BYTES``), in the thread pool above; appends
+  (``unified_log.INLINE_WRITE_MAX_BYTES``), in the thread pool above; appends
   still become visible and are acknowledged in offset order;
 * fsync (flush policy, flush.ms, segment roll, shutdown): always in the pool;
 * reads: tried on the reactor with ``preadv(RWF_NOWAIT)`` — the page cache
   only — and redone in the pool if the data or the index is not in memory
-  (``LogManager.read``); ListOffsets by timestamp: in the pool;
+  (``UnifiedLog.read``); ListOffsets by timestamp: in the pool;
 * loading/recovery, checkpoints, file deletion: in the pool.
 """
 
@@ -63,6 +65,7 @@ from twisted_kafka.log.log import (
 )
 from twisted_kafka.log.log_config import LogConfig
 from twisted_kafka.log.log_manager import LogManager
+from twisted_kafka.log.unified_log import UnifiedLog
 
 __all__ = [
     "AppendOrigin",
@@ -72,4 +75,5 @@ __all__ = [
     "LogConfig",
     "LogManager",
     "TimestampAndOffset",
+    "UnifiedLog",
 ]

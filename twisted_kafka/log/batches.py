@@ -14,7 +14,8 @@ fetch may cut through thousands of small batches).
 from __future__ import annotations
 
 import struct
-from typing import Iterator, NamedTuple
+from typing import NamedTuple
+from collections.abc import Iterator
 
 from twisted_kafka.protocol.records.batch import (  # noqa: F401  (re-exported)
     BATCH_HEADER_SIZE,

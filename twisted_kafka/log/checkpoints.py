@@ -36,7 +36,7 @@ import base64
 import json
 import os
 import uuid
-from typing import Iterable
+from collections.abc import Iterable
 
 from twisted_kafka.log.layout import TMP_SUFFIX, fsync_dir
 
@@ -68,7 +68,7 @@ def write_atomically(path: str, data: bytes, *, fsync: bool = True) -> None:
 
 def _lines(path: str) -> list[str] | None:
     try:
-        with open(path, "r", encoding="utf-8") as f:
+        with open(path, encoding="utf-8") as f:
             return f.read().splitlines()
     except FileNotFoundError:
         return None

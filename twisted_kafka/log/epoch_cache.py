@@ -52,7 +52,7 @@ class LeaderEpochCache:
         self._dirty = False
 
     @classmethod
-    def load(cls, path: str) -> "LeaderEpochCache":
+    def load(cls, path: str) -> LeaderEpochCache:
         """Read the checkpoint; an unreadable one is discarded (recovery refills it)."""
         try:
             entries = read_epoch_checkpoint(path)
@@ -65,7 +65,7 @@ class LeaderEpochCache:
 
     @property
     def entries(self) -> list[tuple[int, int]]:
-        return list(zip(self._epochs, self._starts))
+        return list(zip(self._epochs, self._starts, strict=True))
 
     @property
     def latest_epoch(self) -> int:

@@ -16,7 +16,7 @@ go out in offset order.
 from __future__ import annotations
 
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 from twisted.internet.defer import Deferred, succeed
 from twisted.logger import Logger

@@ -33,6 +33,7 @@ import sys
 import threading
 from array import array
 from bisect import bisect_right
+import contextlib
 
 
 class CorruptIndexError(Exception):
@@ -213,10 +214,8 @@ class _SparseIndex(ABC):
 
     def delete(self) -> None:
         self.release()
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
-        except FileNotFoundError:
-            pass
 
 
 class OffsetIndex(_SparseIndex):

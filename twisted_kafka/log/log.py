@@ -52,7 +52,8 @@ import time
 from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, NamedTuple
+from typing import NamedTuple
+from collections.abc import Callable
 
 from twisted.logger import Logger
 
@@ -148,7 +149,7 @@ class PendingAppend:
                  "_callbacks")
 
     def __init__(self, segment: LogSegment | None, position: int, data, batches: list[BatchInfo],
-                 info: "LogAppendInfo"):
+                 info: LogAppendInfo):
         self.segment = segment
         self.position = position
         self.data = data
@@ -216,7 +217,7 @@ def _whole_batches_prefix(segment: LogSegment, position: int, data, limit: int) 
 SegmentDeleter = Callable[["Log", list[LogSegment]], None]
 
 
-def delete_segments_now(log_: "Log", segments: list[LogSegment]) -> None:
+def delete_segments_now(log_: Log, segments: list[LogSegment]) -> None:
     """The default deleter: close and unlink at once (LogManager delays instead)."""
     for segment in segments:
         segment.delete()
@@ -252,9 +253,9 @@ class Log:
         self._high_watermark = self._leo
         self.epoch_cache = epoch_cache
         self.segment_deleter = segment_deleter or delete_segments_now
-        #: Called with (log, new_base_offset) after a roll; LogManager uses it
-        #: to flush the finished segment in the thread pool, as Kafka does.
-        self.on_roll: Callable[["Log", int], None] | None = None
+        #: Called with (log, new_base_offset) after a roll; ``UnifiedLog`` uses
+        #: it to flush the finished segment in the thread pool, as Kafka does.
+        self.on_roll: Callable[[Log, int], None] | None = None
         self.last_flush_ms = wall_clock_ms()
         self._flush_lock = threading.Lock()
         self._dir_generation = 0          # bumped when files are created in the dir
@@ -266,7 +267,7 @@ class Log:
     # -- construction -------------------------------------------------------
 
     @classmethod
-    def open(cls, dir: str, config: LogConfig, **kwargs) -> "Log":
+    def open(cls, dir: str, config: LogConfig, **kwargs) -> Log:
         """Load (and if needed recover) the log in ``dir``; see ``recovery.load_log``."""
         from twisted_kafka.log.recovery import load_log
 
@@ -275,7 +276,7 @@ class Log:
     @classmethod
     def create(cls, dir: str, topic: str, partition: int, config: LogConfig, *,
                topic_id=None, now_ms: int | None = None,
-               segment_deleter: SegmentDeleter | None = None) -> "Log":
+               segment_deleter: SegmentDeleter | None = None) -> Log:
         """A new empty log at offset 0 (writes ``partition.metadata`` when a topic id is given)."""
         os.makedirs(dir, exist_ok=True)
         if topic_id is not None:
@@ -604,7 +605,7 @@ class Log:
         batch is returned even if larger than ``max_bytes`` (KIP-74).  Raises
         ``KafkaError(OFFSET_OUT_OF_RANGE)`` outside [log start, log end].
         ``nowait``: raise ``segment.WouldBlock`` rather than wait for the disk
-        (data or index not in memory) — ``LogManager.read`` then retries in
+        (data or index not in memory) — ``UnifiedLog.read`` then retries in
         the thread pool.  Safe to call on a pool thread.
         """
         self._check_in_range(fetch_offset)

@@ -16,7 +16,8 @@ sent; both are accepted, and a value that cannot be read raises
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 LONG_MAX = 9223372036854775807
 
@@ -116,7 +117,7 @@ class LogConfig:
 
     @classmethod
     def from_topic_config(cls, values: Mapping[str, Any] | None = None,
-                          defaults: Mapping[str, Any] | None = None) -> "LogConfig":
+                          defaults: Mapping[str, Any] | None = None) -> LogConfig:
         """Build from Kafka topic key names laid over ``defaults`` (also topic keys).
 
         Keys of other layers (``compression.type``, ``unclean.leader.election.enable``
@@ -134,14 +135,14 @@ class LogConfig:
 
     @classmethod
     def from_broker_config(cls, config: Any,
-                           overrides: Mapping[str, Any] | None = None) -> "LogConfig":
+                           overrides: Mapping[str, Any] | None = None) -> LogConfig:
         """Effective settings of a topic: broker ``config`` (a ``KafkaConfig``)
         with the topic's ``overrides`` (topic key names, raw or typed)."""
         from twisted_kafka.config import topic_config
 
         return cls.from_topic_config(topic_config(config, dict(overrides or {})))
 
-    def with_changes(self, **changes: Any) -> "LogConfig":
+    def with_changes(self, **changes: Any) -> LogConfig:
         return replace(self, **changes)
 
     @property

@@ -26,19 +26,18 @@ is flushed, the checkpoints are written, files are closed, delayed deletions
 are done now, and — only if all of that succeeded — the clean-shutdown
 marker is written in each dir.
 
-Durability on the append path (``append``): the append itself runs on the
-reactor (validation + a page-cache write; see ``twisted_kafka.log`` for the
-figures), and when the topic's ``flush.messages`` is reached the returned
-Deferred waits for an fsync in the thread pool, so an acks=all response can
-wait for the disk.  Appends to one partition keep their order; fsyncs are
-coalesced per partition (``LogFlusher``).
+The registry hands out one ``UnifiedLog`` per partition: appends, reads,
+ListOffsets lookups and flushes go through it (it decides what runs on the
+reactor and what in the thread pool).  The manager only drives what spans
+logs: loading, the periodic tasks, checkpoints, deletion and configuration.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-from typing import Any, Callable, Mapping
+from typing import Any
+from collections.abc import Callable, Mapping
 
 from twisted.application.service import Service
 from twisted.internet import task, threads
@@ -61,7 +60,6 @@ from twisted_kafka.log.checkpoints import (
     write_offset_checkpoint,
     write_partition_metadata,
 )
-from twisted_kafka.log.flusher import LogFlusher
 from twisted_kafka.log.layout import (
     CLEAN_SHUTDOWN_FILE,
     LOG_START_OFFSET_CHECKPOINT,
@@ -73,20 +71,16 @@ from twisted_kafka.log.layout import (
     parse_partition_dir,
     partition_dir_name,
 )
-from twisted_kafka.log.log import AppendOrigin, Log, LogAppendInfo, PendingAppend
+from twisted_kafka.log.log import Log
 from twisted_kafka.log.log_config import LONG_MAX, LogConfig, config_value
 from twisted_kafka.log.retention import delete_old_segments
-from twisted_kafka.log.segment import LogSegment, WouldBlock
+from twisted_kafka.log.segment import LogSegment
+from twisted_kafka.log.unified_log import UnifiedLog
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
 log = Logger()
 
 TopicPartition = tuple[str, int]
-
-#: Appends up to this size are written on the reactor (a page-cache write of
-#: 64 KiB costs ~0.05-0.1 ms even under writeback pressure); larger ones are
-#: written in the thread pool.  See ``twisted_kafka.log`` for the figures.
-INLINE_WRITE_MAX_BYTES = 64 * 1024
 
 
 def _unwrap(failure: Failure) -> Failure:
@@ -136,7 +130,7 @@ class _DirScan:
 
 
 class LogManager(Service):
-    """Owns every ``Log``; see the module docstring for the lifecycle."""
+    """Owns every partition's log (a ``UnifiedLog`` each); see the module docstring."""
 
     name = "log-manager"
 
@@ -156,15 +150,14 @@ class LogManager(Service):
         self._topic_configs = topic_configs
         self._topic_overrides: dict[str, dict[str, Any]] = {}
         self._configs: dict[str, LogConfig] = {}
-        self._logs: dict[TopicPartition, Log] = {}
+        self._logs: dict[TopicPartition, UnifiedLog] = {}
         self._dir_of: dict[TopicPartition, str] = {}
-        self._flushers: dict[TopicPartition, LogFlusher] = {}
         self._loops: list[task.LoopingCall] = []
         self._pending_deletes: dict[object, tuple[Any, Callable[[], Deferred]]] = {}
         self._running_deletes: set[Deferred] = set()
         self._checkpoint_lock = DeferredLock()
-        self._writes: dict[TopicPartition, set[Deferred]] = {}   # pool writes in flight
-        self.inline_write_max_bytes = INLINE_WRITE_MAX_BYTES
+        #: Deleted logs whose writes or fsyncs still run: shutdown waits for them too.
+        self._settling: set[Deferred] = set()
         self._broker_epoch = broker_epoch
         self._loaded: Deferred | None = None
         self._load_ok = False
@@ -190,14 +183,13 @@ class LogManager(Service):
             self._configs[topic] = cfg
         return cfg
 
-    def _register(self, log_: Log, log_dir: str) -> None:
-        key = (log_.topic, log_.partition)
-        log_.segment_deleter = self._delete_segments_later
-        log_.on_roll = self._on_roll
-        log_.last_flush_ms = self._now_ms()
-        self._logs[key] = log_
+    def _register(self, local_log: Log, log_dir: str) -> UnifiedLog:
+        key = (local_log.topic, local_log.partition)
+        local_log.segment_deleter = self._delete_segments_later
+        unified = UnifiedLog(local_log, reactor=self._reactor, threadpool=self._threadpool)
+        self._logs[key] = unified
         self._dir_of[key] = log_dir
-        self._flushers[key] = LogFlusher(log_, self._blocking, self._now_ms)
+        return unified
 
     # -- start --------------------------------------------------------------
 
@@ -324,10 +316,10 @@ class LogManager(Service):
 
     # -- lookup -------------------------------------------------------------
 
-    def get_log(self, topic: str, partition: int) -> Log | None:
+    def get_log(self, topic: str, partition: int) -> UnifiedLog | None:
         return self._logs.get((topic, partition))
 
-    def all_logs(self) -> list[Log]:
+    def all_logs(self) -> list[UnifiedLog]:
         return list(self._logs.values())
 
     def log_dir_of(self, topic: str, partition: int) -> str | None:
@@ -336,7 +328,7 @@ class LogManager(Service):
     # -- create / delete / configure ---------------------------------------
 
     def create_log(self, topic: str, partition: int, topic_id=None,
-                   topic_config: Mapping[str, Any] | None = None) -> Log:
+                   topic_config: Mapping[str, Any] | None = None) -> UnifiedLog:
         """The log of ``topic``-``partition``, created (empty, offset 0) if needed.
 
         Idempotent.  ``topic_config`` (topic key overrides) replaces the
@@ -356,7 +348,7 @@ class LogManager(Service):
             if topic_id is not None and existing.topic_id is None:
                 write_partition_metadata(os.path.join(existing.dir, PARTITION_METADATA), topic_id,
                                          fsync=False)
-                existing.topic_id = topic_id
+                existing.local_log.topic_id = topic_id
             return existing
         counts = {d: 0 for d in self.log_dirs}
         for d in self._dir_of.values():
@@ -369,9 +361,9 @@ class LogManager(Service):
                            now_ms=self._now_ms())
         else:
             new = Log.create(path, topic, partition, cfg, topic_id=topic_id, now_ms=self._now_ms())
-        self._register(new, log_dir)
+        unified = self._register(new, log_dir)
         log.info("created log {log} in {dir}", log=new, dir=log_dir)
-        return new
+        return unified
 
     def update_topic_config(self, topic: str, overrides: Mapping[str, Any]) -> LogConfig:
         """Replace a topic's overrides (AlterConfigs) and apply them to its logs."""
@@ -392,28 +384,28 @@ class LogManager(Service):
         files are gone; False if there was no such log.
         """
         key = (topic, partition)
-        log_ = self._logs.pop(key, None)
-        if log_ is None:
+        unified = self._logs.pop(key, None)
+        if unified is None:
             return succeed(False)
         log_dir = self._dir_of.pop(key)
-        flusher = self._flushers.pop(key)
-        delay_ms = log_.config.file_delete_delay_ms
-        log_.deleted = True                       # refuses appends from now on
+        local_log = unified.local_log
+        delay_ms = local_log.config.file_delete_delay_ms
+        local_log.deleted = True                  # refuses appends from now on
         target = os.path.join(log_dir, delete_dir_name(topic, partition))
-        os.rename(log_.dir, target)
-        log_.dir = target
+        os.rename(local_log.dir, target)
+        local_log.dir = target
         log.info("deleted log {topic}-{partition}; files go in {s} s", topic=topic,
                  partition=partition, s=delay_ms / 1000)
         done = Deferred()
 
         def settled(_):
-            self._writes.pop(key, None)
-            log_.close()
+            self._settling.discard(d)
+            local_log.close()
             self._schedule_delete(delay_ms, lambda: shutil.rmtree(target, ignore_errors=True),
                                   done, True)
 
-        d = self._writes_done(key)
-        d.addCallback(lambda _: flusher.when_idle())
+        d = unified.when_idle()
+        self._settling.add(d)
         d.addCallback(settled).addErrback(done.errback)
         return done
 
@@ -454,111 +446,7 @@ class LogManager(Service):
         done.addErrback(lambda f: log.failure("deleting segments failed", failure=f))
         self._schedule_delete(log_.config.file_delete_delay_ms, remove, done, None)
 
-    def _on_roll(self, log_: Log, new_base: int) -> None:
-        """A segment was finished: flush it in the background (Kafka does the same)."""
-        flusher = self._flushers.get((log_.topic, log_.partition))
-        if flusher is not None:
-            flusher.flush(new_base).addErrback(lambda f: None)  # logged by the flusher
-
-    # -- appends and flushes ------------------------------------------------
-
-    def append(self, log_: Log, records, leader_epoch: int, now_ms: int | None = None, *,
-               origin: AppendOrigin = AppendOrigin.CLIENT,
-               produce_version: int | None = None) -> Deferred:
-        """Append as leader; fires with the ``LogAppendInfo`` once the append is
-        written, visible, and — when the topic's ``flush.messages`` is reached —
-        fsynced (in the thread pool).  Fails with ``KafkaError`` as
-        ``Log.append_as_leader`` does.
-
-        Validation and offset assignment happen now, on the reactor, so
-        appends to a partition are ordered by arrival; the write happens here
-        too when it is at most ``inline_write_max_bytes``, else in the thread
-        pool.  Either way appends become visible, and their Deferreds fire,
-        in arrival order.
-        """
-        try:
-            pending = log_.prepare_append_as_leader(
-                records, leader_epoch, self._now_ms() if now_ms is None else now_ms, origin=origin,
-                produce_version=produce_version)
-        except Exception:
-            return fail()
-        if pending.segment is None:
-            return succeed(pending.info)
-        committed = Deferred()
-        pending.on_commit(
-            lambda error: committed.errback(error) if error is not None
-            else committed.callback(pending.info))
-        if pending.nbytes <= self.inline_write_max_bytes:
-            try:
-                pending.write()
-            except Exception as e:
-                log_.complete_append(pending, e)
-            else:
-                log_.complete_append(pending)
-        else:
-            self._write_in_pool(log_, pending)
-        committed.addCallback(self._after_commit, log_)
-        return committed
-
-    def _write_in_pool(self, log_: Log, pending: PendingAppend) -> None:
-        key = (log_.topic, log_.partition)
-        writes = self._writes.setdefault(key, set())
-        d = self._blocking(pending.write)
-        writes.add(d)
-
-        def done(result):
-            writes.discard(d)
-            if isinstance(result, Failure):
-                log_.complete_append(pending, result.value)
-            else:
-                log_.complete_append(pending)
-            return None
-
-        d.addBoth(done)
-
-    def _after_commit(self, info: LogAppendInfo, log_: Log):
-        if log_.unflushed_messages >= log_.config.flush_interval_messages:
-            d = self.flush_log(log_, info.last_offset + 1)
-            d.addCallback(lambda _: info)
-            return d
-        return info
-
-    def _writes_done(self, key: TopicPartition) -> Deferred:
-        return gatherResults(list(self._writes.get(key, ())), consumeErrors=True)
-
-    def read(self, log_: Log, fetch_offset: int, max_bytes: int, *, max_offset: int | None = None,
-             min_one_message: bool = True) -> Deferred:
-        """``Log.read`` without stalling the reactor on the disk.
-
-        The read is tried on the reactor with ``nowait`` (page cache only:
-        ~0.1 ms for 1 MiB); if data or index would have to come from the
-        disk it is redone in the thread pool.  Fires with a ``FetchDataInfo``;
-        fails with ``KafkaError(OFFSET_OUT_OF_RANGE)`` like ``Log.read``.
-        """
-        try:
-            return succeed(log_.read(fetch_offset, max_bytes, max_offset=max_offset,
-                                     min_one_message=min_one_message, nowait=True))
-        except WouldBlock:
-            return self._blocking(log_.read, fetch_offset, max_bytes, max_offset=max_offset,
-                                  min_one_message=min_one_message)
-        except Exception:
-            return fail()
-
-    def fetch_offset_by_timestamp(self, log_: Log, timestamp: int) -> Deferred:
-        """``Log.fetch_offset_by_timestamp`` in the thread pool (it may read
-        indexes and decompress a batch)."""
-        return self._blocking(log_.fetch_offset_by_timestamp, timestamp)
-
-    def fetch_offset_of_max_timestamp(self, log_: Log) -> Deferred:
-        """``Log.fetch_offset_of_max_timestamp`` in the thread pool (it walks segment files)."""
-        return self._blocking(log_.fetch_offset_of_max_timestamp)
-
-    def flush_log(self, log_: Log, up_to_offset: int | None = None) -> Deferred:
-        """fsync ``log_`` up to ``up_to_offset`` (default: its end) in the thread pool."""
-        flusher = self._flushers.get((log_.topic, log_.partition))
-        if flusher is None or flusher.log is not log_:
-            return self._blocking(log_.flush, up_to_offset, self._now_ms())
-        return flusher.flush(up_to_offset)
+    # -- periodic work ------------------------------------------------------
 
     def flush_dirty_logs(self) -> None:
         """Periodic: flush logs whose unflushed data is older than their ``flush.ms``."""
@@ -568,7 +456,7 @@ class LogManager(Service):
             if flush_ms >= LONG_MAX or log_.unflushed_messages <= 0:
                 continue
             if now - log_.last_flush_ms >= flush_ms:
-                self.flush_log(log_).addErrback(lambda f: None)   # logged by the flusher
+                log_.flush().addErrback(lambda f: None)   # logged by the flusher
 
     def cleanup_logs(self) -> int:
         """Periodic: apply retention to every log; returns segments deleted."""
@@ -576,14 +464,14 @@ class LogManager(Service):
         total = 0
         for log_ in list(self._logs.values()):
             try:
-                total += delete_old_segments(log_, now)
+                total += delete_old_segments(log_.local_log, now)
             except Exception:
                 log.failure("retention of {log} failed", log=log_)
         return total
 
     # -- checkpoints --------------------------------------------------------
 
-    def _write_checkpoints(self, name: str, value: Callable[[Log], int]) -> Deferred:
+    def _write_checkpoints(self, name: str, value: Callable[[UnifiedLog], int]) -> Deferred:
         by_dir: dict[str, dict] = {d: {} for d in self.log_dirs}
         for key, log_ in self._logs.items():
             by_dir[self._dir_of[key]][key] = value(log_)
@@ -596,10 +484,10 @@ class LogManager(Service):
         return self._checkpoint_lock.run(self._blocking, write_all)
 
     def checkpoint_recovery_points(self) -> Deferred:
-        return self._write_checkpoints(RECOVERY_POINT_CHECKPOINT, lambda l: l.recovery_point)
+        return self._write_checkpoints(RECOVERY_POINT_CHECKPOINT, lambda log_: log_.recovery_point)
 
     def checkpoint_log_start_offsets(self) -> Deferred:
-        return self._write_checkpoints(LOG_START_OFFSET_CHECKPOINT, lambda l: l.log_start_offset)
+        return self._write_checkpoints(LOG_START_OFFSET_CHECKPOINT, lambda log_: log_.log_start_offset)
 
     # -- stop ---------------------------------------------------------------
 
@@ -621,9 +509,8 @@ class LogManager(Service):
                 # would claim state we do not know.
                 self._close_all()
                 return None
-            steps = gatherResults([self._writes_done(key) for key in self._writes])
-            steps.addCallback(lambda _: gatherResults(
-                [f.when_idle() for f in self._flushers.values()]))
+            steps = gatherResults([log_.when_idle() for log_ in self._logs.values()]
+                                  + list(self._settling))
             steps.addCallback(lambda _: self._flush_all())
             steps.addCallback(lambda _: self.checkpoint_recovery_points())
             steps.addCallback(lambda _: self.checkpoint_log_start_offsets())
@@ -644,7 +531,9 @@ class LogManager(Service):
     def _flush_all(self) -> Deferred:
         semaphore = DeferredSemaphore(max(1, self.recovery_threads * len(self.log_dirs)))
         now = self._now_ms()
-        return gatherResults([semaphore.run(self._blocking, log_.flush, None, now)
+        # Log.flush itself, not the flusher: it also makes the epoch checkpoint
+        # and the directory durable when no record is left unflushed.
+        return gatherResults([semaphore.run(self._blocking, log_.local_log.flush, None, now)
                               for log_ in self._logs.values()], consumeErrors=True)
 
     def _finish_deletes(self) -> Deferred:
@@ -658,7 +547,7 @@ class LogManager(Service):
     def _close_all(self) -> None:
         for log_ in self._logs.values():
             try:
-                log_.close()
+                log_.local_log.close()
             except OSError:
                 log.failure("closing {log} failed", log=log_)
 

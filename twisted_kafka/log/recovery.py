@@ -56,6 +56,7 @@ from twisted_kafka.log.layout import (
 from twisted_kafka.log.log import Log, SegmentDeleter, wall_clock_ms
 from twisted_kafka.log.log_config import LogConfig
 from twisted_kafka.log.segment import LogSegment
+import contextlib
 
 log = Logger()
 
@@ -76,10 +77,8 @@ class RecoveryStats:
 
 
 def _remove(path: str) -> None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 def _clean_leftovers(dir: str) -> list[int]:

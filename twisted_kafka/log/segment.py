@@ -19,7 +19,8 @@ from __future__ import annotations
 import errno
 import os
 import random
-from typing import Iterator, NamedTuple
+from typing import NamedTuple
+from collections.abc import Iterator
 
 from twisted.logger import Logger
 
@@ -40,6 +41,7 @@ from twisted_kafka.log.layout import (
     segment_file_name,
 )
 from twisted_kafka.log.log_config import LogConfig
+import contextlib
 
 log = Logger()
 
@@ -129,7 +131,7 @@ class LogSegment:
     # -- construction -------------------------------------------------------
 
     @classmethod
-    def create(cls, dir: str, base_offset: int, config: LogConfig, now_ms: int) -> "LogSegment":
+    def create(cls, dir: str, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
         """A new empty segment (existing files of that name are emptied)."""
         path = os.path.join(dir, segment_file_name(base_offset, LOG_SUFFIX))
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -153,7 +155,7 @@ class LogSegment:
 
     @classmethod
     def open(cls, dir: str, base_offset: int, config: LogConfig, now_ms: int, *,
-             full_index_check: bool = False) -> tuple["LogSegment", bool]:
+             full_index_check: bool = False) -> tuple[LogSegment, bool]:
         """Open an existing segment; returns (segment, indexes_ok).
 
         A missing or insane index is replaced by an empty one and
@@ -528,10 +530,8 @@ class LogSegment:
             return
         self.deleted = True
         for index in (self.offset_index, self.time_index):
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 index.rename(index.path + DELETED_SUFFIX)
-            except FileNotFoundError:
-                pass
         try:
             os.rename(self.log_path, self.log_path + DELETED_SUFFIX)
             self.log_path += DELETED_SUFFIX
@@ -546,10 +546,8 @@ class LogSegment:
             os.close(fd)
         self.offset_index.delete()
         self.time_index.delete()
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(self.log_path)
-        except FileNotFoundError:
-            pass
 
     def __repr__(self) -> str:
         return f"<LogSegment {self.log_path} size={self.size}>"

@@ -34,7 +34,8 @@ from .connection_quotas import ConnectionQuotas, TooManyConnections
 from .connections import ConnectionRegistry
 from .endpoints import SASL_PROTOCOLS, server_endpoint
 from .listeners import EndPoint
-from .processor import CloseReason
+from .close_reasons import CloseReason
+import contextlib
 
 #: Accepted sockets inherit TCP_NODELAY, SO_SNDBUF and SO_RCVBUF from the listening socket.
 SOCKET_OPTIONS_INHERITED = sys.platform.startswith("linux")
@@ -223,10 +224,8 @@ class Acceptor(ServerFactory):
     def connection_closed(self, processor, reason: str) -> None:
         self.processors.discard(processor)
         if processor.parked:
-            try:
+            with contextlib.suppress(ValueError):
                 self._parked.remove(processor)
-            except ValueError:
-                pass
             return
         self.registry.remove(processor)
         if processor.slot is not None:

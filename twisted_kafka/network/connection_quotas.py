@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import socket
 from collections import Counter
-from typing import Callable
+from collections.abc import Callable
 
 from twisted.logger import Logger
 

@@ -10,7 +10,7 @@ read and write keeps both O(1) per event.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Iterator
+from collections.abc import Iterator
 
 
 class ConnectionRegistry:

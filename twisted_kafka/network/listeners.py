@@ -114,7 +114,7 @@ def _parse_endpoints(config, key: str, entries, protocols: dict[str, str], *, ad
 
 
 def parse_listeners(config) -> ListenerConfig:
-    """Validate and resolve the listener layout (Kafka's rules, SPEC S5)."""
+    """Validate and resolve the listener layout by Kafka's rules (KIP-103 listeners, KIP-291 control plane)."""
     protocols = _protocol_map(config)
     listeners = _parse_endpoints(config, "listeners", parse_csv_list(config["listeners"]), protocols,
                                  advertised=False)

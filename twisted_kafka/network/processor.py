@@ -44,6 +44,7 @@ from twisted_kafka.protocol.connection import (
     ServerConnection,
 )
 
+from .close_reasons import CloseReason
 from .request import (
     ANONYMOUS,
     CloseConnectionResponse,
@@ -56,19 +57,6 @@ from .request import (
 
 if TYPE_CHECKING:
     from .acceptor import Acceptor
-
-
-class CloseReason:
-    """Why a connection closed, as counted by ConnectionQuotas and shown to operators."""
-
-    CLIENT = "client"
-    IDLE = "idle"
-    QUOTA = "quota"
-    PROTOCOL_ERROR = "protocol_error"
-    AUTHENTICATION = "authentication"
-    PRODUCE_ERROR = "produce_error"   # an acks=0 Produce failed: closing tells the producer (Kafka does the same)
-    TLS = "tls"
-    SHUTDOWN = "shutdown"
 
 
 class Processor(Protocol):
@@ -360,4 +348,4 @@ class ControlPlaneProcessor(Processor):
     log = Logger(namespace="twisted_kafka.network.ControlPlaneProcessor")
 
 
-__all__ = ["Processor", "DataPlaneProcessor", "ControlPlaneProcessor", "CloseReason"]
+__all__ = ["Processor", "DataPlaneProcessor", "ControlPlaneProcessor"]

@@ -25,11 +25,12 @@ from __future__ import annotations
 
 from collections import deque
 from time import perf_counter_ns
-from typing import Callable
+from collections.abc import Callable
 
 from twisted.internet.defer import CancelledError, Deferred, succeed
 
 from .request import Request, Response
+import contextlib
 
 
 class RequestChannel:
@@ -97,9 +98,7 @@ class RequestChannel:
         """Whether a request of ``size`` bytes may be queued now without exceeding a bound."""
         if len(self._queue) >= self.max_queued_requests:
             return False
-        if self.max_queued_bytes >= 0 and self.held_bytes and self.held_bytes + size > self.max_queued_bytes:
-            return False
-        return True
+        return not (self.max_queued_bytes >= 0 and self.held_bytes and self.held_bytes + size > self.max_queued_bytes)
 
     def wait_for_room(self, resume: Callable[[], None], size: int = 0) -> None:
         """Register a processor that found no room for a request of ``size`` bytes.
@@ -151,10 +150,8 @@ class RequestChannel:
         return taker
 
     def _cancel_taker(self, taker: Deferred) -> None:
-        try:
+        with contextlib.suppress(ValueError):
             self._takers.remove(taker)
-        except ValueError:
-            pass
 
     def release(self, request: Request) -> None:
         """The handler is done with ``request``: its bytes no longer count against the budget."""

@@ -9,11 +9,11 @@ requests travel over the data plane, as in Kafka.
 
 Each plane declares the APIs it serves.  With a control plane, the
 controller's APIs (LeaderAndIsr, StopReplica, UpdateMetadata,
-ControlledShutdown) are served there and nowhere else, and the control plane
-serves nothing but them (plus ApiVersions and SASL, which every connection
-may need first); without one, the data plane serves everything.  A request
-for an API its plane does not serve closes the connection, as an unknown API
-does.
+ControlledShutdown) are served there and on no data-plane listener; the
+control plane itself serves every API, as Kafka's does (a tool or broker may
+ask it for Metadata).  Without a control plane the data plane serves
+everything.  A request for an API its plane does not serve closes the
+connection, as an unknown API does.
 
 Both planes share one ``ConnectionQuotas`` and one ``ConnectionRegistry``
 (for idle reaping and LRU eviction), so a connection is counted once.
@@ -31,7 +31,8 @@ thread does all socket I/O (see docs/architecture.md).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable, Protocol
+from typing import Protocol
+from collections.abc import Callable
 
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred, DeferredList, gatherResults, inlineCallbacks
@@ -39,21 +40,18 @@ from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
 from twisted_kafka.metrics import MetricName, MetricsRegistry
-from twisted_kafka.protocol.registry import CONTROLLER_API_KEYS, ApiKey, ApiSpec
+from twisted_kafka.protocol.registry import CONTROLLER_API_KEYS, ApiSpec
 
 from .acceptor import Acceptor
 from .connection_quotas import ConnectionQuotas
 from .connections import ConnectionRegistry
 from .listeners import EndPoint, ListenerConfig
-from .processor import CloseReason, ControlPlaneProcessor, DataPlaneProcessor
+from .close_reasons import CloseReason
+from .processor import ControlPlaneProcessor, DataPlaneProcessor
 from .request_channel import RequestChannel
 from .request_metrics import RequestMetrics
 
 CONTROL_PLANE_QUEUE_SIZE = 20  # fixed in Kafka
-
-#: APIs any connection may need before the ones it came for: version negotiation and SASL.
-CONNECTION_SETUP_API_KEYS = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
-
 
 class ServedApis(Protocol):
     """What the API layer tells the network layer: which APIs have handlers, at which versions."""
@@ -84,10 +82,6 @@ class Plane:
     def served_keys(self) -> list[int]:
         """The API keys this plane advertises in ApiVersions."""
         return [key for key in self.apis.served_keys if self.allows(key)]
-
-
-def _control_plane_allows(api_key: int) -> bool:
-    return api_key in CONTROLLER_API_KEYS or api_key in CONNECTION_SETUP_API_KEYS
 
 
 def _data_plane_beside_control_plane_allows(api_key: int) -> bool:
@@ -122,7 +116,7 @@ class SocketServer(Service):
             self.control_plane = Plane(
                 "control", "ControlPlane",
                 RequestChannel(plane="control", max_queued_requests=CONTROL_PLANE_QUEUE_SIZE),
-                ControlPlaneProcessor, apis, _control_plane_allows, request_metrics)
+                ControlPlaneProcessor, apis, _everything, request_metrics)
         self.acceptors: dict[str, Acceptor] = {}
         for ep in listeners.listeners:
             plane = self.control_plane if ep.listener_name == listeners.control_plane_listener_name else self.data_plane

@@ -32,7 +32,8 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from .codec import decode_request_body
 from .exceptions import ProtocolDecodeError

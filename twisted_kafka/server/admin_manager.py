@@ -12,7 +12,7 @@ broker config -- and sends changes to the controller through a
 from __future__ import annotations
 
 import uuid
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from twisted.logger import Logger
 

@@ -42,7 +42,7 @@ NO_RESPONSE = _NoResponse()
 class CloseConnection:
     """Answer by closing the connection (gracefully: earlier responses still leave)."""
 
-    reason: str                 # a network.processor.CloseReason value
+    reason: str                 # a network.close_reasons.CloseReason value
     message: str
 
 

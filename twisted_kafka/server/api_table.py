@@ -7,7 +7,7 @@ an API is advertised the moment its handler exists and never before.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from twisted_kafka.controller.client import ControllerClient
 from twisted_kafka.network.request import RequestContext

@@ -64,7 +64,8 @@ def load_or_create(log_dirs: list[str], configured_broker_id: int, *, reserved_b
 
     cluster_ids = {values.get("cluster.id") for values in found.values() if values.get("cluster.id")}
     if len(cluster_ids) > 1:
-        raise ConfigError("log.dirs", f"log directories belong to different clusters ({', '.join(sorted(cluster_ids))})")
+        raise ConfigError("log.dirs",
+                          f"log directories belong to different clusters ({', '.join(sorted(cluster_ids))})")
     stored_ids = set()
     for log_dir, values in found.items():
         try:

@@ -11,7 +11,7 @@ configuration, and a change reaches every broker the same way.
 from __future__ import annotations
 
 from types import MappingProxyType
-from typing import Mapping
+from collections.abc import Mapping
 
 
 class ConfigRepository:

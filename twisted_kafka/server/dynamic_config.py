@@ -23,7 +23,8 @@ startup.
 from __future__ import annotations
 
 import re
-from typing import Mapping, Protocol
+from typing import Protocol
+from collections.abc import Mapping
 
 from twisted.logger import Logger
 

@@ -22,11 +22,11 @@ which the handler pool hands to its plane's ``RequestChannel``:
 from __future__ import annotations
 
 from time import perf_counter_ns
-from typing import Iterable
+from collections.abc import Iterable
 
 from twisted.logger import Logger
 
-from twisted_kafka.network.processor import CloseReason
+from twisted_kafka.network.close_reasons import CloseReason
 from twisted_kafka.network.request import (
     CloseConnectionResponse,
     ConnectionUpdate,

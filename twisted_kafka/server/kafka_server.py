@@ -38,7 +38,6 @@ from twisted.python.threadpool import ThreadPool
 from twisted_kafka.config import ConfigError
 from twisted_kafka.controller.controller_service import ControllerService
 from twisted_kafka.controller.kafka_controller import LiveBroker
-from twisted_kafka.controller.metadata_store import JsonFileMetadataStore
 from twisted_kafka.log import LogManager
 from twisted_kafka.metrics import MetricsRegistry
 from twisted_kafka.network.listeners import parse_listeners
@@ -111,8 +110,7 @@ class KafkaServer(MultiService):
                                           metrics=self.metrics, apis=self.apis)
         self.apis.request_metrics = self.socket_server.data_plane.request_metrics
         self.controller_service = ControllerService(
-            config=config, broker_id=broker_id, reactor=reactor,
-            store=JsonFileMetadataStore(self.log_dirs[0], reactor=reactor, threadpool=pool),
+            config=config, broker_id=broker_id, metadata_dir=self.log_dirs[0], reactor=reactor, threadpool=pool,
             registration=self._registration)
         controller = self.controller_service.client
         self.admin_manager = AdminManager(controller=controller, metadata_cache=self.metadata_cache,
@@ -152,9 +150,9 @@ class KafkaServer(MultiService):
     def _registration(self) -> LiveBroker:
         """This broker as the controller registers it: its advertised endpoints, with bound ports."""
         listeners = self.listeners
+        control_listener = listeners.control_plane_listener_name or listeners.inter_broker_listener_name
         return LiveBroker(broker_id=self.broker.broker_id, epoch=self.broker_epoch,
-                          endpoints=self.socket_server.advertised_endpoints(),
-                          control_listener=listeners.control_plane_listener_name or listeners.inter_broker_listener_name,
+                          endpoints=self.socket_server.advertised_endpoints(), control_listener=control_listener,
                           rack=self.config["broker.rack"])
 
     # -- startup ------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Iterable
+from collections.abc import Iterable
 
 from twisted_kafka.network.listeners import EndPoint, ListenerConfig
 from twisted_kafka.protocol.errors import ErrorCode

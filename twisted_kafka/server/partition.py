@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
-from twisted_kafka.log import Log
+from twisted_kafka.log import UnifiedLog
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
 
@@ -21,7 +21,7 @@ class Partition:
     topic: str
     index: int
     topic_id: uuid.UUID
-    log: Log
+    log: UnifiedLog
     local_broker_id: int
     leader_id: int = -1
     leader_epoch: int = -1
@@ -39,7 +39,9 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        # No transactions yet: nothing is unstable below the high watermark (CLIENTS.md §5).
+        # No transactions yet: nothing is unstable below the high watermark.  It must equal the
+        # high watermark then: librdkafka reads read_committed by default and hides records at
+        # or past a smaller last stable offset.
         return self.log.high_watermark
 
     @property

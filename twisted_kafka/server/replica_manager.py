@@ -2,10 +2,13 @@
 
 It applies the controller's decisions (LeaderAndIsr: become leader or
 follower, creating the log; StopReplica: stop, and delete if asked) and
-serves the data path: appends for Produce, reads for Fetch, with the fetch
-purgatory woken by every append.  Requests from a controller older than the
-last one seen are refused (STALE_CONTROLLER_EPOCH), and a partition's leader
-epoch is never moved backwards.
+serves the data path: appends for Produce, reads for Fetch, offset lookups
+for ListOffsets, log start moves for DeleteRecords, with the fetch purgatory
+woken by every append.  Each goes to the partition's ``UnifiedLog``, which
+decides what runs on the reactor and what in the I/O thread pool.  Requests
+from a controller older than the last one seen are refused
+(STALE_CONTROLLER_EPOCH), and a partition's leader epoch is never moved
+backwards.
 """
 
 from __future__ import annotations
@@ -138,7 +141,7 @@ class ReplicaManager:
                              f"The size of the current ISR {partition.isr} is insufficient to satisfy the "
                              f"min.isr requirement of {partition.log.config.min_insync_replicas} for partition "
                              f"{partition.topic}-{partition.index}")
-        d = self.log_manager.append(partition.log, records, partition.leader_epoch, produce_version=produce_version)
+        d = partition.log.append_as_leader(records, partition.leader_epoch, produce_version=produce_version)
         d.addCallback(self._appended, partition)
         return d
 
@@ -149,19 +152,40 @@ class ReplicaManager:
 
     def read(self, partition: Partition, fetch_offset: int, max_bytes: int, *, max_offset: int,
              min_one_message: bool) -> Deferred:
-        return self.log_manager.read(partition.log, fetch_offset, max_bytes, max_offset=max_offset,
-                                     min_one_message=min_one_message)
+        return partition.log.read(fetch_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message)
 
     def fetch_offset_for_timestamp(self, partition: Partition, timestamp: int) -> Deferred:
-        """The first record at or after ``timestamp`` (ListOffsets by time); fires with None if none."""
-        return self.log_manager.fetch_offset_by_timestamp(partition.log, timestamp)
+        """ListOffsets by time (KIP-79): fires with the ``TimestampAndOffset`` of the first
+        record whose timestamp is at least ``timestamp``, or None."""
+        return partition.log.fetch_offset_by_timestamp(timestamp)
 
     def fetch_offset_of_max_timestamp(self, partition: Partition) -> Deferred:
-        """The record with the largest timestamp (ListOffsets -3, KIP-734)."""
-        return self.log_manager.fetch_offset_of_max_timestamp(partition.log)
+        """ListOffsets MAX_TIMESTAMP (KIP-734): fires with the ``TimestampAndOffset`` of the
+        first record with the largest timestamp, or None."""
+        return partition.log.fetch_offset_of_max_timestamp()
+
+    def delete_records(self, partition: Partition, offset: int) -> int:
+        """DeleteRecords on the leader: move the log start to ``offset`` (-1: the high
+        watermark); returns the new log start offset (the "low watermark").
+
+        As Kafka's ``Partition.deleteRecordsOnLeader``: POLICY_VIOLATION unless
+        ``cleanup.policy`` includes ``delete``; OFFSET_OUT_OF_RANGE for another
+        negative offset or one above the high watermark.  Not durable until
+        ``checkpoint_log_start_offsets``.
+        """
+        log = partition.log
+        if not log.config.delete_enabled:
+            raise KafkaError(ErrorCode.POLICY_VIOLATION,
+                             f"Records of partition {partition.topic}-{partition.index} can not be deleted due "
+                             f"to the configured policy")
+        if offset < 0 and offset != -1:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                             f"The offset {offset} for partition {partition.topic}-{partition.index} is not valid")
+        return log.delete_records_before(offset)
 
     def checkpoint_log_start_offsets(self) -> Deferred:
-        """Persist log start offsets (DeleteRecords answers only once they survive a restart)."""
+        """Write every log's start offset to disk (after DeleteRecords, so a restart
+        does not bring deleted records back)."""
         return self.log_manager.checkpoint_log_start_offsets()
 
     def log_config(self, topic: str) -> LogConfig:

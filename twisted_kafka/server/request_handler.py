@@ -34,7 +34,7 @@ from twisted.python.failure import Failure
 
 from twisted_kafka.metrics import MetricName, MetricsRegistry
 from twisted_kafka.metrics.idle import IdleRatio
-from twisted_kafka.network.processor import CloseReason
+from twisted_kafka.network.close_reasons import CloseReason
 from twisted_kafka.network.request import CloseConnectionResponse
 from twisted_kafka.network.request_channel import RequestChannel
 

@@ -83,11 +83,11 @@ class InProcessBroker:
         self.listeners = parse_listeners(self.config)
         self.metrics = MetricsRegistry()
         self.apis = KafkaApis([])
-        self.apis.register(ApiVersionsHandler(self.apis))
+        self.apis.register(ApiVersionsHandler(lambda context: self.socket_server.plane(context.plane).served_keys()))
         for handler in handlers:
             self.apis.register(handler)
         self.socket_server = SocketServer(config=self.config, listeners=self.listeners, reactor=reactor,
-                                          metrics=self.metrics, served_spec=self.apis.served_spec)
+                                          metrics=self.metrics, apis=self.apis)
         self.apis.request_metrics = self.socket_server.data_plane.request_metrics
         self.pools = [KafkaRequestHandlerPool(channel=self.socket_server.data_plane.channel, apis=self.apis,
                                               num_handlers=self.config["num.io.threads"], reactor=reactor,
@@ -111,7 +111,8 @@ class InProcessBroker:
     async def start(self) -> InProcessBroker:
         for pool in self.pools:
             pool.startService()
-        await self.socket_server.start_listening()
+        await self.socket_server.bind()
+        self.socket_server.enable_request_processing()
         return self
 
     async def wait_until(self, predicate, timeout: float = 10.0, what: str = "condition") -> None:
@@ -149,9 +150,8 @@ class InProcessBroker:
         """The shutdown sequence of KafkaServer: stop accepting, drain, stop handlers, close all."""
         server = self.socket_server
         await server.stop_accepting()
-        for plane in server.planes:
-            plane.open = False
-        await self.wait_until(lambda: server.inflight_count() == 0, what="in-flight requests to drain")
+        server.stop_processing_requests()
+        await server.drained()
         for pool in self.pools:
             if pool.running:
                 await pool.stopService()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from twisted_kafka.config import KafkaConfig
@@ -74,11 +76,11 @@ def _manager(tmp_path, pool, **props):
 def test_large_appends_are_written_in_the_pool_and_acked_in_order(tmp_path):
     pool = ManualThreadPool()
     manager = _manager(tmp_path, pool)
-    manager.inline_write_max_bytes = 1000
     log = manager.create_log("t", 0)
+    log.inline_write_max_bytes = 1000
     acked = []
-    big = manager.append(log, batch(20, value_size=100), 0)        # > 1000 bytes: pool
-    small = manager.append(log, batch(1), 0)                        # inline write
+    big = log.append_as_leader(batch(20, value_size=100), 0)        # > 1000 bytes: pool
+    small = log.append_as_leader(batch(1), 0)                        # inline write
     big.addCallback(lambda info: acked.append(info.first_offset))
     small.addCallback(lambda info: acked.append(info.first_offset))
     assert acked == [] and len(pool.queue) == 1
@@ -90,9 +92,9 @@ def test_large_appends_are_written_in_the_pool_and_acked_in_order(tmp_path):
 def test_stop_waits_for_writes_in_flight(tmp_path):
     pool = ManualThreadPool()
     manager = _manager(tmp_path, pool)
-    manager.inline_write_max_bytes = 0
     log = manager.create_log("t", 0)
-    manager.append(log, batch(3), 0)
+    log.inline_write_max_bytes = 0
+    log.append_as_leader(batch(3), 0)
     done = []
     manager.stopService().addCallback(done.append)
     assert done == [] and not (tmp_path / "data" / ".kafka_cleanshutdown").exists()
@@ -102,26 +104,45 @@ def test_stop_waits_for_writes_in_flight(tmp_path):
     assert log.committed_end_offset == 3
 
 
+def test_stop_waits_for_writes_of_a_deleted_log_then_removes_its_files(tmp_path):
+    pool = ManualThreadPool()
+    manager = _manager(tmp_path, pool, **{"log.segment.delete.delay.ms": "60000"})
+    log = manager.create_log("t", 0)
+    log.inline_write_max_bytes = 0
+    log.append_as_leader(batch(3), 0)
+    deleted = []
+    manager.delete_log("t", 0).addCallback(deleted.append)
+    done = []
+    manager.stopService().addCallback(done.append)
+    assert done == [] and deleted == []
+    assert len(pool.queue) == 1                        # the write: shutdown waits for it
+    pool.run_all()
+    assert done == [None] and deleted == [True]        # removed at shutdown, not 60 s later
+    assert log.committed_end_offset == 3
+    assert not [n for n in os.listdir(tmp_path / "data") if n.startswith("t-0")]
+    assert (tmp_path / "data" / ".kafka_cleanshutdown").exists()
+
+
 def test_reads_stay_inline_when_cached_and_move_to_the_pool_otherwise(tmp_path):
     pool = ManualThreadPool()
     manager = _manager(tmp_path, pool, **{"log.segment.bytes": "500", "log.index.interval.bytes": "50"})
     log = manager.create_log("t", 0)
     for _ in range(10):
-        log.append_as_leader(batch(3), 0, NOW)
+        log.local_log.append_as_leader(batch(3), 0, NOW)
     pool.run_all()                                            # background flushes after rolls
-    d = manager.read(log, 27, 1 << 20)
+    d = log.read(27, 1 << 20)
     assert d.called and not pool.queue                        # hot data: answered inline
     assert [o for o, _ in records_of(d.result)] == [27, 28, 29]
     # An old segment whose index was never loaded would touch the disk:
-    old = log.segments[0]
+    old = log.local_log.segments[0]
     old.offset_index.release()
     old.offset_index.unload()
     with pytest.raises(WouldBlock):
-        log.read(0, 100, nowait=True)
-    d = manager.read(log, 0, 1 << 20)
+        log.local_log.read(0, 100, nowait=True)
+    d = log.read(0, 1 << 20)
     assert not d.called and len(pool.queue) == 1
     pool.run_all()
     assert [o for o, _ in records_of(d.result)][:3] == [0, 1, 2]
     failure = []
-    manager.read(log, 99, 10).addErrback(failure.append)
+    log.read(99, 10).addErrback(failure.append)
     assert failure[0].value.code == ErrorCode.OFFSET_OUT_OF_RANGE

@@ -1,4 +1,5 @@
-"""LogManager: loading, flush policy, periodic tasks, deletion, clean shutdown."""
+"""LogManager: loading, the registry of UnifiedLogs, flush policy, periodic tasks, deletion,
+clean shutdown."""
 
 from __future__ import annotations
 
@@ -81,14 +82,14 @@ def test_flush_policy_one_fsyncs_before_the_append_fires(tmp_path):
     pool.run_all()
     log = manager.create_log("t", 0)
     events = []
-    real_flush = log.flush
+    real_flush = log.local_log.flush
 
     def recording_flush(up_to=None, now_ms=None):
         events.append(("fsync", up_to))
         return real_flush(up_to, now_ms)
 
-    log.flush = recording_flush
-    d = manager.append(log, batch(2), 0)
+    log.local_log.flush = recording_flush
+    d = log.append_as_leader(batch(2), 0)
     d.addCallback(lambda info: events.append(("acked", info.last_offset)))
     assert events == [] and len(pool.queue) == 1     # written, fsync queued, not acked
     assert log.log_end_offset == 2 and log.recovery_point == 0
@@ -104,8 +105,8 @@ def test_fsyncs_are_coalesced_and_acks_stay_in_order(tmp_path):
     pool.run_all()
     log = manager.create_log("t", 0)
     acked = []
-    for _ in range(5):
-        manager.append(log, batch(1), 0).addCallback(lambda info: acked.append(info.first_offset))
+    for i in range(5):
+        log.append_as_leader(batch(1), 0).addCallback(lambda info: acked.append(info.first_offset))
     assert log.log_end_offset == 5 and acked == []
     assert len(pool.queue) == 1                      # one fsync running, the rest wait
     pool.run_one()
@@ -119,7 +120,7 @@ def test_fsyncs_are_coalesced_and_acks_stay_in_order(tmp_path):
 def test_without_flush_policy_append_fires_at_once(tmp_path):
     manager, _ = _started(tmp_path)
     log = manager.create_log("t", 0)
-    info = _result(manager.append(log, batch(3), 0))
+    info = _result(log.append_as_leader(batch(3), 0))
     assert info.last_offset == 2 and log.recovery_point == 0
 
 
@@ -128,10 +129,10 @@ def test_append_errors_come_back_as_failed_deferreds(tmp_path):
     log = manager.create_log("t", 0)
     broken = bytearray(batch(2))
     broken[-1] ^= 1
-    failure = _result(manager.append(log, bytes(broken), 0))
+    failure = _result(log.append_as_leader(bytes(broken), 0))
     assert failure.check(KafkaError)
     assert failure.value.code == ErrorCode.CORRUPT_MESSAGE
-    failure = _result(manager.append(log, b"\x00" * 70, 0))    # magic 0
+    failure = _result(log.append_as_leader(b"\x00" * 70, 0))    # magic 0
     assert failure.value.code == ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
     assert log.log_end_offset == 0
 
@@ -139,7 +140,7 @@ def test_append_errors_come_back_as_failed_deferreds(tmp_path):
 def test_flush_scheduler_honours_flush_ms(tmp_path):
     manager, reactor = _started(tmp_path, log_flush_interval_ms=5000)
     log = manager.create_log("t", 0)
-    manager.append(log, batch(1), 0)
+    log.append_as_leader(batch(1), 0)
     reactor.advance(1)
     assert log.recovery_point == 0
     reactor.advance(4)
@@ -151,11 +152,11 @@ def test_retention_runs_periodically_and_deletes_files_after_the_delay(tmp_path)
                                 log_retention_check_interval_ms=10_000,
                                 log_segment_delete_delay_ms=30_000)
     log = manager.create_log("t", 0)
-    log.append_as_leader(batch(2, ts=NOW - 120_000), 0, NOW)
-    log.roll()
-    log.append_as_leader(batch(2, ts=NOW), 0, NOW)
+    log.local_log.append_as_leader(batch(2, ts=NOW - 120_000), 0, NOW)
+    log.local_log.roll()
+    log.local_log.append_as_leader(batch(2, ts=NOW), 0, NOW)
     reactor.advance(10)
-    assert [s.base_offset for s in log.segments] == [2]
+    assert [s.base_offset for s in log.local_log.segments] == [2]
     assert log.log_start_offset == 2
     names = os.listdir(log.dir)
     assert "00000000000000000000.log.deleted" in names
@@ -167,7 +168,7 @@ def test_retention_runs_periodically_and_deletes_files_after_the_delay(tmp_path)
 def test_delete_log_renames_then_removes_after_the_delay(tmp_path):
     manager, reactor = _started(tmp_path, log_segment_delete_delay_ms=5000)
     log = manager.create_log("gone", 1)
-    log.append_as_leader(batch(1), 0, NOW)
+    log.local_log.append_as_leader(batch(1), 0, NOW)
     data = tmp_path / "data"
     d = manager.delete_log("gone", 1)
     assert manager.get_log("gone", 1) is None
@@ -186,7 +187,7 @@ def test_clean_shutdown_writes_checkpoints_and_marker_and_restart_skips_recovery
     manager, reactor = _started(tmp_path, log_segment_bytes=500)
     log = manager.create_log("t", 0, uuid.uuid4())
     for _ in range(10):
-        manager.append(log, batch(3), 0)
+        log.append_as_leader(batch(3), 0)
     log.delete_records_before(4)
     d = manager.stopService()
     assert _result(d) is None
@@ -200,14 +201,14 @@ def test_clean_shutdown_writes_checkpoints_and_marker_and_restart_skips_recovery
     log = manager.get_log("t", 0)
     assert log.recovery_stats.segments_recovered == 0
     assert (log.log_start_offset, log.log_end_offset, log.recovery_point) == (4, 30, 30)
-    assert _result(manager.append(log, batch(1), 0)).first_offset == 30
+    assert _result(log.append_as_leader(batch(1), 0)).first_offset == 30
 
 
 def test_unclean_restart_recovers_and_keeps_acknowledged_records(tmp_path):
     manager, _ = _started(tmp_path, log_flush_interval_messages=1)
     log = manager.create_log("t", 0)
     for _ in range(4):
-        manager.append(log, batch(2), 0)
+        log.append_as_leader(batch(2), 0)
     manager.checkpoint_recovery_points()
     # No stopService: the process "dies"; a torn write follows the last ack.
     with open(os.path.join(log.dir, "00000000000000000000.log"), "ab") as f:
@@ -216,7 +217,7 @@ def test_unclean_restart_recovers_and_keeps_acknowledged_records(tmp_path):
     log = manager.get_log("t", 0)
     assert log.log_end_offset == 8
     assert log.recovery_stats.segments_recovered == 1
-    assert [o for o, _ in records_of(log.read(0, 1 << 20))] == list(range(8))
+    assert [o for o, _ in records_of(log.local_log.read(0, 1 << 20))] == list(range(8))
 
 
 def test_non_partition_entries_are_ignored(tmp_path):
@@ -243,7 +244,7 @@ def test_logs_spread_over_several_dirs_and_reload(tmp_path):
     manager = LogManager(KafkaConfig.from_props(props), reactor=reactor, threadpool=SyncThreadPool())
     manager.startService()
     for p in range(4):
-        manager.create_log("t", p).append_as_leader(batch(p + 1), 0, NOW)
+        manager.create_log("t", p).local_log.append_as_leader(batch(p + 1), 0, NOW)
     assert sorted(manager.log_dir_of("t", p) for p in range(4)) == sorted(list(map(str, dirs)) * 2)
     _result(manager.stopService())
     manager = LogManager(KafkaConfig.from_props(props), reactor=reactor, threadpool=SyncThreadPool())
@@ -282,16 +283,16 @@ def test_a_deleted_partition_can_be_created_again_at_once(tmp_path):
     manager, _ = _manager(tmp_path, pool=pool)
     manager.startService()
     pool.run_all()
-    manager.inline_write_max_bytes = 0                 # keep a write in flight
     old = manager.create_log("t", 0)
-    manager.append(old, batch(3), 0)
+    old.inline_write_max_bytes = 0                     # keep a write in flight
+    old.append_as_leader(batch(3), 0)
     manager.delete_log("t", 0)
     new = manager.create_log("t", 0)
     assert new is not old and new.log_end_offset == 0
-    failure = _result(manager.append(old, batch(1), 0))
+    failure = _result(old.append_as_leader(batch(1), 0))
     assert failure.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     pool.run_all()                                     # the old write lands in the renamed dir
-    manager.inline_write_max_bytes = 1 << 20
-    manager.append(new, batch(1), 0)
+    new.inline_write_max_bytes = 1 << 20
+    new.append_as_leader(batch(1), 0)
     assert old.committed_end_offset == 3 and new.log_end_offset == 1
-    assert [o for o, _ in records_of(_result(manager.read(new, 0, 1 << 20)))] == [0]
+    assert [o for o, _ in records_of(_result(new.read(0, 1 << 20)))] == [0]

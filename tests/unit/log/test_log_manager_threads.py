@@ -35,11 +35,11 @@ class RealThreadsTests(unittest.TestCase):
         yield manager.startService()
         log = manager.create_log("t", 0)
         sizes = [1, 300, 2, 150, 1, 400, 3]       # batches of ~100 B .. ~40 KiB records
-        manager.inline_write_max_bytes = 8 * 1024  # the big ones go through the pool
+        log.inline_write_max_bytes = 8 * 1024      # the big ones go through the pool
         acks = []
         ds = []
         for n in sizes:
-            d = manager.append(log, batch(n, value_size=100), 0)
+            d = log.append_as_leader(batch(n, value_size=100), 0)
             d.addCallback(lambda info: acks.append((info.first_offset, log.recovery_point)))
             ds.append(d)
         yield defer.gatherResults(ds)
@@ -47,8 +47,8 @@ class RealThreadsTests(unittest.TestCase):
         self.assertEqual([a for a, _ in acks], firsts)                 # acked in offset order
         for (first, rp), n in zip(acks, sizes, strict=True):
             self.assertGreaterEqual(rp, first + n)                      # durable before the ack
-        self.assertGreater(len(log.segments), 1)
-        info = yield manager.read(log, 0, 1 << 24)
+        self.assertGreater(len(log.local_log.segments), 1)
+        info = yield log.read(0, 1 << 24)
         self.assertEqual([o for o, _ in records_of(info)], list(range(sum(sizes))))
         yield manager.stopService()
         self.assertTrue(os.path.exists(os.path.join(self.data, ".kafka_cleanshutdown")))
@@ -58,6 +58,6 @@ class RealThreadsTests(unittest.TestCase):
         log = again.get_log("t", 0)
         self.assertEqual(log.log_end_offset, sum(sizes))
         self.assertEqual(log.recovery_stats.segments_recovered, 0)
-        info = yield again.append(log, batch(1), 0)
+        info = yield log.append_as_leader(batch(1), 0)
         self.assertEqual(info.first_offset, sum(sizes))
         yield again.stopService()

@@ -3,7 +3,7 @@ protected-listener eviction, on a MemoryReactorClock."""
 
 from __future__ import annotations
 
-from twisted_kafka.network.processor import CloseReason
+from twisted_kafka.network.close_reasons import CloseReason
 from twisted_kafka.protocol.messages import ApiVersionsRequest
 
 from .helpers import THREE_LISTENERS, Stack, request_bytes

@@ -10,12 +10,17 @@ import sys
 import pytest
 from twisted.logger import LogLevel, formatEvent, globalLogPublisher
 
-from twisted_kafka.network.processor import CloseReason
+from twisted_kafka.network.close_reasons import CloseReason
 from twisted_kafka.network.request import CloseConnectionResponse, ConnectionUpdate, NoOpResponse, SendResponse
 from twisted_kafka.protocol.codec import encode_response
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.header import RequestHeader
-from twisted_kafka.protocol.messages import ApiVersionsRequest, ApiVersionsResponse, LeaderAndIsrRequest
+from twisted_kafka.protocol.messages import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    LeaderAndIsrRequest,
+    MetadataRequest,
+)
 from twisted_kafka.protocol.registry import ApiKey
 from twisted_kafka.server.api_handler import ApiHandler
 from twisted_kafka.server.handlers.api_versions import ApiVersionsHandler
@@ -208,19 +213,19 @@ def test_protocol_errors_close_the_connection_without_an_answer(stack, log_event
 
 # -- per-plane APIs ------------------------------------------------------------------
 
-def test_controller_apis_are_served_on_the_control_plane_only():
+def test_controller_apis_are_served_on_no_data_plane_listener_beside_a_control_plane():
     """With a control plane, LeaderAndIsr on the data plane is an unserved API (the connection
-    closes) and Metadata on the control plane too; ApiVersions advertises each plane's own set."""
+    closes); the control plane serves every API, as Kafka's does (a tool or broker may ask it
+    for Metadata); ApiVersions advertises each plane's own set."""
     stack = Stack(handlers=[Unreachable(ApiKey.METADATA), Unreachable(ApiKey.LEADER_AND_ISR)])
     data = stack.connect()
     data.dataReceived(raw_request(ApiKey.LEADER_AND_ISR, 1))
     assert data.transport.aborted and stack.channel("data").queue_size == 0
     control = stack.connect("CONTROLLER")
-    control.dataReceived(raw_request(ApiKey.METADATA, 1))
-    assert control.transport.aborted and stack.channel("control").queue_size == 0
+    control.dataReceived(metadata_request(9))
+    assert stack.take("control").correlation_id == 9 and not control.transport.disconnecting
     stack.flush()
-    assert stack.quotas.closed == {("PLAINTEXT", CloseReason.PROTOCOL_ERROR): 1,
-                                   ("CONTROLLER", CloseReason.PROTOCOL_ERROR): 1}
+    assert stack.quotas.closed == {("PLAINTEXT", CloseReason.PROTOCOL_ERROR): 1}
 
     def advertised(listener, plane):
         p = stack.connect(listener)
@@ -230,7 +235,11 @@ def test_controller_apis_are_served_on_the_control_plane_only():
         return {k.api_key for k in response.api_keys}
 
     assert advertised("PLAINTEXT", "data") == {ApiKey.API_VERSIONS, ApiKey.METADATA}
-    assert advertised("CONTROLLER", "control") == {ApiKey.API_VERSIONS, ApiKey.LEADER_AND_ISR}
+    assert advertised("CONTROLLER", "control") == {ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.LEADER_AND_ISR}
+
+
+def metadata_request(correlation_id: int) -> bytes:
+    return request_bytes(MetadataRequest(version=1, topics=None), 1, correlation_id)
 
 
 def leader_and_isr(correlation_id: int) -> bytes:

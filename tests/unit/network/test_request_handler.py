@@ -10,7 +10,7 @@ from twisted.internet.task import Clock
 
 from twisted_kafka.metrics import MetricName, MetricsRegistry
 from twisted_kafka.metrics.idle import IdleRatio
-from twisted_kafka.network.processor import CloseReason
+from twisted_kafka.network.close_reasons import CloseReason
 from twisted_kafka.network.request import CloseConnectionResponse, NoOpResponse, Request, RequestContext
 from twisted_kafka.network.request_channel import RequestChannel
 from twisted_kafka.protocol.header import RequestHeader

@@ -11,7 +11,7 @@ layer records the name and version on the connection for operators.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from twisted_kafka.network.request import RequestContext
 from twisted_kafka.protocol.codec import (

@@ -26,9 +26,6 @@ R = m.DeleteRecordsResponse
 _Topic = R.DeleteRecordsTopicResult
 _Partition = R.DeleteRecordsTopicResult.DeleteRecordsPartitionResult
 
-HIGH_WATERMARK = -1
-
-
 class DeleteRecordsHandler(ApiHandler):
     api_key = ApiKey.DELETE_RECORDS
 
@@ -37,16 +34,8 @@ class DeleteRecordsHandler(ApiHandler):
 
     def _delete(self, topic: str, index: int, offset: int) -> int:
         """The new log start offset of ``topic``-``index``; raises KafkaError."""
-        partition = self.replicas.leader_partition(topic, index)
-        log = partition.log
-        if not log.config.delete_enabled:
-            raise KafkaError(ErrorCode.POLICY_VIOLATION,
-                             f"Records of partition {topic}-{index} can not be deleted due to the configured "
-                             f"policy")
-        if offset < 0 and offset != HIGH_WATERMARK:
-            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
-                             f"The offset {offset} for partition {topic}-{index} is not valid")
-        return log.delete_records_before(offset)
+        replicas = self.replicas
+        return replicas.delete_records(replicas.leader_partition(topic, index), offset)
 
     async def handle(self, request):
         topics = []

@@ -38,7 +38,8 @@ class DescribeClusterHandler(ApiHandler):
         if endpoint_type != BROKERS:
             if endpoint_type == CONTROLLERS:
                 error = ErrorCode.MISMATCHED_ENDPOINT_TYPE if version >= 1 else ErrorCode.INVALID_REQUEST
-                message = "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER"
+                message = ("The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type "
+                           "CONTROLLER")
             else:
                 error = ErrorCode.UNSUPPORTED_ENDPOINT_TYPE if version >= 1 else ErrorCode.INVALID_REQUEST
                 message = f"Unsupported endpoint type {endpoint_type}"

@@ -1,0 +1,108 @@
+"""The layer rules, checked on the source: the seams stay where the architecture says they are.
+
+* Connections belong to the network layer: no module outside
+  ``twisted_kafka/network/`` imports ``network.processor`` or names a
+  ``Processor``; handlers see a ``Request`` and its ``RequestContext`` only.
+* The controller's state belongs to the controller: no module outside
+  ``twisted_kafka/controller/`` imports ``controller.metadata_store`` or
+  reads a controller's store or channels (brokers learn the cluster over
+  the control plane and ask through a ``ControllerClient``).
+* ``server/handlers/`` holds API handlers only: every class defined there is
+  an ``ApiHandler``, and each module defines at least one.
+* ``KafkaServer`` composes child services rather than starting things by hand.
+
+(``protocol/`` importing no Twisted is checked in tests/unit/protocol/test_no_twisted.py.)
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import pkgutil
+from pathlib import Path
+
+import pytest
+
+import twisted_kafka
+from twisted_kafka.server.api_handler import ApiHandler
+
+PACKAGE = Path(twisted_kafka.__file__).parent
+
+
+def modules_outside(*folders: str) -> list[Path]:
+    excluded = [PACKAGE / folder for folder in folders]
+    return [path for path in sorted(PACKAGE.rglob("*.py"))
+            if not any(path.is_relative_to(folder) for folder in excluded)]
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Absolute names of every module ``path`` imports (relative imports resolved)."""
+    package = ".".join(("twisted_kafka", *path.relative_to(PACKAGE).parent.parts))
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                module = f"{base}.{node.module}" if node.module else base
+            else:
+                module = node.module or ""
+            names.add(module)
+            names.update(f"{module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def attribute_names(path: Path) -> set[str]:
+    return {node.attr for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.Attribute)}
+
+
+def test_rules_see_the_package():
+    assert len(modules_outside("network")) > 50
+
+
+@pytest.mark.parametrize("path", modules_outside("network"), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_only_the_network_layer_touches_connections(path):
+    imports = imported_modules(path)
+    assert not any(name.startswith("twisted_kafka.network.processor") for name in imports), imports
+    names = {n for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(n, ast.Name)}
+    assert not {n.id for n in names} & {"Processor", "DataPlaneProcessor", "ControlPlaneProcessor"}
+    assert "processor" not in attribute_names(path)
+
+
+@pytest.mark.parametrize("path", modules_outside("controller"), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_only_the_controller_touches_its_state(path):
+    imports = imported_modules(path)
+    assert not any(name.startswith("twisted_kafka.controller.metadata_store") for name in imports), imports
+    assert not {"_store", "_channels", "store", "channels"} & attribute_names(path)
+
+
+def handler_modules() -> list[str]:
+    import twisted_kafka.server.handlers as handlers
+    return [f"{handlers.__name__}.{info.name}" for info in pkgutil.iter_modules(handlers.__path__)]
+
+
+@pytest.mark.parametrize("name", handler_modules())
+def test_handlers_folder_holds_handlers_only(name):
+    module = importlib.import_module(name)
+    own = [cls for _, cls in inspect.getmembers(module, inspect.isclass) if cls.__module__ == name]
+    assert own, f"{name} defines no handler"
+    strays = [cls.__name__ for cls in own if not issubclass(cls, ApiHandler)]
+    assert not strays, f"{name} defines classes that are not API handlers: {strays}"
+    assert any(not inspect.isabstract(cls) for cls in own)
+
+
+def test_kafka_server_is_composed_of_child_services(tmp_path):
+    from twisted.internet.testing import MemoryReactorClock
+
+    from tests.unit.network.helpers import make_config
+    from twisted_kafka.server.kafka_server import KafkaServer
+
+    server = KafkaServer(make_config(log_dirs=str(tmp_path / "logs")), reactor=MemoryReactorClock())
+    children = list(server)
+    names = [type(child).__name__ for child in children]
+    assert names == ["ThreadPoolService", "LogManager", "KafkaRequestHandlerPool", "KafkaRequestHandlerPool",
+                     "SocketServer", "ControllerService", "BrokerLifecycleManager"]
+    assert all(child.parent is server for child in children)

@@ -1,0 +1,92 @@
+"""Connecting to a broker: a Twisted client endpoint chosen by security protocol, and a connect timeout.
+
+As on the server side (``twisted_kafka.network.endpoints``), the transport is
+a Twisted endpoint built from a description string, so the client code is
+the same whatever the transport: PLAINTEXT and SASL_PLAINTEXT connect over
+plain TCP (``tcp:host=...:port=...``), and SSL/SASL_SSL will be Twisted's
+``tls:`` client endpoint with trust roots and a client certificate -- another
+description, not other code.  (SASL authentication itself is a conversation
+over the connection, not a property of the transport.)
+
+``tcp:`` serves IPv6 literals too (Twisted's TCP client recognises them), so
+there is no separate ``tcp6:`` description; Twisted has no client parser for
+one.  The connect timeout (``controller.socket.timeout.ms`` for the
+controller) is applied to the connection attempt with ``Deferred.addTimeout``
+on the reactor's clock rather than by the description alone, whose ``timeout``
+is whole seconds: the attempt is cancelled at the configured millisecond.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from twisted.internet.defer import CancelledError, Deferred
+from twisted.internet.endpoints import clientFromString, quoteStringArgument
+from twisted.internet.error import ConnectingCancelledError
+from twisted.internet.interfaces import IStreamClientEndpoint
+from twisted.python.failure import Failure
+
+from twisted_kafka.protocol.client_connection import DEFAULT_MAX_RESPONSE_SIZE
+
+from .errors import ConnectFailed
+from .protocol import KafkaClientFactory, describe_address
+
+#: Security protocols whose connections are TLS-wrapped (Kafka's SecurityProtocol).
+TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
+#: Security protocols over plain TCP.
+PLAIN_PROTOCOLS = frozenset({"PLAINTEXT", "SASL_PLAINTEXT"})
+
+
+def endpoint_description(host: str, port: int, *, timeout: float | None = None) -> str:
+    """The ``clientFromString`` description of a plain TCP connection to ``host:port``.
+
+    ``timeout`` (seconds) is rounded up to the whole seconds a description
+    can hold, so the endpoint never gives up before the caller's timeout.
+    """
+    description = f"tcp:host={quoteStringArgument(host)}:port={port}"
+    if timeout is not None:
+        description += f":timeout={max(1, math.ceil(timeout))}"
+    return description
+
+
+def client_endpoint(reactor, host: str, port: int, *, security_protocol: str = "PLAINTEXT",
+                    timeout: float | None = None) -> IStreamClientEndpoint:
+    """The endpoint that reaches a listener of ``security_protocol`` at ``host:port``."""
+    if security_protocol in TLS_PROTOCOLS:
+        raise ValueError(f"cannot connect to {describe_address(host, port)}: {security_protocol} needs TLS "
+                         "settings, which this build does not have yet")
+    if security_protocol not in PLAIN_PROTOCOLS:
+        raise ValueError(f"unknown security protocol {security_protocol!r}")
+    return clientFromString(reactor, endpoint_description(host, port, timeout=timeout))
+
+
+def connect(reactor, host: str, port: int, *, client_id: str | None, timeout: float,
+            security_protocol: str = "PLAINTEXT", name: str | None = None,
+            max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE) -> Deferred:
+    """Connect to the broker at ``host:port``; the Deferred fires with a connected ``KafkaClientProtocol``.
+
+    ``name`` (``"broker 2"``) goes into every error and log line about the
+    connection.  The Deferred fails with ``ConnectFailed`` if the connection
+    is refused or not made within ``timeout`` seconds; cancelling it
+    abandons the attempt (it then fails with Twisted's ``ConnectingCancelledError``).
+    """
+    peer = describe_address(host, port, name)
+    # Any: mypy cannot check calls through a zope Interface (IStreamClientEndpoint) without a plugin.
+    endpoint: Any = client_endpoint(reactor, host, port, security_protocol=security_protocol, timeout=timeout)
+    factory = KafkaClientFactory(client_id=client_id, peer=peer, max_response_size=max_response_size)
+    d = endpoint.connect(factory)
+
+    def timed_out(result, timeout: float):
+        raise ConnectFailed(peer, f"no connection within {timeout:g} s")
+
+    def failed(failure: Failure):
+        if failure.check(ConnectFailed, CancelledError, ConnectingCancelledError):
+            return failure
+        raise ConnectFailed(peer, failure.getErrorMessage())
+
+    d.addTimeout(timeout, reactor, onTimeoutCancel=timed_out)
+    return d.addErrback(failed)
+
+
+__all__ = ["connect", "client_endpoint", "endpoint_description", "TLS_PROTOCOLS", "PLAIN_PROTOCOLS"]

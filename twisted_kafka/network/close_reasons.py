@@ -1,0 +1,20 @@
+"""Why a connection closed: the reasons ConnectionQuotas counts and operators see.
+
+Shared by the network layer (which closes connections) and the layers that
+ask it to (an acks=0 Produce that failed, a response that cannot be
+encoded), so they name the reason without touching a connection.
+"""
+
+
+class CloseReason:
+    CLIENT = "client"
+    IDLE = "idle"
+    QUOTA = "quota"
+    PROTOCOL_ERROR = "protocol_error"
+    AUTHENTICATION = "authentication"
+    PRODUCE_ERROR = "produce_error"   # an acks=0 Produce failed: closing tells the producer (Kafka does the same)
+    TLS = "tls"
+    SHUTDOWN = "shutdown"
+
+
+__all__ = ["CloseReason"]
