@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from twisted_kafka.network.request import NoOpResponse, Request, RequestContext, SendResponse
 from twisted_kafka.protocol.client_connection import ClientConnection, ResponseReceived
-from twisted_kafka.protocol.codec import encode_response
+from twisted_kafka.protocol.codec import encode_api_versions_error, encode_response
 from twisted_kafka.protocol.connection import CLOSED, NEED_DATA, ProtocolViolation, RequestReceived, ServerConnection
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.header import RequestHeader, parse_request_header
@@ -326,3 +326,19 @@ def test_a_large_response_in_64k_reads_is_assembled_with_linear_work():
     [event] = events
     assert event.correlation_id == cid and event.body.auth_bytes == token
     assert work.bytes_copied <= 2 * len(reply) + CHUNK
+
+
+@pytest.mark.parametrize("version", [1, 3, 4])
+def test_an_older_brokers_v0_unsupported_version_answer_to_api_versions_is_read(version):
+    """KIP-511 from the client's side: a broker that does not know the ApiVersions version asked
+    answers in v0 format; the client reads it (as Kafka's ApiVersionsResponse.parse falls back
+    to v0) and learns which versions to retry with, rather than dropping the connection."""
+    conn = client()
+    body = (ApiVersionsRequest(version=version, client_software_name="twin", client_software_version="1")
+            if version >= 3 else ApiVersionsRequest(version=version))
+    cid, data = send(conn, body, version)
+    conn.receive_data(b"".join(encode_api_versions_error(parse_request_header(data[4:]))))
+    [event] = responses(conn)
+    assert event.correlation_id == cid and event.body.error_code == ErrorCode.UNSUPPORTED_VERSION
+    assert [(k.api_key, k.min_version, k.max_version) for k in event.body.api_keys] == [(18, 0, 4)]
+    assert not conn.closed
