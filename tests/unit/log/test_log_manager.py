@@ -105,7 +105,7 @@ def test_fsyncs_are_coalesced_and_acks_stay_in_order(tmp_path):
     pool.run_all()
     log = manager.create_log("t", 0)
     acked = []
-    for i in range(5):
+    for _ in range(5):
         log.append_as_leader(batch(1), 0).addCallback(lambda info: acked.append(info.first_offset))
     assert log.log_end_offset == 5 and acked == []
     assert len(pool.queue) == 1                      # one fsync running, the rest wait
