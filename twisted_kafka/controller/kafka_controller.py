@@ -37,6 +37,7 @@ from twisted_kafka.config.topic import validate_topic_overrides
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
+from twisted_kafka.waiting import fired_within
 
 from .channel_manager import ControllerChannelManager
 from .client import NewTopic, TopicResult
@@ -355,28 +356,16 @@ class KafkaController:
                                   f"within {timeout_ms} ms")
         return results
 
-    def _within(self, d: Deferred, timeout_ms: int | None) -> Deferred:
-        """A Deferred firing True once ``d`` has succeeded, False if it failed or ``timeout_ms``
-        (None or <= 0: no limit) passed first.  ``d`` itself is never cancelled: the brokers
-        still apply the change, only the caller stops waiting."""
-        waiter: Deferred = Deferred()
-        timer = None
+    def _within(self, d: Deferred, timeout_ms: int | None) -> Deferred[bool]:
+        """Whether the brokers confirmed a change (``d``) within ``timeout_ms`` (None or <= 0: no
+        limit).  ``d`` is never cancelled: the brokers still apply the change, only the caller
+        stops waiting."""
+        d.addErrback(self._unconfirmed)
+        return fired_within(self._channels.reactor, d, timeout_ms / 1000.0 if timeout_ms else None)
 
-        def finished(result):
-            ok = not isinstance(result, Failure)
-            if not ok:
-                self.log.failure("Brokers did not confirm a controller change", result)
-            if not waiter.called:
-                if timer is not None and timer.active():
-                    timer.cancel()
-                waiter.callback(ok)
-            return None
-
-        d.addBoth(finished)
-        if not waiter.called and timeout_ms is not None and timeout_ms > 0:
-            timer = self._channels.reactor.callLater(timeout_ms / 1000.0,
-                                                    lambda: waiter.called or waiter.callback(False))
-        return waiter
+    def _unconfirmed(self, failure: Failure) -> Failure:
+        self.log.failure("Brokers did not confirm a controller change", failure)
+        return failure
 
     # -- configs ----------------------------------------------------------------------
 

@@ -117,11 +117,13 @@ class Acceptor(ServerFactory):
 
     @property
     def bound_address(self) -> str:
+        assert self.port is not None, "not listening"
         host = self.port.getHost()
         return f"{host.host}:{host.port}"
 
     @property
     def bound_port(self) -> int:
+        assert self.port is not None, "not listening"
         return self.port.getHost().port
 
     def stop_listening(self) -> Deferred | None:

@@ -98,7 +98,7 @@ class ConnectionSlot:
 
 
 def _resolve(host: str) -> str:
-    return socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)[0][4][0]
+    return str(socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)[0][4][0])
 
 
 def resolve_ip_overrides(config, resolve: Callable[[str], str] = _resolve) -> dict[str, int]:

@@ -11,23 +11,27 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .processor import Processor
 
 
 class ConnectionRegistry:
     def __init__(self) -> None:
-        self._lru: OrderedDict[str, object] = OrderedDict()
+        self._lru: OrderedDict[str, Processor] = OrderedDict()
 
-    def add(self, processor) -> None:
+    def add(self, processor: Processor) -> None:
         self._lru[processor.connection_id] = processor
 
-    def remove(self, processor) -> None:
+    def remove(self, processor: Processor) -> None:
         self._lru.pop(processor.connection_id, None)
 
-    def touch(self, processor) -> None:
+    def touch(self, processor: Processor) -> None:
         if processor.connection_id in self._lru:
             self._lru.move_to_end(processor.connection_id)
 
-    def idle_before(self, cutoff: float) -> list:
+    def idle_before(self, cutoff: float) -> list[Processor]:
         """Connections whose last activity is older than ``cutoff`` and that wait on nothing."""
         idle = []
         for processor in self._lru.values():
@@ -37,7 +41,7 @@ class ConnectionRegistry:
                 idle.append(processor)
         return idle
 
-    def least_recently_used(self, *, exclude_listener: str):
+    def least_recently_used(self, *, exclude_listener: str) -> Processor | None:
         for processor in self._lru.values():
             if processor.listener_name != exclude_listener and not processor.closing:
                 return processor
@@ -46,5 +50,5 @@ class ConnectionRegistry:
     def __len__(self) -> int:
         return len(self._lru)
 
-    def __iter__(self) -> Iterator:
+    def __iter__(self) -> Iterator[Processor]:
         return iter(list(self._lru.values()))
