@@ -41,6 +41,14 @@ class ManualPool(InlinePool):
         while self.queue:
             self.run_one()
 
+    def run_now_deliver_later(self):
+        """Run the oldest item now; its result reaches the reactor when the returned callable is called."""
+        on_result, f, args, kwargs = self.queue.popleft()
+        outcome: list = []
+        InlinePool.callInThreadWithCallback(self, lambda ok, result: outcome.append((ok, result)), f, *args,
+                                            **kwargs)
+        return lambda: on_result(*outcome[0])
+
 
 def topic(name: str, partitions: int = 1, configs=None, topic_id=None):
     states = {i: PartitionRecord(replicas=(0,), leader=0, leader_epoch=0, isr=(0,)) for i in range(partitions)}
@@ -157,6 +165,27 @@ def test_concurrent_writes_are_serialised_in_call_order(tmp_path):
     assert fired(third)
     assert sorted(on_disk(tmp_path)["topics"]) == ["a", "b"]
     assert on_disk(tmp_path)["topics"]["a"]["configs"] == {"retention.ms": "1"}
+
+
+def test_a_slow_first_load_does_not_undo_a_write(tmp_path):
+    """Two changes before the store was ever loaded: each starts a load.  A load
+    that read the file before the first write but delivers after it must not
+    replace the newer state (which would lose the first change on the next write)."""
+    pool = ManualPool()
+    store = JsonFileMetadataStore(str(tmp_path), reactor=InlineReactor(), threadpool=pool)
+    first = ensureDeferred(store.create_topics([topic("a")]))
+    second = ensureDeferred(store.create_topics([topic("b")]))
+    assert len(pool.queue) == 2                          # both are loading
+    deliver_first_read = pool.run_now_deliver_later()
+    deliver_second_read = pool.run_now_deliver_later()   # reads the empty directory too ...
+    deliver_first_read()
+    pool.run_all()                                       # ... but "a" is written before it arrives
+    assert fired(first) and set(on_disk(tmp_path)["topics"]) == {"a"}
+    deliver_second_read()
+    pool.run_all()
+    assert fired(second)
+    assert sorted(on_disk(tmp_path)["topics"]) == ["a", "b"]
+    assert sorted(run(store.load()).topics) == ["a", "b"]
 
 
 def test_records_are_immutable(tmp_path):
