@@ -87,6 +87,33 @@ class SyncThreadPool:
             on_result(True, result)
 
 
+class SwitchablePool(SyncThreadPool):
+    """Runs work at once, or -- between ``hold()`` and ``run_all()`` -- queues it for the test to run."""
+
+    def __init__(self):
+        self.queue: deque = deque()
+        self.holding = False
+
+    def hold(self) -> None:
+        self.holding = True
+
+    def callInThreadWithCallback(self, on_result, f, *args, **kwargs):
+        if self.holding:
+            self.queue.append((on_result, f, args, kwargs))
+        else:
+            super().callInThreadWithCallback(on_result, f, *args, **kwargs)
+
+    def run_all(self) -> int:
+        """Stop holding and run everything queued; how many items ran."""
+        self.holding = False
+        ran = 0
+        while self.queue:
+            on_result, f, args, kwargs = self.queue.popleft()
+            super().callInThreadWithCallback(on_result, f, *args, **kwargs)
+            ran += 1
+        return ran
+
+
 class ManualThreadPool:
     """Queues "thread pool" work; the test decides when each item runs."""
 
@@ -256,7 +283,7 @@ class Broker:
         self.tmp_path = tmp_path
         self.reactor = InlineReactor()
         self.reactor.advance(NOW / 1000)
-        self.pool = SyncThreadPool()
+        self.pool = SwitchablePool()
         self.log_dir = str(tmp_path / "logs")
         self.config = KafkaConfig.from_props({**BASE_PROPS, "log.dirs": self.log_dir, **(props or {})})
         self.listeners = parse_listeners(self.config)
