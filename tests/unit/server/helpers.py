@@ -42,6 +42,7 @@ from twisted_kafka.network.request import (
     RequestContext,
     SendResponse,
 )
+from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.codec import decode_request, decode_response, encode_request
 from twisted_kafka.protocol.header import RequestHeader
 from twisted_kafka.protocol.records.builder import build_batch
@@ -359,6 +360,23 @@ class Broker:
         info = result_of(replicas.append(replicas.leader_partition(topic, partition),
                                          records(*values, **kwargs), 9))
         return info.first_offset
+
+    def leader_and_isr(self, topic: str, partition: int, *, leader: int = BROKER_ID, leader_epoch: int,
+                       partition_epoch: int | None = None, replicas=(BROKER_ID,), isr=(BROKER_ID,),
+                       topic_id=None, controller_epoch: int | None = None, version: int = 7):
+        """Send LeaderAndIsr for one partition, as the controller would (on the control plane); the response."""
+        LR = m.LeaderAndIsrRequest
+        TS = LR.LeaderAndIsrTopicState
+        state = TS.LeaderAndIsrPartitionState(
+            partition_index=partition, controller_epoch=self.controller.epoch, leader=leader,
+            leader_epoch=leader_epoch, isr=list(isr), partition_epoch=leader_epoch if partition_epoch is None
+            else partition_epoch, replicas=list(replicas), adding_replicas=[], removing_replicas=[], is_new=False)
+        if topic_id is None:
+            topic_id = self.metadata_cache.topics[topic].topic_id
+        request = LR(controller_id=BROKER_ID, controller_epoch=self.controller.epoch if controller_epoch is None
+                     else controller_epoch, broker_epoch=1,
+                     topic_states=[TS(topic_name=topic, topic_id=topic_id, partition_states=[state])], live_leaders=[])
+        return self.call(request, version, plane="control", listener="CONTROLLER")
 
     def log(self, topic: str, partition: int = 0):
         return self.log_manager.get_log(topic, partition)
