@@ -3,9 +3,10 @@
 Everything is the real thing except I/O scheduling:
 
 * ``InlineReactor`` (a ``MemoryReactorClock`` whose ``callFromThread`` runs at
-  once) and ``SyncThreadPool`` (runs "thread pool" work on the spot): every
-  Deferred that would wait for the disk has fired when the call returns, and
-  time moves only when a test advances the clock;
+  once) and ``SwitchablePool`` (runs "thread pool" work on the spot, or holds
+  it until the test runs it): every Deferred that would wait for the disk has
+  fired when the call returns unless the test holds the pool, and time moves
+  only when a test advances the clock;
 * a real ``LogManager`` on ``tmp_path``, ``ReplicaManager``, ``MetadataCache``,
   ``ConfigRepository``, ``DynamicBrokerConfig`` (with ``LogDefaults`` and
   ``ConnectionLimits``), ``AdminManager`` over a ``LocalControllerClient``, and
@@ -35,13 +36,7 @@ from twisted_kafka.controller.kafka_controller import KafkaController, LiveBroke
 from twisted_kafka.controller.metadata_store import JsonFileMetadataStore
 from twisted_kafka.log import LogManager
 from twisted_kafka.network.listeners import parse_listeners
-from twisted_kafka.network.request import (
-    CloseConnectionResponse,
-    NoOpResponse,
-    Request,
-    RequestContext,
-    SendResponse,
-)
+from twisted_kafka.network.request import Request, RequestContext, SendResponse
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.codec import decode_request, decode_response, encode_request
 from twisted_kafka.protocol.header import RequestHeader
@@ -115,24 +110,6 @@ class SwitchablePool(SyncThreadPool):
         return ran
 
 
-class ManualThreadPool:
-    """Queues "thread pool" work; the test decides when each item runs."""
-
-    def __init__(self):
-        self.queue: deque = deque()
-
-    def callInThreadWithCallback(self, on_result, f, *args, **kwargs):
-        self.queue.append((on_result, f, args, kwargs))
-
-    def run_one(self):
-        on_result, f, args, kwargs = self.queue.popleft()
-        SyncThreadPool.callInThreadWithCallback(self, on_result, f, *args, **kwargs)
-
-    def run_all(self):
-        while self.queue:
-            self.run_one()
-
-
 def result_of(d):
     """The result of a Deferred (or coroutine) that has fired; raises its failure."""
     if not isinstance(d, Deferred):
@@ -142,15 +119,6 @@ def result_of(d):
     assert outcome, "still waiting"
     if isinstance(outcome[0], Failure):
         outcome[0].raiseException()
-    return outcome[0]
-
-
-def failure_of(d) -> Failure:
-    if not isinstance(d, Deferred):
-        d = ensureDeferred(d)
-    outcome: list = []
-    d.addBoth(outcome.append)
-    assert outcome and isinstance(outcome[0], Failure), f"expected a failure, got {outcome}"
     return outcome[0]
 
 
@@ -397,7 +365,3 @@ def served_api_keys() -> list[int]:
     return sorted(handler.api_key for handler in broker_handlers(
         advertised_keys=None, replica_manager=None, metadata_cache=None, admin_manager=None,  # type: ignore[arg-type]
         config_repository=None, dynamic_config=None, controller=None))  # type: ignore[arg-type]
-
-
-def response_kind(response) -> str:
-    return {SendResponse: "send", NoOpResponse: "noop", CloseConnectionResponse: "close"}[type(response)]

@@ -72,6 +72,9 @@ def test_nothing_is_created_when_the_broker_forbids_it(tmp_path):
 def test_creation_problems_are_answered_per_topic(tmp_path):
     node = Broker(tmp_path, {"default.replication.factor": "2"})
     assert topics(metadata(node, ["t"])) == {"t": ErrorCode.INVALID_REPLICATION_FACTOR}
+    node.create_topic("a.b")
+    # a topic that cannot be created for another reason (here: it collides with "a.b") is not available yet
+    assert topics(metadata(node, ["a_b"])) == {"a_b": ErrorCode.LEADER_NOT_AVAILABLE}
     node.admin_manager.controller = NoControllerClient()
     assert topics(metadata(node, ["u"])) == {"u": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
 
