@@ -42,6 +42,14 @@ def test_topics_are_deleted_everywhere_before_the_answer(node):
     assert node.create_topic("t") != topic_id
 
 
+def test_a_topic_created_again_does_not_inherit_the_old_overrides(node):
+    node.create_topic("t", configs={"retention.ms": "5"})
+    node.call(by_name("t"), 6)
+    node.create_topic("t")
+    assert node.config_repository.topic_overrides("t") == {}
+    assert node.log("t").config.retention_ms == 7 * 24 * 3600 * 1000
+
+
 def test_topics_named_by_id(node):
     topic_id = node.create_topic("t")
     unknown = uuid.uuid4()

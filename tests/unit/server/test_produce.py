@@ -147,3 +147,16 @@ def test_a_storage_failure_is_a_storage_error_for_that_partition(node, monkeypat
     assert answers(body) == {("t", 0): (ErrorCode.NONE, 0), ("t", 1): (ErrorCode.KAFKA_STORAGE_ERROR, -1)}
     [message] = [p.error_message for t in body.responses for p in t.partition_responses if p.index == 1]
     assert "Input/output error" in message
+
+
+def test_a_handler_failure_is_an_unknown_server_error_or_a_close_for_acks_0(node, monkeypatch):
+    node.create_topic("t")
+
+    def broken(topic, index):
+        raise RuntimeError("bug")
+
+    monkeypatch.setattr(node.replica_manager, "leader_partition", broken)
+    assert answers(node.call(produce({"t": {0: records(b"a")}}), 9)) == {
+        ("t", 0): (ErrorCode.UNKNOWN_SERVER_ERROR, -1)}
+    _, response = node.handle(produce({"t": {0: records(b"a")}}, acks=0), 9)
+    assert isinstance(response, CloseConnectionResponse) and "UNKNOWN_SERVER_ERROR" in response.message
