@@ -70,6 +70,10 @@ class LiveBroker:
         return None
 
 
+def _in_time(timeout_ms: int | None) -> str:
+    return f" within {timeout_ms} ms" if timeout_ms and timeout_ms > 0 else ""
+
+
 class KafkaController:
     log = Logger(namespace="twisted_kafka.controller.KafkaController")
 
@@ -181,7 +185,7 @@ class KafkaController:
                 if result.error == ErrorCode.NONE:
                     result.error = ErrorCode.REQUEST_TIMED_OUT
                     result.message = (f"Topic '{result.name}' was created, but its metadata did not reach "
-                                      f"every broker within {timeout_ms} ms")
+                                      f"every broker{_in_time(timeout_ms)}")
         return results
 
     def _plan_topic(self, spec: NewTopic, collisions: dict[str, str]) -> TopicRecord:
@@ -309,7 +313,7 @@ class KafkaController:
         if wait_for_brokers and not await self._within(propagated, timeout_ms):
             raise KafkaError(ErrorCode.REQUEST_TIMED_OUT,
                              f"The partitions of '{name}' were created, but their metadata did not reach every "
-                             f"broker within {timeout_ms} ms")
+                             f"broker{_in_time(timeout_ms)}")
 
     async def delete_topics(self, names: list[str], *, wait_for_brokers: bool = True,
                             timeout_ms: int | None = None) -> dict[str, TopicResult]:
@@ -352,8 +356,8 @@ class KafkaController:
             for topic in doomed:
                 result = results[topic.name]
                 result.error = ErrorCode.REQUEST_TIMED_OUT
-                result.message = (f"Topic '{topic.name}' was deleted, but not every broker confirmed it "
-                                  f"within {timeout_ms} ms")
+                result.message = (f"Topic '{topic.name}' was deleted, but not every broker confirmed it"
+                                  f"{_in_time(timeout_ms)}")
         return results
 
     def _within(self, d: Deferred, timeout_ms: int | None) -> Deferred[bool]:
