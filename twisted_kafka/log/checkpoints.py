@@ -38,6 +38,7 @@ import os
 import uuid
 from collections.abc import Iterable
 
+from twisted_kafka.log.file_handles import OPEN_FILES
 from twisted_kafka.log.layout import TMP_SUFFIX, fsync_dir
 
 
@@ -52,7 +53,7 @@ def write_atomically(path: str, data: bytes, *, fsync: bool = True) -> None:
     barriers; used where a later flush makes the content durable.
     """
     tmp = path + TMP_SUFFIX
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = OPEN_FILES.os_open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     try:
         view = memoryview(data)
         while view:

@@ -15,10 +15,18 @@ offsets stored relative to the segment's base offset (int32):
 
 Entries are added at most once per ``index.interval.bytes`` of log, so an
 index is small (a full 1 GiB segment with the 4 KiB default: 2 MiB).  Unlike
-Kafka the files are not preallocated and memory-mapped: entries are appended
-with ``write`` (page cache) and the content is read into two ``array``s the
-first time a lookup needs it — most old segments are never looked up.  An
-index is full at ``segment.index.bytes``, which makes the segment roll.
+Kafka the files are not preallocated and memory-mapped: the content is read
+into two ``array``s the first time a lookup needs it — most old segments are
+never looked up — and new entries go to those arrays at once but reach the
+file later, all together: when the segment is flushed (fsync: a roll, the
+flush policy, shutdown), closed, or when ``PENDING_WRITE_BYTES`` of them are
+waiting.  An index therefore holds no descriptor between writes (a broker
+with thousands of partitions would otherwise hold two more per active
+segment), and appending an entry is no system call.  Losing entries not yet
+written is harmless: an index is sparse (a lookup lands at or before the
+batch wanted and scans forward), and a segment that was not flushed is
+recovered after a crash, which rebuilds its indexes anyway.  An index is
+full at ``segment.index.bytes``, which makes the segment roll.
 
 An index that fails its sanity check raises ``CorruptIndexError``; recovery
 then rebuilds it from the segment's batches.
@@ -35,13 +43,24 @@ from array import array
 from bisect import bisect_right
 import contextlib
 
+from twisted_kafka.log.file_handles import OPEN_FILES
+
+#: Entries waiting for the file are written once this many bytes of them pile up.
+PENDING_WRITE_BYTES = 64 * 1024
+
 
 class CorruptIndexError(Exception):
     """An index file whose content cannot be right; rebuild it from the log."""
 
 
 class _SparseIndex(ABC):
-    """Common file handling: lazy load, append, truncate, flush, rename, delete."""
+    """Common file handling: lazy load, append (written later), truncate, flush, rename, delete.
+
+    ``_written`` entries are in the file; the ``_count - _written`` after
+    them are in ``_pending`` (encoded), and only while the arrays are loaded.
+    ``_write_lock`` orders writers of the file (the reactor appending and
+    truncating, a pool thread flushing).
+    """
 
     ENTRY: struct.Struct
     KEY_TYPECODE: str     # array typecode of the key column
@@ -55,7 +74,9 @@ class _SparseIndex(ABC):
         self._count = entries
         self._keys: array | None = array(self.KEY_TYPECODE) if loaded else None
         self._values: array | None = array(self.VALUE_TYPECODE) if loaded else None
-        self._fd: int | None = None
+        self._written = entries                # entries in the file
+        self._pending = bytearray()            # entries after those, not written yet
+        self._write_lock = threading.Lock()
         self._last_raw: tuple | None = None    # last file entry, known without loading
         self._load_lock = threading.Lock()
 
@@ -64,7 +85,7 @@ class _SparseIndex(ABC):
     @classmethod
     def create(cls, path: str, base_offset: int, max_index_size: int):
         """A new, empty index (an existing file at ``path`` is emptied)."""
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = OPEN_FILES.os_open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         os.close(fd)
         return cls(path, base_offset, max_index_size, entries=0, loaded=True)
 
@@ -83,10 +104,14 @@ class _SparseIndex(ABC):
             raise CorruptIndexError(f"{path}: size {size} is not a multiple of {cls.ENTRY.size}")
         index = cls(path, base_offset, max_index_size, entries=size // cls.ENTRY.size)
         if index._count:
-            with open(path, "rb") as f:
-                first = cls.ENTRY.unpack(f.read(cls.ENTRY.size))
-                f.seek(size - cls.ENTRY.size)
-                last = cls.ENTRY.unpack(f.read(cls.ENTRY.size))
+            fd = OPEN_FILES.os_open(path, os.O_RDONLY)
+            try:
+                first = cls.ENTRY.unpack(os.pread(fd, cls.ENTRY.size, 0))
+                last = cls.ENTRY.unpack(os.pread(fd, cls.ENTRY.size, size - cls.ENTRY.size))
+            except struct.error:
+                raise CorruptIndexError(f"{path}: shorter than {size} bytes") from None
+            finally:
+                os.close(fd)
             index._check_ends(first, last, segment_size)
             index._last_raw = last
         if full_check:
@@ -119,8 +144,11 @@ class _SparseIndex(ABC):
                 if not self._count:
                     data = b""
                 else:
-                    with open(self.path, "rb") as f:
-                        data = f.read(self._count * self.ENTRY.size)
+                    fd = OPEN_FILES.os_open(self.path, os.O_RDONLY)
+                    try:
+                        data = _read_fully(fd, self._count * self.ENTRY.size)
+                    finally:
+                        os.close(fd)
                 if len(data) != self._count * self.ENTRY.size:
                     raise CorruptIndexError(f"{self.path}: shorter than when opened")
                 keys, values = self._decode(data)
@@ -146,14 +174,51 @@ class _SparseIndex(ABC):
 
     def _append(self, key: int, value: int, entry: bytes) -> None:
         keys, values = self._ensure_loaded()
-        if self._fd is None:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        os.write(self._fd, entry)
+        with self._write_lock:
+            self._pending += entry
         # Value first: a reader on a pool thread that finds a key by bisection
         # (lookups run there too) must find its value in place.
         values.append(value)
         keys.append(key)
         self._count += 1
+        if len(self._pending) >= PENDING_WRITE_BYTES:
+            # Out of descriptors, say: they stay pending for the next try.
+            with contextlib.suppress(OSError):
+                self.write_pending()
+
+    def write_pending(self) -> None:
+        """Write the entries not in the file yet (no fsync).  BLOCKING, but only a page-cache write."""
+        with self._write_lock:
+            self._write_pending_locked()
+
+    def _write_pending_locked(self, fsync: bool = False) -> None:
+        pending = self._pending
+        if not pending and not fsync:
+            return
+        try:
+            fd = OPEN_FILES.os_open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        except FileNotFoundError:
+            return            # the segment's directory is gone (a deleted partition)
+        try:
+            if pending:
+                view = memoryview(pending)
+                try:
+                    written = 0
+                    while written < len(view):
+                        written += os.write(fd, view[written:])
+                finally:
+                    view.release()
+                self._written += len(pending) // self.ENTRY.size
+                pending.clear()
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    @property
+    def pending_entries(self) -> int:
+        """Entries appended but not written to the file yet."""
+        return len(self._pending) // self.ENTRY.size
 
     def _floor(self, key: int) -> int:
         """Position in the arrays of the largest key <= ``key``, or -1."""
@@ -164,58 +229,63 @@ class _SparseIndex(ABC):
         keys, values = self._ensure_loaded()
         if count >= self._count:
             return
-        del keys[count:]
-        del values[count:]
-        self._count = count
-        os.truncate(self.path, count * self.ENTRY.size)
+        with self._write_lock:
+            del keys[count:]
+            del values[count:]
+            self._count = count
+            if count >= self._written:
+                del self._pending[(count - self._written) * self.ENTRY.size:]
+            else:
+                self._pending.clear()
+                os.truncate(self.path, count * self.ENTRY.size)
+                self._written = count
 
     def reset(self) -> None:
         """Drop every entry (before a rebuild)."""
         self._ensure_loaded()
-        self._keys = array(self.KEY_TYPECODE)
-        self._values = array(self.VALUE_TYPECODE)
-        self._count = 0
-        os.truncate(self.path, 0)
+        with self._write_lock:
+            self._keys = array(self.KEY_TYPECODE)
+            self._values = array(self.VALUE_TYPECODE)
+            self._count = 0
+            self._pending.clear()
+            os.truncate(self.path, 0)
+            self._written = 0
 
     # -- file lifecycle -----------------------------------------------------
 
     def flush(self) -> None:
-        """fsync the file (BLOCKING).  A file renamed or deleted meanwhile is skipped."""
-        fd = self._fd
-        if fd is not None:
-            try:
-                os.fsync(fd)
-                return
-            except OSError:
-                pass  # closed concurrently: fall through to the path
-        try:
-            fd = os.open(self.path, os.O_RDONLY)
-        except FileNotFoundError:
-            return
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        """Write pending entries and fsync the file (BLOCKING).  A deleted file is skipped."""
+        with self._write_lock:
+            self._write_pending_locked(fsync=True)
 
-    def release(self) -> None:
-        """Close the append descriptor (the segment became inactive); content stays."""
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            os.close(fd)
+    def discard_pending(self) -> None:
+        """Forget the entries not written yet (what a crash loses; the files are going away)."""
+        with self._write_lock:
+            if self._pending:
+                self._count = self._written
+                keys, values = self._keys, self._values
+                if keys is not None and values is not None:
+                    del keys[self._written:]
+                    del values[self._written:]
+                self._pending.clear()
 
     def unload(self) -> None:
-        """Forget the in-memory copy (it is read again on the next lookup)."""
-        if self._fd is None:
-            self._keys = self._values = None
+        """Forget the in-memory copy (it is read again on the next lookup); not while
+        entries wait to be written."""
+        with self._write_lock:
+            if not self._pending:
+                self._keys = self._values = None
 
     def rename(self, path: str) -> None:
-        os.rename(self.path, path)
-        self.path = path
+        with self._write_lock:
+            os.rename(self.path, path)
+            self.path = path
 
     def delete(self) -> None:
-        self.release()
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.path)
+        with self._write_lock:
+            self._pending.clear()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
 
 
 class OffsetIndex(_SparseIndex):
@@ -343,3 +413,16 @@ class TimeIndex(_SparseIndex):
 
 
 _LITTLE = sys.byteorder == "little"
+
+
+def _read_fully(fd: int, size: int) -> bytes:
+    """Up to ``size`` bytes from the start of ``fd`` (fewer only at the end of the file)."""
+    parts = []
+    got = 0
+    while got < size:
+        chunk = os.pread(fd, size - got, got)
+        if not chunk:
+            break
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)

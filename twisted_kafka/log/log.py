@@ -142,15 +142,17 @@ class PendingAppend:
     position; ``Log.complete_append`` then makes it visible — strictly in the
     order appends were prepared, whatever order the writes finish in.
     ``on_commit(callback)`` registers ``callback(error)`` (error None on
-    success, else the ``KafkaError`` the append failed with).
+    success, else the ``KafkaError`` the append failed with).  The segment's
+    descriptor (``fd``) stays pinned open until then.
     """
 
-    __slots__ = ("segment", "position", "data", "batches", "info", "written", "done", "error",
+    __slots__ = ("segment", "fd", "position", "data", "batches", "info", "written", "done", "error",
                  "_callbacks")
 
     def __init__(self, segment: LogSegment | None, position: int, data, batches: list[BatchInfo],
-                 info: LogAppendInfo):
+                 info: LogAppendInfo, fd: int | None = None):
         self.segment = segment
+        self.fd = fd
         self.position = position
         self.data = data
         self.batches = batches
@@ -167,7 +169,7 @@ class PendingAppend:
     def write(self) -> None:
         """Write the batches to the segment file (BLOCKING; safe on a pool thread)."""
         if self.segment is not None:
-            self.segment.write_at(self.position, self.data)
+            self.segment.write_at(self.position, self.data, self.fd)
 
     def on_commit(self, callback: Callable[[Exception | None], None]) -> None:
         if self.done:
@@ -179,6 +181,9 @@ class PendingAppend:
         self.done = True
         self.error = error
         self.data = None
+        if self.fd is not None and self.segment is not None:
+            self.fd = None
+            self.segment.unpin()
         callbacks, self._callbacks = self._callbacks, []
         for callback in callbacks:
             callback(error)
@@ -514,9 +519,15 @@ class Log:
         segment = self.active_segment
         if segment.should_roll(self.config, len(data), max_ts, infos[-1].last_offset, now_ms):
             segment = self.roll(now_ms, base_offset=infos[0].base_offset)
+        try:
+            fd = segment.pin()          # O(1) when open; opened here if it was closed while idle
+        except OSError as e:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                             f"cannot open {segment.log_path} to append to "
+                             f"{self.topic}-{self.partition}: {e.strerror or e}") from e
         position = segment.reserve(len(data))
         self._leo = infos[-1].last_offset + 1
-        pending = PendingAppend(segment, position, data, infos, info)
+        pending = PendingAppend(segment, position, data, infos, info, fd)
         self._pending.append(pending)
         return pending
 
@@ -571,6 +582,13 @@ class Log:
         base = self._leo if base_offset is None else max(base_offset, self._leo)
         if active.reserved_size == 0 and active.base_offset == base:
             return active
+        try:
+            segment = LogSegment.create(self.dir, base, self.config, now_ms)
+        except OSError as e:
+            # Nothing changed: the active segment stays active; this append fails alone.
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                             f"cannot roll {self.topic}-{self.partition} to a new segment at "
+                             f"{base}: {e.strerror or e}") from e
         if active.reserved_size == 0:
             # An empty active segment at the wrong base (follower jumped ahead): replace it.
             self._segments.pop()
@@ -578,7 +596,6 @@ class Log:
             self.segment_deleter(self, [active])
         else:
             active.on_become_inactive()
-        segment = LogSegment.create(self.dir, base, self.config, now_ms)
         self._segments.append(segment)
         self._bases.append(base)
         self._dir_generation += 1

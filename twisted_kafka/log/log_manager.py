@@ -26,6 +26,12 @@ is flushed, the checkpoints are written, files are closed, delayed deletions
 are done now, and — only if all of that succeeded — the clean-shutdown
 marker is written in each dir.
 
+Descriptors: segment files are opened when used and closed when idle, at
+most ``max_open_files`` at a time (``file_handles``), so loading and
+serving more partitions than the process has descriptors works; a log that
+cannot be created for want of descriptors (or any other I/O error) fails
+alone with KAFKA_STORAGE_ERROR.
+
 The registry hands out one ``UnifiedLog`` per partition: appends, reads,
 ListOffsets lookups and flushes go through it (it decides what runs on the
 reactor and what in the thread pool).  The manager only drives what spans
@@ -34,6 +40,8 @@ logs: loading, the periodic tasks, checkpoints, deletion and configuration.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import shutil
 from typing import Any
@@ -60,16 +68,23 @@ from twisted_kafka.log.checkpoints import (
     write_offset_checkpoint,
     write_partition_metadata,
 )
+from twisted_kafka.log.file_handles import OPEN_FILES
 from twisted_kafka.log.layout import (
     CLEAN_SHUTDOWN_FILE,
+    INDEX_SUFFIX,
+    LEADER_EPOCH_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
+    LOG_SUFFIX,
     PARTITION_METADATA,
     RECOVERY_POINT_CHECKPOINT,
+    TIME_INDEX_SUFFIX,
+    TMP_SUFFIX,
     delete_dir_name,
     fsync_dir,
     is_delete_dir,
     parse_partition_dir,
     partition_dir_name,
+    segment_file_name,
 )
 from twisted_kafka.log.log import Log
 from twisted_kafka.log.log_config import LONG_MAX, LogConfig, config_value
@@ -97,6 +112,22 @@ def _log_dirs(config: Any) -> list[str]:
     if isinstance(text, (list, tuple)):
         return [str(d) for d in text]
     return [d.strip() for d in str(text).split(",") if d.strip()]
+
+
+def _remove_new_dir(path: str) -> None:
+    """Remove a partition directory whose creation failed half-way -- also when the process is out of
+    descriptors, which ``rmtree`` needs: the names ``Log.create`` writes are known."""
+    shutil.rmtree(path, ignore_errors=True)
+    if not os.path.isdir(path):
+        return
+    names = [PARTITION_METADATA, LEADER_EPOCH_CHECKPOINT] + [segment_file_name(0, suffix) for suffix in
+                                                              (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)]
+    for name in names:
+        for leftover in (name, name + TMP_SUFFIX):
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(path, leftover))
+    with contextlib.suppress(OSError):
+        os.rmdir(path)
 
 
 class _DirScan:
@@ -136,11 +167,14 @@ class LogManager(Service):
 
     def __init__(self, config: Any, *, reactor=None, threadpool=None,
                  topic_configs: Callable[[str], Mapping[str, Any] | None] | None = None,
-                 broker_epoch: int = -1):
+                 broker_epoch: int = -1, max_open_files: int | None = None):
         """``config`` is the broker's ``KafkaConfig``; ``topic_configs(topic)``
         returns a topic's stored overrides (topic key names) for logs loaded
         at start-up; ``threadpool`` runs blocking disk work (defaults to the
-        reactor's)."""
+        reactor's); ``max_open_files`` bounds the segment files open at once
+        (the broker's descriptor budget; default: half the open-file limit)."""
+        if max_open_files is not None:
+            OPEN_FILES.resize(max_open_files)
         if reactor is None:
             from twisted.internet import reactor
         self.config = config
@@ -334,8 +368,11 @@ class LogManager(Service):
         Idempotent.  ``topic_config`` (topic key overrides) replaces the
         topic's stored overrides when given.  Raises
         ``KafkaError(INCONSISTENT_TOPIC_ID)`` if the log exists under another
-        topic id.  Runs on the reactor: creating a directory and three empty
-        files takes well under a millisecond.
+        topic id, ``KafkaError(KAFKA_STORAGE_ERROR)`` if its files cannot be
+        made or opened (out of descriptors, a full disk): nothing is left
+        behind then, and another try may succeed.  Runs on the reactor:
+        creating a directory and three empty files takes well under a
+        millisecond.
         """
         if topic_config is not None:
             self.update_topic_config(topic, topic_config)
@@ -356,11 +393,20 @@ class LogManager(Service):
         log_dir = min(self.log_dirs, key=lambda d: (counts[d], self.log_dirs.index(d)))
         path = os.path.join(log_dir, partition_dir_name(topic, partition))
         cfg = self.log_config(topic)
-        if os.path.isdir(path) and os.listdir(path):
-            new = Log.open(path, cfg, topic=topic, partition=partition, topic_id=topic_id,
-                           now_ms=self._now_ms())
-        else:
-            new = Log.create(path, topic, partition, cfg, topic_id=topic_id, now_ms=self._now_ms())
+        existed = os.path.isdir(path)
+        try:
+            if existed and os.listdir(path):
+                new = Log.open(path, cfg, topic=topic, partition=partition, topic_id=topic_id,
+                               now_ms=self._now_ms())
+            else:
+                new = Log.create(path, topic, partition, cfg, topic_id=topic_id, now_ms=self._now_ms())
+        except OSError as e:
+            if not existed:
+                _remove_new_dir(path)
+            reason = errno.errorcode.get(e.errno, "") if e.errno else ""
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                             f"cannot create the log of {topic}-{partition} in {log_dir}: "
+                             f"{reason} {e.strerror or e}".strip()) from e
         unified = self._register(new, log_dir)
         log.info("created log {log} in {dir}", log=new, dir=log_dir)
         return unified

@@ -169,7 +169,10 @@ def load_log(dir: str, config: LogConfig, *, topic: str | None = None,
                     # keep the intact segments after it; the lost offsets
                     # become a gap, which readers skip as after compaction.
                     segment.on_become_inactive()
+                    segment.write_indexes()
                     continue
+        if truncated is not None:
+            segment.write_indexes()        # rebuilt: to the files now, we are in the pool anyway
         if truncated and not is_last:
             # The log must stay contiguous: what follows a segment recovery had
             # to cut cannot be trusted (and would leave a hole in the offsets).
@@ -181,7 +184,8 @@ def load_log(dir: str, config: LogConfig, *, topic: str | None = None,
                 stats.segments_deleted += 1
             break
         if truncated is not None and not is_last:
-            segment.on_become_inactive()   # recovery wrote its indexes: final entry, close fds
+            segment.on_become_inactive()   # recovery rebuilt its indexes: final entry, then to disk
+            segment.write_indexes()
 
     if not segments:
         segments = [LogSegment.create(dir, max(log_start_offset, 0), config, now_ms)]

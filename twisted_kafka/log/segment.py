@@ -12,6 +12,12 @@ I/O is plain ``pread``/``pwrite`` on a raw descriptor: no Python buffering
 written), and positional calls so readers on other threads never race a
 shared file position.  Only ``flush`` (fsync) and ``recover`` (reads the whole
 segment) are slow; the log calls them in the thread pool.
+
+The descriptor is opened when first needed and may be closed while the
+segment is idle (``file_handles.OPEN_FILES``, bounded by the broker's
+descriptor budget); every use pins it (``acquire``/``release``).  An append
+pins it from ``pin()`` -- before anything is reserved, so running out of
+descriptors fails that append cleanly -- to its commit.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from twisted_kafka.log.batches import (
     parse_batch_header,
     validate_batch,
 )
+from twisted_kafka.log.file_handles import OPEN_FILES, CachedFile
 from twisted_kafka.log.index import CorruptIndexError, OffsetIndex, TimeIndex
 from twisted_kafka.log.layout import (
     DELETED_SUFFIX,
@@ -100,14 +107,14 @@ class BatchInfo(NamedTuple):
 class LogSegment:
     """A ``.log`` file with its offset and time index."""
 
-    def __init__(self, dir: str, base_offset: int, *, fd: int, size: int,
+    def __init__(self, dir: str, base_offset: int, *, file: CachedFile, size: int,
                  offset_index: OffsetIndex, time_index: TimeIndex, config: LogConfig,
                  created_ms: int, next_offset: int | None,
                  max_timestamp: int = -1, offset_of_max_timestamp: int | None = None,
                  preallocated: bool = False):
         self.dir = dir
         self.base_offset = base_offset
-        self.fd: int | None = fd
+        self.file = file                # the .log file's descriptor, opened on demand
         self.size = size                # bytes committed: what readers may see
         self._reserved = size           # end of the file including writes in flight
         self._outstanding = 0           # reservations not yet committed
@@ -132,9 +139,16 @@ class LogSegment:
 
     @classmethod
     def create(cls, dir: str, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
-        """A new empty segment (existing files of that name are emptied)."""
+        """A new empty segment (existing files of that name are emptied).
+
+        Raises OSError (out of descriptors, say) with no descriptor left open.
+        """
         path = os.path.join(dir, segment_file_name(base_offset, LOG_SUFFIX))
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        offset_index = OffsetIndex.create(os.path.join(dir, segment_file_name(base_offset, INDEX_SUFFIX)),
+                                          base_offset, config.max_index_size)
+        time_index = TimeIndex.create(os.path.join(dir, segment_file_name(base_offset, TIME_INDEX_SUFFIX)),
+                                      base_offset, config.max_index_size)
+        fd = OPEN_FILES.os_open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
         preallocated = False
         if config.preallocate:
             try:
@@ -142,14 +156,10 @@ class LogSegment:
                 preallocated = True
             except OSError as e:
                 log.warn("preallocating {path} failed: {e}", path=path, e=e)
+        # The new segment is about to be appended to: its descriptor stays open (in the cache).
         return cls(
-            dir, base_offset, fd=fd, size=0,
-            offset_index=OffsetIndex.create(
-                os.path.join(dir, segment_file_name(base_offset, INDEX_SUFFIX)),
-                base_offset, config.max_index_size),
-            time_index=TimeIndex.create(
-                os.path.join(dir, segment_file_name(base_offset, TIME_INDEX_SUFFIX)),
-                base_offset, config.max_index_size),
+            dir, base_offset, file=OPEN_FILES.file(path, os.O_RDWR, fd=fd), size=0,
+            offset_index=offset_index, time_index=time_index,
             config=config, created_ms=now_ms, next_offset=base_offset,
             preallocated=preallocated)
 
@@ -163,8 +173,7 @@ class LogSegment:
         which rebuilds both indexes from the batches.
         """
         path = os.path.join(dir, segment_file_name(base_offset, LOG_SUFFIX))
-        fd = os.open(path, os.O_RDWR)
-        size = os.fstat(fd).st_size
+        size = os.stat(path).st_size    # the descriptor is opened when first used
         ok = True
         index_path = os.path.join(dir, segment_file_name(base_offset, INDEX_SUFFIX))
         time_path = os.path.join(dir, segment_file_name(base_offset, TIME_INDEX_SUFFIX))
@@ -179,7 +188,8 @@ class LogSegment:
             offset_index = OffsetIndex.create(index_path, base_offset, config.max_index_size)
             time_index = TimeIndex.create(time_path, base_offset, config.max_index_size)
         max_ts, offset_of_max = time_index.last_entry
-        segment = cls(dir, base_offset, fd=fd, size=size, offset_index=offset_index,
+        segment = cls(dir, base_offset, file=OPEN_FILES.file(path, os.O_RDWR), size=size,
+                      offset_index=offset_index,
                       time_index=time_index, config=config, created_ms=now_ms, next_offset=None,
                       max_timestamp=max_ts, offset_of_max_timestamp=offset_of_max)
         return segment, ok
@@ -193,23 +203,31 @@ class LogSegment:
         instead of waiting for the disk (Linux ``RWF_NOWAIT``), so a caller
         on the reactor can retry in the thread pool.
         """
-        fd = self.fd
-        if fd is None:
-            raise OSError(f"segment {self.log_path} is closed")
+        file = self.file
         if nowait:
-            return _read_nowait(fd, position, size, self.size)
-        data = os.pread(fd, size, position)
-        if len(data) == size or not data:
-            return data
-        parts = [data]
-        got = len(data)
-        while got < size:
-            more = os.pread(fd, size - got, position + got)
-            if not more:
-                break
-            parts.append(more)
-            got += len(more)
-        return b"".join(parts)
+            if file.fd is None:          # opening it could wait for the disk
+                raise WouldBlock(f"{self.log_path} is not open")
+            fd = file.acquire()
+            try:
+                return _read_nowait(fd, position, size, self.size)
+            finally:
+                file.release()
+        fd = file.acquire()
+        try:
+            data = os.pread(fd, size, position)
+            if len(data) == size or not data:
+                return data
+            parts = [data]
+            got = len(data)
+            while got < size:
+                more = os.pread(fd, size - got, position + got)
+                if not more:
+                    break
+                parts.append(more)
+                got += len(more)
+            return b"".join(parts)
+        finally:
+            file.release()
 
     def iter_headers(self, position: int = 0, end: int | None = None, *,
                      nowait: bool = False) -> Iterator[tuple[int, RecordBatchHeader]]:
@@ -346,11 +364,13 @@ class LogSegment:
         self._inactive_pending = False
         self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp,
                                      skip_full_check=True)
-        if self.preallocated and self.fd is not None:
-            os.ftruncate(self.fd, self.size)
+        if self.preallocated and not self.file.closed:
+            fd = self.file.acquire()
+            try:
+                os.ftruncate(fd, self.size)
+            finally:
+                self.file.release()
             self.preallocated = False
-        self.offset_index.release()
-        self.time_index.release()
 
     # -- writing ------------------------------------------------------------
 
@@ -361,14 +381,35 @@ class LogSegment:
         self._outstanding += 1
         return position
 
-    def write_at(self, position: int, data) -> None:
-        """Write ``data`` at a reserved ``position``.  BLOCKING, safe on any thread
-        (positional write: concurrent writes to other positions do not interfere)."""
+    def pin(self) -> int:
+        """The descriptor, open and pinned until ``unpin()`` (an append holds it from
+        reserve to commit).  Raises OSError when it cannot be opened."""
+        return self.file.acquire()
+
+    def unpin(self) -> None:
+        self.file.release()
+
+    @property
+    def fd(self) -> int | None:
+        """The descriptor if it is open right now (None when closed or not opened yet)."""
+        return self.file.fd
+
+    def write_at(self, position: int, data, fd: int | None = None) -> None:
+        """Write ``data`` at a reserved ``position`` (``fd``: the descriptor pinned for it).
+        BLOCKING, safe on any thread (positional write: concurrent writes to other
+        positions do not interfere)."""
+        if fd is None:
+            fd = self.file.acquire()
+            try:
+                self.write_at(position, data, fd)
+            finally:
+                self.file.release()
+            return
         view = memoryview(data)
         written = 0
         try:
             while written < len(view):
-                written += os.pwrite(self.fd, view[written:], position + written)
+                written += os.pwrite(fd, view[written:], position + written)
         finally:
             view.release()
 
@@ -426,7 +467,14 @@ class LogSegment:
         self.offset_of_max_timestamp = self.base_offset
         self._bytes_since_last_index_entry = 0
         self._rolling_base_timestamp = None
-        file_size = os.fstat(self.fd).st_size
+        fd = self.file.acquire()
+        try:
+            return self._recover(fd, on_batch)
+        finally:
+            self.file.release()
+
+    def _recover(self, fd: int, on_batch) -> int:
+        file_size = os.fstat(fd).st_size
         pos = 0
         expected = self.base_offset
         want = RECOVERY_CHUNK
@@ -469,7 +517,7 @@ class LogSegment:
         if truncated:
             log.warn("{path}: truncating {n} bytes after the last valid batch (position {pos})",
                      path=self.log_path, n=truncated, pos=pos)
-            os.ftruncate(self.fd, pos)
+            os.ftruncate(fd, pos)
         self.size = self._reserved = pos
         self._next_offset = expected
         self.preallocated = False
@@ -484,7 +532,11 @@ class LogSegment:
         removed = self.size - position
         if self._outstanding:
             raise RuntimeError(f"cannot truncate {self.log_path} with writes in flight")
-        os.ftruncate(self.fd, position)
+        fd = self.file.acquire()
+        try:
+            os.ftruncate(fd, position)
+        finally:
+            self.file.release()
         self.size = self._reserved = position
         self.offset_index.truncate_to_position(position)
         self.time_index.truncate_to_offset(header.base_offset)
@@ -497,32 +549,44 @@ class LogSegment:
     # -- files --------------------------------------------------------------
 
     def flush(self) -> None:
-        """fsync the log file and both indexes (BLOCKING)."""
-        fd = self.fd
-        if fd is not None:
-            try:
-                os.fdatasync(fd)
-            except OSError:
-                if self.fd is not None:   # not merely closed concurrently
-                    raise
+        """fsync the log file, and write and fsync both indexes (BLOCKING).
+
+        A segment closed meanwhile (deleted, or the log closed) is skipped.
+        """
+        file = self.file
+        try:
+            fd = file.acquire()
+        except OSError:
+            if file.closed:
+                return
+            raise
+        try:
+            os.fdatasync(fd)
+        finally:
+            file.release()
         self.offset_index.flush()
         self.time_index.flush()
 
+    def write_indexes(self) -> None:
+        """Write the index entries not in the files yet (no fsync).  BLOCKING (page cache)."""
+        self.offset_index.write_pending()
+        self.time_index.write_pending()
+
     def close(self, *, finalize: bool = True) -> None:
-        """Close the files; an active segment gets its final time-index entry first
-        (``finalize=False``: just release the descriptors — the files are going away)."""
-        if self.fd is None:
+        """Close the files; an active segment gets its final time-index entry first,
+        and index entries not yet written are written (no fsync: callers flush first
+        when they want durability).  ``finalize=False``: just let go — the files are
+        going away."""
+        if self.file.closed:
             return
         if not finalize:
-            self.offset_index.release()
-            self.time_index.release()
-        elif self.size or len(self.time_index):
-            self.on_become_inactive()
+            self.offset_index.discard_pending()
+            self.time_index.discard_pending()
         else:
-            self.offset_index.release()
-            self.time_index.release()
-        fd, self.fd = self.fd, None
-        os.close(fd)
+            if self.size or len(self.time_index):
+                self.on_become_inactive()
+            self.write_indexes()
+        self.file.close()
 
     def rename_for_delete(self) -> None:
         """Mark the files ``.deleted`` (readers holding the descriptor keep reading)."""
@@ -535,15 +599,14 @@ class LogSegment:
         try:
             os.rename(self.log_path, self.log_path + DELETED_SUFFIX)
             self.log_path += DELETED_SUFFIX
+            self.file.rename(self.log_path)
         except FileNotFoundError:
             pass
 
     def delete(self) -> None:
         """Close and remove the files (BLOCKING only in the sense of a few unlinks)."""
         self.deleted = True
-        fd, self.fd = self.fd, None
-        if fd is not None:
-            os.close(fd)
+        self.file.close()          # at once, or when the last reader lets go
         self.offset_index.delete()
         self.time_index.delete()
         with contextlib.suppress(FileNotFoundError):

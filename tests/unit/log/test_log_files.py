@@ -35,6 +35,9 @@ def test_offset_index_entries_are_kafka_format(tmp_path):
     index.append(1000, 0)
     index.append(1010, 4200)
     index.append(1025, 9000)
+    # Entries reach the file when the segment is flushed or closed (no descriptor is held meanwhile).
+    assert (tmp_path / "x.index").read_bytes() == b"" and index.pending_entries == 3
+    index.flush()
     raw = (tmp_path / "x.index").read_bytes()
     assert raw == struct.pack(">iiiiii", 0, 0, 10, 4200, 25, 9000)
     assert index.lookup(999) == (1000, 0)
@@ -51,6 +54,7 @@ def test_offset_index_open_checks_sanity_and_fullness(tmp_path):
     for i in range(3):
         index.append(i * 10, i * 100)
     assert index.is_full
+    index.write_pending()
     again = OffsetIndex.open(str(path), 0, 24, segment_size=1000)
     assert len(again) == 3 and again.last_entry == (20, 200)
     assert again.lookup(15) == (10, 100)

@@ -135,7 +135,7 @@ def test_reads_stay_inline_when_cached_and_move_to_the_pool_otherwise(tmp_path):
     assert [o for o, _ in records_of(d.result)] == [27, 28, 29]
     # An old segment whose index was never loaded would touch the disk:
     old = log.local_log.segments[0]
-    old.offset_index.release()
+    old.write_indexes()
     old.offset_index.unload()
     with pytest.raises(WouldBlock):
         log.local_log.read(0, 100, nowait=True)

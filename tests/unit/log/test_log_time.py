@@ -18,6 +18,7 @@ def test_time_index_lookup_finds_largest_entry_at_or_before(tmp_path):
     assert index.lookup(NOW + 99) == (NOW + 20, 130)
     index.truncate_to_offset(120)
     assert index.last_entry == (NOW + 10, 110)
+    index.write_pending()                              # entries reach the file on flush/close
     again = TimeIndex.open(index.path, 100, 1200, 1000, full_check=True)
     assert again.lookup(NOW + 99) == (NOW + 10, 110)
 

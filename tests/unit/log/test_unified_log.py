@@ -188,7 +188,7 @@ def test_reads_are_inline_from_the_page_cache_and_in_the_pool_otherwise(tmp_path
     assert _offsets(d.result) == [27, 28, 29]
     assert _offsets(_result(log.read(0, 1 << 20, max_offset=6))) == list(range(6))
     old = log.local_log.segments[0]
-    old.offset_index.release()
+    old.write_indexes()
     old.offset_index.unload()                          # reading it would touch the disk
     d = log.read(0, 1 << 20)
     assert not d.called and len(pool.queue) == 1
