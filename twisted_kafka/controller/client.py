@@ -30,6 +30,22 @@ from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 if TYPE_CHECKING:
     from .kafka_controller import KafkaController
 
+#: The most partitions one CreateTopics or CreatePartitions request may create.
+#: Kafka's controller refuses a user operation that would generate more than
+#: 10,000 metadata records -- one per partition -- with POLICY_VIOLATION,
+#: "Unable to perform excessively large batch operation" (KAFKA-14996,
+#: ``QuorumController.MAX_RECORDS_PER_USER_OP``); here the count is checked
+#: before a single partition is planned, so an absurd count costs nothing.
+MAX_PARTITIONS_PER_REQUEST = 10_000
+
+
+def excessive_batch_error(partitions: int) -> KafkaError:
+    """POLICY_VIOLATION for a request that would create ``partitions`` (> the per-request limit)."""
+    return KafkaError(ErrorCode.POLICY_VIOLATION,
+                      f"Unable to perform excessively large batch operation: the request would create "
+                      f"{partitions} partitions, and one request may create at most "
+                      f"{MAX_PARTITIONS_PER_REQUEST}.")
+
 
 @dataclass
 class NewTopic:
@@ -138,4 +154,5 @@ class NoControllerClient(ControllerClient):
         self._refuse()
 
 
-__all__ = ["ControllerClient", "LocalControllerClient", "NoControllerClient", "NewTopic", "TopicResult"]
+__all__ = ["ControllerClient", "LocalControllerClient", "NoControllerClient", "NewTopic", "TopicResult",
+           "MAX_PARTITIONS_PER_REQUEST", "excessive_batch_error"]

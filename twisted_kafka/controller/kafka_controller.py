@@ -25,6 +25,7 @@ whenever it grows, KIP-320).
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from dataclasses import dataclass
 from collections.abc import Iterable, Mapping
 
@@ -40,7 +41,7 @@ from twisted_kafka.protocol.registry import ApiKey
 from twisted_kafka.waiting import fired_within
 
 from .channel_manager import ControllerChannelManager
-from .client import NewTopic, TopicResult
+from .client import MAX_PARTITIONS_PER_REQUEST, NewTopic, TopicResult, excessive_batch_error
 from .metadata_store import ClusterMetadataStore, PartitionRecord, TopicRecord, topic_record
 from .replica_assignment import assign_replicas
 from .topic_names import collision_key, validate_topic_name
@@ -62,6 +63,8 @@ class LiveBroker:
     endpoints: tuple  # advertised EndPoints (listener_name, host, port, security_protocol)
     control_listener: str  # listener the controller talks to (control plane, else inter-broker)
     rack: str | None = None
+    #: Most partitions the broker takes on (derived from its open-file limit); None: no limit.
+    partition_budget: int | None = None
 
     def endpoint(self, listener_name: str):
         for ep in self.endpoints:
@@ -146,16 +149,27 @@ class KafkaController:
         broker's metadata cache has the new topics, or after ``timeout_ms``
         (None or <= 0: no limit) with REQUEST_TIMED_OUT for them -- they exist
         all the same, as in Kafka.
+
+        A request that would create more than ``MAX_PARTITIONS_PER_REQUEST``
+        partitions in all is refused whole with POLICY_VIOLATION before any
+        topic is planned (Kafka's controller fails the whole operation); a
+        topic that would take a broker past its partition budget is refused
+        alone, with POLICY_VIOLATION too.
         """
         self.require_active()
+        requested = sum(self._requested_partitions(spec) for spec in topics)
+        if requested > MAX_PARTITIONS_PER_REQUEST:
+            error = excessive_batch_error(requested)
+            return [TopicResult(spec.name, error.code, error.message) for spec in topics]
         await self._lock.acquire()
         try:
             results: list[TopicResult] = []
             created: list[TopicRecord] = []
             collisions = {collision_key(name): name for name in self.topics}
+            hosted = self._hosted_replicas()
             for spec in topics:
                 try:
-                    record = self._plan_topic(spec, collisions)
+                    record = self._plan_topic(spec, collisions, hosted)
                 except KafkaError as exc:
                     results.append(TopicResult(spec.name, exc.code, exc.message))
                     continue
@@ -188,7 +202,36 @@ class KafkaController:
                                       f"every broker{_in_time(timeout_ms)}")
         return results
 
-    def _plan_topic(self, spec: NewTopic, collisions: dict[str, str]) -> TopicRecord:
+    def _requested_partitions(self, spec: NewTopic) -> int:
+        """How many partitions ``spec`` asks for, without planning any."""
+        if spec.assignments:
+            return len(spec.assignments)
+        if spec.num_partitions == -1:
+            return self.config["num.partitions"]
+        return max(0, spec.num_partitions)
+
+    def _hosted_replicas(self) -> Counter:
+        """Replicas per broker of every existing partition (only counted when a broker has a budget)."""
+        if all(b.partition_budget is None for b in self.live_brokers.values()):
+            return Counter()
+        return Counter(broker for topic in self.topics.values() for record in topic.partitions.values()
+                       for broker in record.replicas)
+
+    def _check_budgets(self, assignment: Mapping[int, list[int]], hosted: Counter) -> None:
+        """POLICY_VIOLATION if adding ``assignment`` takes a broker past its partition budget;
+        else counts it in ``hosted``."""
+        adding = Counter(broker for replicas in assignment.values() for broker in replicas)
+        for broker_id, count in sorted(adding.items()):
+            live = self.live_brokers.get(broker_id)
+            budget = live.partition_budget if live is not None else None
+            if budget is not None and hosted[broker_id] + count > budget:
+                raise KafkaError(ErrorCode.POLICY_VIOLATION,
+                                 f"Broker {broker_id} hosts {hosted[broker_id]} partition(s); {count} more would "
+                                 f"exceed its partition budget of {budget}, set by its open-file limit "
+                                 f"(raise the limit to raise the budget).")
+        hosted.update(adding)
+
+    def _plan_topic(self, spec: NewTopic, collisions: dict[str, str], hosted: Counter) -> TopicRecord:
         validate_topic_name(spec.name)
         if spec.name in self.topics:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{spec.name}' already exists.")
@@ -224,6 +267,7 @@ class KafkaController:
             factor = (spec.replication_factor if spec.replication_factor != -1
                       else self.config["default.replication.factor"])
             assignment = assign_replicas(brokers, partitions, factor)
+        self._check_budgets(assignment, hosted)
         return topic_record(spec.name, uuid.uuid4(), {
             index: self._new_partition(replicas) for index, replicas in assignment.items()},
             {name: value for name, value in spec.configs.items() if value is not None})
@@ -264,7 +308,12 @@ class KafkaController:
 
     def plan_partitions(self, name: str, count: int,
                         assignments: list[list[int]] | None) -> dict[int, list[int]]:
-        """The replicas of the partitions that growing ``name`` to ``count`` adds; raises KafkaError."""
+        """The replicas of the partitions that growing ``name`` to ``count`` adds; raises KafkaError.
+
+        More than ``MAX_PARTITIONS_PER_REQUEST`` new partitions are refused
+        (POLICY_VIOLATION) before any is planned; so is going past a broker's
+        partition budget.
+        """
         topic = self.topics.get(name)
         if topic is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
@@ -274,6 +323,15 @@ class KafkaController:
                              f"Topic currently has {current} partitions, which is higher than the requested {count}.")
         if count == current:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
+        if count - current > MAX_PARTITIONS_PER_REQUEST:
+            raise excessive_batch_error(count - current)
+        new = self._assign_partitions(topic, count, assignments)
+        self._check_budgets(new, self._hosted_replicas())
+        return new
+
+    def _assign_partitions(self, topic: TopicRecord, count: int,
+                           assignments: list[list[int]] | None) -> dict[int, list[int]]:
+        current = len(topic.partitions)
         if assignments is None:
             return assign_replicas(sorted(self.live_brokers), count - current, topic.replication_factor,
                                    start_partition=current)

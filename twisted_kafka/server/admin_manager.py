@@ -50,6 +50,12 @@ class AdminManager:
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         return self.metadata_cache.topic_name(topic_id)
 
+    def partitions_added(self, name: str, count: int) -> int:
+        """How many partitions growing ``name`` to ``count`` would add, as this broker knows the
+        topic (0 for an unknown topic or a count that does not grow it)."""
+        topic = self.metadata_cache.topics.get(name)
+        return max(0, count - len(topic.partitions)) if topic is not None else 0
+
     def effective_topic_config(self, overrides: Mapping[str, str]):
         """A topic's effective configuration here: its overrides over the running broker config."""
         return topic_config(self.dynamic_config.current, dict(overrides))

@@ -8,6 +8,11 @@ of new partitions, the topic's replication factor and live brokers, else
 INVALID_REPLICA_ASSIGNMENT.  ``validate_only`` checks without changing
 anything; ``timeout_ms`` > 0 waits (at most that long) for the brokers to
 host the new partitions, else REQUEST_TIMED_OUT.
+
+A request adding more than ``MAX_PARTITIONS_PER_REQUEST`` partitions in all
+is refused for every topic with POLICY_VIOLATION before anything is planned,
+as Kafka's controller fails the whole operation (each topic is also checked
+alone by the controller).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from collections import Counter
 
 from twisted.internet.defer import Deferred, ensureDeferred
 
+from twisted_kafka.controller.client import MAX_PARTITIONS_PER_REQUEST, excessive_batch_error
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
@@ -36,6 +42,11 @@ class CreatePartitionsHandler(ApiHandler):
     async def handle(self, request):
         body = request.body
         counts = Counter(topic.name for topic in body.topics)
+        adding = sum(self.admin.partitions_added(topic.name, topic.count) for topic in body.topics
+                     if counts[topic.name] == 1)
+        if adding > MAX_PARTITIONS_PER_REQUEST:
+            refused = excessive_batch_error(adding)
+            return self.error_response(request, refused.code, refused.message)
         slots: dict[str, KafkaError | Deferred[None]] = {}
         for topic in body.topics:
             if topic.name in slots:
