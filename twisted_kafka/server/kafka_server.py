@@ -21,7 +21,10 @@ connection closed (4), the handlers (3), the logs flushed with their
 checkpoints and clean-shutdown marker (2), the pool (1).
 
 The broker's identity (``meta.properties``) is read when the server is built,
-so every part is built with the broker id it runs as.
+so every part is built with the broker id it runs as; the open-file limit is
+raised and shared out then too (``descriptor_budget``): the log manager
+keeps at most its share of segment files open, and the controller learns the
+broker's partition budget when the broker registers.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from .api_table import broker_handlers
 from .broker_lifecycle import BrokerLifecycleManager
 from .broker_metadata import BrokerMetadata, load_or_create
 from .config_repository import ConfigRepository
+from .descriptor_budget import descriptor_budget, raise_open_file_limit
 from .dynamic_config import ConnectionLimits, DynamicBrokerConfig, LogDefaults
 from .kafka_apis import KafkaApis
 from .metadata_cache import MetadataCache
@@ -88,6 +92,9 @@ class KafkaServer(MultiService):
         self.broker: BrokerMetadata = load_or_create(self.log_dirs, config["broker.id"],
                                                      reserved_broker_max_id=config["reserved.broker.max.id"])
         broker_id = self.broker.broker_id
+        limit, hard, raised_from = raise_open_file_limit()
+        self.descriptors = descriptor_budget(limit, hard, max_connections=config["max.connections"],
+                                             raised_from=raised_from)
         # Broker epochs must grow across restarts (Kafka takes ZooKeeper's session id).
         self.broker_epoch = time.time_ns() // 1_000_000
         self.metrics = MetricsRegistry()
@@ -100,7 +107,8 @@ class KafkaServer(MultiService):
         self.io_threads = ThreadPoolService(pool)
         self.log_manager = LogManager(config, reactor=reactor, threadpool=pool,
                                       topic_configs=self.config_repository.topic_overrides,
-                                      broker_epoch=self.broker_epoch)
+                                      broker_epoch=self.broker_epoch,
+                                      max_open_files=self.descriptors.log_files)
         self.replica_manager = ReplicaManager(broker_id=broker_id, log_manager=self.log_manager, reactor=reactor,
                                               topic_overrides=self.config_repository.topic_overrides)
         self.replica_manager.broker_epoch = self.broker_epoch
@@ -153,7 +161,7 @@ class KafkaServer(MultiService):
         control_listener = listeners.control_plane_listener_name or listeners.inter_broker_listener_name
         return LiveBroker(broker_id=self.broker.broker_id, epoch=self.broker_epoch,
                           endpoints=self.socket_server.advertised_endpoints(), control_listener=control_listener,
-                          rack=self.config["broker.rack"])
+                          rack=self.config["broker.rack"], partition_budget=self.descriptors.partitions)
 
     # -- startup ------------------------------------------------------------------------
 
@@ -164,13 +172,24 @@ class KafkaServer(MultiService):
 
     async def _start_children(self) -> None:
         began = monotonic()
+        self.log.info("{budget}", budget=self.descriptors.describe())
         for child in self:
             await maybeDeferred(child.startService)
+            if child is self.log_manager:
+                self._check_budget()
         self.log.info("Broker {broker_id} of cluster {cluster_id} started in {elapsed:.3f}s; listeners: {listeners}",
                       broker_id=self.broker.broker_id, cluster_id=self.broker.cluster_id,
                       elapsed=monotonic() - began,
                       listeners=", ".join(f"{name}={a.bound_address}({a.plane.name})"
                                           for name, a in self.socket_server.acceptors.items()))
+
+    def _check_budget(self) -> None:
+        hosted, budget = len(self.log_manager.all_logs()), self.descriptors.partitions
+        if hosted > budget:
+            self.log.warn("{hosted} partitions are on disk, more than the partition budget of {budget} the "
+                          "open-file limit allows: all are served (idle partitions' files are closed and reopened "
+                          "as they are used), but no partition can be added until the limit is raised",
+                          hosted=hosted, budget=budget)
 
     def _started(self, _):
         self.started.callback(self)

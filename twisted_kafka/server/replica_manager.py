@@ -65,20 +65,39 @@ class ReplicaManager:
         self.controller_epoch = controller_epoch
 
     def become_leader_or_follower(self, changes: list[PartitionStateChange]) -> dict[tuple[str, int], ErrorCode]:
-        """Apply LeaderAndIsr partition states; the error per partition (NONE when applied)."""
+        """Apply LeaderAndIsr partition states; the error per partition (NONE when applied).
+
+        A partition whose log cannot be created or opened (out of descriptors,
+        a full disk) fails alone with KAFKA_STORAGE_ERROR, as Kafka answers
+        for a partition in an offline log dir; the controller's next
+        LeaderAndIsr (a restart, say) tries it again.  Failures are reported
+        in one line per request, not one per partition: thousands of
+        partitions failing for one reason must not flood the log.
+        """
         errors: dict[tuple[str, int], ErrorCode] = {}
+        failed: dict[ErrorCode, list[tuple[str, str]]] = {}    # error -> (partition, message)
         for change in changes:
             key = (change.topic, change.partition)
+            name = f"{change.topic}-{change.partition}"
             try:
                 errors[key] = self._apply(change)
             except KafkaError as exc:
-                self.log.warn("Cannot apply LeaderAndIsr for {topic}-{partition}: {error}", topic=change.topic,
-                              partition=change.partition, error=exc)
+                failed.setdefault(exc.code, []).append((name, exc.message or ""))
                 errors[key] = exc.code
+            except OSError as exc:
+                failed.setdefault(ErrorCode.KAFKA_STORAGE_ERROR, []).append((name, str(exc)))
+                errors[key] = ErrorCode.KAFKA_STORAGE_ERROR
             except Exception:
                 self.log.failure("Cannot apply LeaderAndIsr for {topic}-{partition}", topic=change.topic,
                                  partition=change.partition)
                 errors[key] = ErrorCode.KAFKA_STORAGE_ERROR
+        for error, entries in failed.items():
+            names = ", ".join(name for name, _ in entries[:5])
+            if len(entries) > 5:
+                names += f" and {len(entries) - 5} more"
+            self.log.warn("Cannot apply LeaderAndIsr for {count} partition(s) ({names}): {error}; the first "
+                          "because {reason}", count=len(entries), names=names, error=error.name,
+                          reason=entries[0][1])
         return errors
 
     def _apply(self, change: PartitionStateChange) -> ErrorCode:
