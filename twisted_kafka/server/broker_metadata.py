@@ -6,11 +6,20 @@ disagree with each other or with a configured ``broker.id``: pointing a broker
 at another broker's data is an operator mistake that must fail loudly, not
 serve foreign partitions.  The cluster id a single node generates on first
 start is therefore stable across restarts, which clients rely on.
+
+Before reading it the broker takes an exclusive lock on each log directory
+(``<dir>/.lock``, as Kafka's ``LogManager.lockLogDirs``), held until the
+process exits: a second broker started on the same ``log.dirs`` would
+otherwise write the same partitions and leave them unreadable.  It refuses
+to start instead, naming the directory and the process holding it (whose
+pid is written in the lock file; Kafka's stays empty).
 """
 
 from __future__ import annotations
 
 import base64
+import errno
+import fcntl
 import os
 import uuid
 from dataclasses import dataclass
@@ -18,6 +27,51 @@ from dataclasses import dataclass
 from twisted_kafka.config import ConfigError
 
 META_PROPERTIES = "meta.properties"
+LOCK_FILE = ".lock"
+
+
+class LogDirLocks:
+    """Exclusive ``flock`` locks on ``<dir>/.lock`` of every log dir, held until ``release()``
+    (or the process's end: the kernel drops them with the descriptors, even after kill -9)."""
+
+    def __init__(self, log_dirs: list[str]):
+        self._fds: list[int] = []
+        try:
+            for log_dir in log_dirs:
+                self._lock(log_dir)
+        except BaseException:
+            self.release()
+            raise
+
+    def _lock(self, log_dir: str) -> None:
+        os.makedirs(log_dir, exist_ok=True)
+        path = os.path.join(log_dir, LOCK_FILE)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            holder = _read_holder(fd)
+            os.close(fd)
+            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise ConfigError("log.dirs", f"cannot lock {path}: {e.strerror or e}") from None
+            by = f"process {holder}" if holder else "another process"
+            raise ConfigError("log.dirs", f"{log_dir} is in use by another broker: {by} holds {path}") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        self._fds.append(fd)
+
+    def release(self) -> None:
+        fds, self._fds = self._fds, []
+        for fd in fds:
+            os.close(fd)          # closing the descriptor drops the lock
+
+
+def _read_holder(fd: int) -> str:
+    try:
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    except OSError:
+        return ""
+    return text if text.isdigit() else ""
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,8 @@ connection closed (4), the handlers (3), the logs flushed with their
 checkpoints and clean-shutdown marker (2), the pool (1).
 
 The broker's identity (``meta.properties``) is read when the server is built,
-so every part is built with the broker id it runs as; the open-file limit is
+so every part is built with the broker id it runs as -- after every log dir
+is locked (``.lock``: one broker per directory) -- and the open-file limit is
 raised and shared out then too (``descriptor_budget``): the log manager
 keeps at most its share of segment files open, and the controller learns the
 broker's partition budget when the broker registers.
@@ -49,7 +50,7 @@ from twisted_kafka.network.socket_server import SocketServer
 from .admin_manager import AdminManager
 from .api_table import broker_handlers
 from .broker_lifecycle import BrokerLifecycleManager
-from .broker_metadata import BrokerMetadata, load_or_create
+from .broker_metadata import BrokerMetadata, LogDirLocks, load_or_create
 from .config_repository import ConfigRepository
 from .descriptor_budget import descriptor_budget, raise_open_file_limit
 from .dynamic_config import ConnectionLimits, DynamicBrokerConfig, LogDefaults
@@ -89,8 +90,14 @@ class KafkaServer(MultiService):
             raise ConfigError("zookeeper.connect", "ZooKeeper-coordinated clusters are not available yet; "
                                                    "leave it unset to run a single node")
         self.log_dirs: list[str] = [os.path.abspath(d) for d in config.log_dirs]
-        self.broker: BrokerMetadata = load_or_create(self.log_dirs, config["broker.id"],
-                                                     reserved_broker_max_id=config["reserved.broker.max.id"])
+        # Before anything in them is read or written: a second broker on these dirs stops here.
+        self.log_dir_locks = LogDirLocks(self.log_dirs)
+        try:
+            self.broker: BrokerMetadata = load_or_create(self.log_dirs, config["broker.id"],
+                                                         reserved_broker_max_id=config["reserved.broker.max.id"])
+        except BaseException:
+            self.log_dir_locks.release()
+            raise
         broker_id = self.broker.broker_id
         limit, hard, raised_from = raise_open_file_limit()
         self.descriptors = descriptor_budget(limit, hard, max_connections=config["max.connections"],
@@ -222,4 +229,5 @@ class KafkaServer(MultiService):
         for child in reversed(list(self)):
             if child.running:
                 await maybeDeferred(child.stopService)
+        self.log_dir_locks.release()
         self.log.info("Broker shut down")
