@@ -16,7 +16,12 @@ Writes of the checkpoint happen on the caller's thread without fsync (a new
 epoch is rare: once per leader change), through an atomic rename;
 ``flush()`` makes it durable together with the log, and recovery re-derives
 the epochs of every batch it re-reads, so an unflushed checkpoint loses
-nothing that recovery cannot restore.
+nothing that recovery cannot restore.  Content the file already holds is not
+written again, and loading trims the cache without writing (the file may keep
+entries the log no longer has; loading trims them again): an atomic rename
+costs milliseconds, and a restart with tens of thousands of partitions would
+otherwise write every checkpoint twice -- the loader drops the entry an empty
+log's epoch has at its end, and becoming leader adds it back.
 """
 
 from __future__ import annotations
@@ -50,16 +55,28 @@ class LeaderEpochCache:
         for epoch, start in entries or ():
             self._assign(epoch, start)
         self._dirty = False
+        self._on_disk: list[tuple[int, int]] | None = None    # what the file holds, when known
+        self._durable: list[tuple[int, int]] | None = None    # what it holds fsynced, when known
 
     @classmethod
-    def load(cls, path: str) -> LeaderEpochCache:
-        """Read the checkpoint; an unreadable one is discarded (recovery refills it)."""
+    def load(cls, path: str, *, durable: bool = False) -> LeaderEpochCache:
+        """Read the checkpoint; an unreadable one is discarded (recovery refills it).
+
+        ``durable``: the file is known to be on disk (the last shutdown flushed
+        it); else the next ``flush()`` makes it so.
+        """
         try:
             entries = read_epoch_checkpoint(path)
         except (CheckpointError, OSError) as e:
             log.warn("ignoring leader epoch checkpoint {path}: {e}", path=path, e=e)
-            entries = []
-        return cls(path, entries)
+            return cls(path, [])
+        cache = cls(path, entries)
+        cache._on_disk = entries
+        if durable:
+            cache._durable = entries
+        else:
+            cache._dirty = bool(entries)
+        return cache
 
     # -- queries ------------------------------------------------------------
 
@@ -132,19 +149,21 @@ class LeaderEpochCache:
                 self.write()
             return changed
 
-    def truncate_from_end(self, end_offset: int) -> None:
-        """The log now ends at ``end_offset``: forget epochs starting at or after it."""
+    def truncate_from_end(self, end_offset: int, *, write: bool = True) -> None:
+        """The log now ends at ``end_offset``: forget epochs starting at or after it
+        (``write=False``: in memory only, until the next write or flush)."""
         with self._lock:
             if self._starts and self._starts[-1] >= end_offset:
                 keep = bisect_right(self._starts, end_offset - 1)
                 del self._epochs[keep:]
                 del self._starts[keep:]
                 self._dirty = True
-                self.write()
+                if write:
+                    self.write()
 
-    def truncate_from_start(self, start_offset: int) -> None:
+    def truncate_from_start(self, start_offset: int, *, write: bool = True) -> None:
         """The log now starts at ``start_offset``: drop epochs wholly before it and
-        move the start of the one it falls in up to it."""
+        move the start of the one it falls in up to it (``write``: as above)."""
         with self._lock:
             i = bisect_right(self._starts, start_offset) - 1
             if i < 0 or (i == 0 and self._starts[0] == start_offset):
@@ -153,7 +172,8 @@ class LeaderEpochCache:
             del self._starts[:i]
             self._starts[0] = start_offset
             self._dirty = True
-            self.write()
+            if write:
+                self.write()
 
     def clear(self) -> None:
         with self._lock:
@@ -169,12 +189,19 @@ class LeaderEpochCache:
         if self.path is None:
             return
         with self._lock:
-            write_epoch_checkpoint(self.path, self.entries, fsync=fsync)
+            entries = self.entries
+            if not fsync and entries == self._on_disk:
+                return
+            write_epoch_checkpoint(self.path, entries, fsync=fsync)
+            self._on_disk = entries
             if fsync:
+                self._durable = entries
                 self._dirty = False
 
     def flush(self) -> None:
         """Make the checkpoint durable if it changed since the last flush (BLOCKING)."""
         with self._lock:
-            if self._dirty and self.path is not None and os.path.isdir(os.path.dirname(self.path)):
+            if self._dirty and self.entries == self._durable == self._on_disk:
+                self._dirty = False            # changed in memory only and back: the disk has it
+            elif self._dirty and self.path is not None and os.path.isdir(os.path.dirname(self.path)):
                 self.write(fsync=True)

@@ -196,9 +196,9 @@ class _SparseIndex(ABC):
         if not pending and not fsync:
             return
         try:
-            fd = OPEN_FILES.os_open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            fd = OPEN_FILES.os_open(self.path, os.O_WRONLY | os.O_APPEND)
         except FileNotFoundError:
-            return            # the segment's directory is gone (a deleted partition)
+            return            # deleted (its segment or partition): never recreate it
         try:
             if pending:
                 view = memoryview(pending)

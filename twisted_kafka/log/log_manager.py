@@ -374,7 +374,9 @@ class LogManager(Service):
         creating a directory and three empty files takes well under a
         millisecond.
         """
-        if topic_config is not None:
+        if topic_config is not None and dict(topic_config) != self._topic_overrides.get(topic):
+            # (Only on a change: applying it visits every log, and a LeaderAndIsr
+            # naming 25,000 partitions of one topic would do that 25,000 times.)
             self.update_topic_config(topic, topic_config)
         key = (topic, partition)
         existing = self._logs.get(key)

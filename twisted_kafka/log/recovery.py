@@ -129,7 +129,7 @@ def load_log(dir: str, config: LogConfig, *, topic: str | None = None,
             topic_id = read_partition_metadata(os.path.join(dir, PARTITION_METADATA))
         except CheckpointError as e:
             log.warn("{e}", e=e)
-    epoch_cache = LeaderEpochCache.load(os.path.join(dir, LEADER_EPOCH_CHECKPOINT))
+    epoch_cache = LeaderEpochCache.load(os.path.join(dir, LEADER_EPOCH_CHECKPOINT), durable=had_clean_shutdown)
     bases = _clean_leftovers(dir)
 
     def on_batch(header) -> None:
@@ -195,8 +195,8 @@ def load_log(dir: str, config: LogConfig, *, topic: str | None = None,
         log.warn("{dir}: log start offset {start} is beyond the log end {end}; using the log end",
                  dir=dir, start=start, end=log_end)
         start = log_end
-    epoch_cache.truncate_from_end(log_end)
-    epoch_cache.truncate_from_start(start)
+    epoch_cache.truncate_from_end(log_end, write=False)     # the file catches up at the next write
+    epoch_cache.truncate_from_start(start, write=False)
     if had_clean_shutdown:
         recovery_point = log_end
     result = Log(dir, topic, partition, config, segments=segments, log_start_offset=start,

@@ -88,3 +88,24 @@ def test_truncate_to_cuts_the_epoch_cache(tmp_path):
     info = log.append_as_leader(batch(1), 6, NOW)
     assert info.first_offset == 3
     assert log.epoch_cache.entries == [(1, 0), (6, 3)]
+
+
+def test_restarting_an_empty_leader_writes_no_checkpoint(tmp_path):
+    """Loading drops the entry an empty log's epoch has at its end; becoming leader adds it back:
+    neither rewrites the file (an atomic rename each, twice per partition at every restart)."""
+    log = new_log(tmp_path)
+    log.epoch_cache.assign(0, 0)                       # as Partition.make_leader does
+    log.flush()
+    path = log.epoch_cache.path
+    before = os.stat(path)
+    log = reopen(log, clean=True)
+    assert log.epoch_cache.entries == []               # trimmed in memory...
+    assert read_epoch_checkpoint(path) == [(0, 0)]     # ...the file untouched
+    assert not log.epoch_cache.assign(0, 0) or log.epoch_cache.entries == [(0, 0)]
+    log.flush()
+    assert read_epoch_checkpoint(path) == [(0, 0)]
+    after = os.stat(path)
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    # A real change is written at once, as before.
+    log.epoch_cache.assign(1, 0)
+    assert read_epoch_checkpoint(path) == [(1, 0)]

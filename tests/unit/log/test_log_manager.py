@@ -296,3 +296,18 @@ def test_a_deleted_partition_can_be_created_again_at_once(tmp_path):
     new.append_as_leader(batch(1), 0)
     assert old.committed_end_offset == 3 and new.log_end_offset == 1
     assert [o for o, _ in records_of(_result(new.read(0, 1 << 20)))] == [0]
+
+
+def test_create_log_applies_a_topics_overrides_once_not_per_partition(tmp_path):
+    """LeaderAndIsr hands every partition its topic's overrides; applying them visits every log,
+    so doing it per partition made a start with 25,000 partitions quadratic (minutes)."""
+    manager, _ = _started(tmp_path)
+    applied = []
+    update = manager.update_topic_config
+    manager.update_topic_config = lambda topic, overrides: applied.append(topic) or update(topic, overrides)
+    for p in range(50):
+        manager.create_log("t", p, None, {"retention.ms": "1000"})
+    assert applied == ["t"]
+    manager.create_log("t", 0, None, {"retention.ms": "2000"})          # a change is applied to all
+    assert applied == ["t", "t"]
+    assert {log.config.retention_ms for log in manager.all_logs()} == {2000}
