@@ -3,6 +3,7 @@
 On disk (Kafka's layout, so operators' habits carry over)::
 
     <log.dir>/
+      .lock                             flock-ed by the running broker (one per dir); its pid
       .kafka_cleanshutdown              marker: every log here was flushed and closed
       recovery-point-offset-checkpoint  "0\\n<n>\\n<topic> <partition> <offset>\\n..."
       log-start-offset-checkpoint       same format
@@ -16,7 +17,9 @@ On disk (Kafka's layout, so operators' habits carry over)::
       <topic>-<partition>.<uuid>-delete/  a deleted partition awaiting removal
 
 Modules: ``log_config`` (``LogConfig``), ``layout`` (names), ``checkpoints``
-(the small text files), ``index`` (offset and time index), ``batches`` (what
+(the small text files), ``file_handles`` (segment files' descriptors: opened
+on demand, bounded, least recently used closed first), ``index`` (offset and
+time index, written at flush/close), ``batches`` (what
 the log uses of the record codec), ``segment`` (``LogSegment``),
 ``epoch_cache`` (``LeaderEpochCache``), ``log`` (``Log``), ``recovery``
 (loading and crash recovery), ``retention``, ``flusher`` (coalesced fsyncs),
