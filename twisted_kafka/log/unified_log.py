@@ -42,10 +42,12 @@ from twisted.internet.defer import Deferred, fail, gatherResults, succeed
 from twisted.python.failure import Failure
 
 from twisted_kafka.log.epoch_cache import LeaderEpochCache
+from twisted_kafka.log.file_handles import out_of_descriptors
 from twisted_kafka.log.flusher import LogFlusher
 from twisted_kafka.log.log import AppendOrigin, LogAppendInfo, Log, PendingAppend
 from twisted_kafka.log.log_config import LogConfig
 from twisted_kafka.log.segment import WouldBlock
+from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
 #: Appends up to this size are written on the reactor (a page-cache write of
 #: 64 KiB costs ~0.05-0.1 ms even under writeback pressure); larger ones are
@@ -283,17 +285,33 @@ class UnifiedLog:
         The read is tried on the reactor with ``nowait`` (page cache only:
         ~0.1 ms for 1 MiB); if data or index would have to come from the
         disk it is redone in the thread pool.  Fires with a ``FetchDataInfo``;
-        fails with ``KafkaError(OFFSET_OUT_OF_RANGE)`` like ``Log.read``.
+        fails with ``KafkaError(OFFSET_OUT_OF_RANGE)`` like ``Log.read``, and with
+        ``KafkaError(KAFKA_STORAGE_ERROR)`` when no descriptor can be had to
+        open a segment file (the process is out of them).
         """
         local = self.local_log
         try:
             return succeed(local.read(fetch_offset, max_bytes, max_offset=max_offset,
                                       min_one_message=min_one_message, nowait=True))
         except WouldBlock:
-            return self._blocking(local.read, fetch_offset, max_bytes, max_offset=max_offset,
-                                  min_one_message=min_one_message)
-        except Exception:
+            d = self._blocking(local.read, fetch_offset, max_bytes, max_offset=max_offset,
+                               min_one_message=min_one_message)
+            d.addErrback(self._no_descriptor)
+            return d
+        except Exception as e:
+            if out_of_descriptors(e):
+                return fail(self._storage_error(e))
             return fail()
+
+    def _storage_error(self, error: BaseException) -> KafkaError:
+        return KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                          f"cannot open a segment file of {self.topic}-{self.partition}: "
+                          f"{getattr(error, 'strerror', None) or error}")
+
+    def _no_descriptor(self, failure: Failure):
+        if out_of_descriptors(failure.value):
+            raise self._storage_error(failure.value)
+        return failure
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> Deferred:
         """ListOffsets by time (KIP-79): ``Log.fetch_offset_by_timestamp`` in the

@@ -219,3 +219,21 @@ def test_a_log_that_cannot_be_created_leaves_nothing_behind(tmp_path, open_files
     assert manager.get_log("t", 0) is None and not (tmp_path / "data" / "t-0").exists()
     assert manager.create_log("t", 0).local_log.append_as_leader(batch(1), 0, NOW).first_offset == 0
     manager.stopService()
+
+
+def test_a_read_without_a_descriptor_fails_alone(tmp_path, open_files):
+    from twisted_kafka.log.unified_log import UnifiedLog
+
+    clock = FakeReactor()
+    unified = UnifiedLog(new_log(tmp_path), reactor=clock, threadpool=SyncThreadPool())
+    unified.local_log.append_as_leader(batch(1), 0, NOW)
+    while open_files.shed():
+        pass
+    failures = []
+    with no_descriptor_left():
+        unified.read(0, 1 << 20).addErrback(failures.append)      # not open: goes to the pool, fails there
+    [failure] = failures
+    assert failure.check(KafkaError) and failure.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert "Too many open files" in failure.value.message
+    assert [o for o, _ in records_of(unified.read(0, 1 << 20).result)] == [0]
+    unified.local_log.close()
