@@ -38,7 +38,7 @@ __all__ = ["CachedFile", "FileHandleCache", "OPEN_FILES", "out_of_descriptors"]
 _OUT_OF_DESCRIPTORS = (errno.EMFILE, errno.ENFILE)
 
 
-def out_of_descriptors(error: BaseException) -> bool:
+def out_of_descriptors(error: BaseException | None) -> bool:
     """Whether ``error`` says the process (EMFILE) or the system (ENFILE) has no descriptor left."""
     return isinstance(error, OSError) and error.errno in _OUT_OF_DESCRIPTORS
 

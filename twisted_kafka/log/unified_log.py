@@ -309,8 +309,9 @@ class UnifiedLog:
                           f"{getattr(error, 'strerror', None) or error}")
 
     def _no_descriptor(self, failure: Failure):
-        if out_of_descriptors(failure.value):
-            raise self._storage_error(failure.value)
+        error = failure.value
+        if error is not None and out_of_descriptors(error):
+            raise self._storage_error(error)
         return failure
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> Deferred:
