@@ -189,31 +189,34 @@ class _SparseIndex(ABC):
     def write_pending(self) -> None:
         """Write the entries not in the file yet (no fsync).  BLOCKING, but only a page-cache write."""
         with self._write_lock:
-            self._write_pending_locked()
+            if not self._pending:
+                return
+            fd = self._write_pending_locked()
+        if fd is not None:
+            os.close(fd)
 
-    def _write_pending_locked(self, fsync: bool = False) -> None:
-        pending = self._pending
-        if not pending and not fsync:
-            return
+    def _write_pending_locked(self) -> int | None:
+        """Open the file, append the pending entries; the descriptor (the caller closes it),
+        or None if the file is gone."""
         try:
             fd = OPEN_FILES.os_open(self.path, os.O_WRONLY | os.O_APPEND)
         except FileNotFoundError:
-            return            # deleted (its segment or partition): never recreate it
-        try:
-            if pending:
-                view = memoryview(pending)
-                try:
-                    written = 0
-                    while written < len(view):
-                        written += os.write(fd, view[written:])
-                finally:
-                    view.release()
-                self._written += len(pending) // self.ENTRY.size
-                pending.clear()
-            if fsync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
+            return None       # deleted (its segment or partition): never recreate it
+        pending = self._pending
+        if pending:
+            view = memoryview(pending)
+            try:
+                written = 0
+                while written < len(view):
+                    written += os.write(fd, view[written:])
+            except BaseException:
+                os.close(fd)
+                raise
+            finally:
+                view.release()
+            self._written += len(pending) // self.ENTRY.size
+            pending.clear()
+        return fd
 
     @property
     def pending_entries(self) -> int:
@@ -256,7 +259,13 @@ class _SparseIndex(ABC):
     def flush(self) -> None:
         """Write pending entries and fsync the file (BLOCKING).  A deleted file is skipped."""
         with self._write_lock:
-            self._write_pending_locked(fsync=True)
+            fd = self._write_pending_locked()
+        if fd is None:
+            return
+        try:
+            os.fsync(fd)      # outside the lock: appends on the reactor never wait for a disk flush
+        finally:
+            os.close(fd)
 
     def discard_pending(self) -> None:
         """Forget the entries not written yet (what a crash loses; the files are going away)."""

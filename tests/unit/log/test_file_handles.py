@@ -237,3 +237,45 @@ def test_a_read_without_a_descriptor_fails_alone(tmp_path, open_files):
     assert "Too many open files" in failure.value.message
     assert [o for o, _ in records_of(unified.read(0, 1 << 20).result)] == [0]
     unified.local_log.close()
+
+
+def test_an_index_append_never_waits_for_an_index_fsync(tmp_path, monkeypatch):
+    """Entries are written at flush time; the fsync runs outside the index's lock, so the reactor
+    appending the next entry is not held up by a pool thread flushing (a disk flush takes ms)."""
+    import threading
+
+    from twisted_kafka.log import index as index_module
+    from twisted_kafka.log.index import OffsetIndex
+
+    index = OffsetIndex.create(str(tmp_path / "x.index"), 0, 1 << 20)
+    index.append(0, 0)
+    in_fsync, release = threading.Event(), threading.Event()
+    real_fsync = os.fsync
+
+    def slow_fsync(fd):
+        in_fsync.set()
+        release.wait(30)
+        real_fsync(fd)
+
+    monkeypatch.setattr(index_module.os, "fsync", slow_fsync)
+    appended = threading.Event()
+
+    def append():
+        index.append(10, 100)
+        appended.set()
+
+    flusher = threading.Thread(target=index.flush)
+    flusher.start()
+    try:
+        assert in_fsync.wait(10)
+        appender = threading.Thread(target=append)
+        appender.start()
+        not_held_up = appended.wait(5)       # the fsync is still running
+    finally:
+        release.set()
+        flusher.join(10)
+    appender.join(10)
+    assert not_held_up, "an index append waited for an fsync"
+    index.write_pending()
+    assert len(index) == 2 and index.pending_entries == 0
+    assert (tmp_path / "x.index").read_bytes() == b"\0\0\0\0\0\0\0\0\0\0\0\x0a\0\0\0\x64"
