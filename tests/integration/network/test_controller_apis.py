@@ -72,6 +72,10 @@ def stop_replica_v4(topic: str, *, controller_epoch: int = FORGED_EPOCH, broker_
                      partition_index=0, leader_epoch=-2, delete_partition=True)])])
 
 
+def controlled_shutdown_v3(broker_epoch: int) -> m.ControlledShutdownRequest:
+    return m.ControlledShutdownRequest(version=3, broker_id=0, broker_epoch=broker_epoch)
+
+
 # -- what the real controller still does ------------------------------------------------------
 
 def create_topic(port: int, name: str) -> int:
@@ -126,7 +130,8 @@ def refused(port: int, request, version: int) -> int:
 
 def test_data_plane_beside_a_control_plane_closes_controller_apis_unanswered(broker):
     for request, version in ((update_metadata_v0(), 0), (update_metadata_v8(), 8),
-                             (leader_and_isr_v7("hijacked"), 7), (stop_replica_v4("hijacked"), 4)):
+                             (leader_and_isr_v7("hijacked"), 7), (stop_replica_v4("hijacked"), 4),
+                             (controlled_shutdown_v3(2 ** 62), 3)):
         with RawClient(broker.data_port) as client:
             client.send_request(request, version)
             assert client.wait_closed(5), f"{type(request).__name__} v{version} must not be served on the data plane"
@@ -155,6 +160,9 @@ def test_forged_controller_requests_on_the_control_plane_are_refused_and_change_
         assert refused(port, update_metadata_v8(broker_epoch=guess), 8) == ErrorCode.STALE_BROKER_EPOCH
         assert refused(port, leader_and_isr_v7("victim", broker_epoch=guess), 7) == ErrorCode.STALE_BROKER_EPOCH
         assert refused(port, stop_replica_v4("victim", broker_epoch=guess), 4) == ErrorCode.STALE_BROKER_EPOCH
+    # ControlledShutdown for broker 0 needs its current epoch too.
+    for guess in (2 ** 62, -1):
+        assert refused(port, controlled_shutdown_v3(guess), 3) == ErrorCode.STALE_BROKER_EPOCH
     # An older controller epoch than the one in force.
     assert refused(port, update_metadata_v8(controller_epoch=0), 8) == ErrorCode.STALE_CONTROLLER_EPOCH
     # Nothing moved: the victim topic is still led here and takes records, new topics get a leader.
