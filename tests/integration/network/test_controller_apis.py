@@ -112,6 +112,17 @@ def produce_one(port: int, topic: str) -> int:
         return client.request(request, 7).responses[0].partition_responses[0].error_code
 
 
+def latest_offset(port: int, topic: str) -> int:
+    """ListOffsets v1 LATEST of ``topic``-0."""
+    LO = m.ListOffsetsRequest
+    request = LO(replica_id=-1, topics=[LO.ListOffsetsTopic(name=topic, partitions=[
+        LO.ListOffsetsTopic.ListOffsetsPartition(partition_index=0, timestamp=-1)])])
+    with RawClient(port) as client:
+        partition = client.request(request, 1).topics[0].partitions[0]
+    assert partition.error_code == ErrorCode.NONE
+    return partition.offset
+
+
 def assert_controller_still_works(broker, topic: str) -> None:
     """The real controller still creates topics with a leader, and the broker advertises itself."""
     assert create_topic(broker.data_port, topic) == ErrorCode.NONE
@@ -169,6 +180,13 @@ def test_forged_controller_requests_on_the_control_plane_are_refused_and_change_
     assert leader(broker.data_port, "victim") == (ErrorCode.NONE, 0)
     assert produce_one(broker.data_port, "victim") == ErrorCode.NONE
     assert_controller_still_works(broker, "after-forgeries")
+    # A restart keeps everything acknowledged, and the new broker epoch is refused as a guess too.
+    broker.restart()
+    assert leader(broker.data_port, "victim") == (ErrorCode.NONE, 0)
+    assert latest_offset(broker.data_port, "victim") == 1
+    assert latest_offset(broker.data_port, "after-forgeries") == 1
+    assert refused(port, update_metadata_v8(), 8) == ErrorCode.STALE_BROKER_EPOCH
+    assert_controller_still_works(broker, "after-restart")
 
 
 def test_requests_for_another_broker_id_or_cluster_are_refused(broker):
