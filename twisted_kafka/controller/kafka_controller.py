@@ -8,8 +8,12 @@ LeaderAndIsr (replicas learn their role and create their logs),
 UpdateMetadata (every broker's metadata cache, and the topic and dynamic
 broker configs brokers apply) and StopReplica (replicas stop and delete) —
 sent through the ``ControllerChannelManager`` to each broker's control-plane
-listener, the controller's own broker included.  Brokers reach the
-controller only through a ``ControllerClient``.
+listener, the controller's own broker included, at the endpoint the broker
+registered.  Every request carries the receiver's broker epoch (KIP-380),
+broker id and cluster id (this project's tagged fields 1002/1003), so a broker
+refuses one meant for another; if the controller's own broker refuses its
+first UpdateMetadata, startup fails (its advertised control plane is someone
+else's).  Brokers reach the controller only through a ``ControllerClient``.
 
 Changes are processed one at a time (Kafka's single controller event
 thread), so concurrent CreateTopics and DeleteTopics never interleave.
