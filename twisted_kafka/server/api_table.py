@@ -15,6 +15,7 @@ from twisted_kafka.network.request import RequestContext
 from .admin_manager import AdminManager
 from .api_handler import ApiHandler
 from .config_repository import ConfigRepository
+from .controller_requests import ControllerRequestGuard
 from .dynamic_config import DynamicBrokerConfig
 from .handlers.alter_configs import AlterConfigsHandler, IncrementalAlterConfigsHandler
 from .handlers.api_versions import ApiVersionsHandler
@@ -41,7 +42,8 @@ from .replica_manager import ReplicaManager
 
 def broker_handlers(*, advertised_keys: Callable[[RequestContext], list[int]], replica_manager: ReplicaManager,
                     metadata_cache: MetadataCache, admin_manager: AdminManager, config_repository: ConfigRepository,
-                    dynamic_config: DynamicBrokerConfig, controller: ControllerClient) -> list[ApiHandler]:
+                    dynamic_config: DynamicBrokerConfig, controller: ControllerClient,
+                    controller_guard: ControllerRequestGuard) -> list[ApiHandler]:
     return [
         ApiVersionsHandler(advertised_keys),
         MetadataHandler(metadata_cache, admin_manager, dynamic_config),
@@ -49,9 +51,9 @@ def broker_handlers(*, advertised_keys: Callable[[RequestContext], list[int]], r
         FetchHandler(replica_manager, metadata_cache, dynamic_config),
         ListOffsetsHandler(replica_manager),
         OffsetForLeaderEpochHandler(replica_manager),
-        LeaderAndIsrHandler(replica_manager),
-        UpdateMetadataHandler(replica_manager, metadata_cache, config_repository, dynamic_config),
-        StopReplicaHandler(replica_manager),
+        LeaderAndIsrHandler(replica_manager, controller_guard),
+        UpdateMetadataHandler(replica_manager, metadata_cache, config_repository, dynamic_config, controller_guard),
+        StopReplicaHandler(replica_manager, controller_guard),
         ControlledShutdownHandler(controller),
         CreateTopicsHandler(admin_manager),
         DeleteTopicsHandler(admin_manager, dynamic_config),
