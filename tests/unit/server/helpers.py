@@ -46,6 +46,7 @@ from twisted_kafka.server.admin_manager import AdminManager
 from twisted_kafka.server.api_table import broker_handlers
 from twisted_kafka.server.broker_metadata import BrokerMetadata
 from twisted_kafka.server.config_repository import ConfigRepository
+from twisted_kafka.server.controller_requests import ControllerRequestGuard
 from twisted_kafka.server.dynamic_config import ConnectionLimits, DynamicBrokerConfig, LogDefaults
 from twisted_kafka.server.kafka_apis import KafkaApis
 from twisted_kafka.server.metadata_cache import MetadataCache
@@ -54,6 +55,7 @@ from twisted_kafka.server.replica_manager import ReplicaManager
 NOW = 1_700_000_000_000   # ms: the clock starts here, so record timestamps are "now"
 CLUSTER_ID = "unit-test-cluster-id1"
 BROKER_ID = 0
+BROKER_EPOCH = 1
 
 BASE_PROPS = {
     "broker.id": str(BROKER_ID),
@@ -264,12 +266,13 @@ class Broker:
                                       topic_configs=self.config_repository.topic_overrides, broker_epoch=1)
         self.replica_manager = ReplicaManager(broker_id=BROKER_ID, log_manager=self.log_manager, reactor=self.reactor,
                                               topic_overrides=self.config_repository.topic_overrides)
-        self.replica_manager.broker_epoch = 1
         self.channels = InMemoryChannels(self.reactor)
         self.store = JsonFileMetadataStore(self.log_dir, reactor=self.reactor, threadpool=self.pool)
-        self.controller = KafkaController(config=self.config, broker_id=BROKER_ID, store=self.store,
-                                          channels=self.channels)
+        self.controller = KafkaController(config=self.config, broker_id=BROKER_ID, cluster_id=CLUSTER_ID,
+                                          store=self.store, channels=self.channels)
         self.controller_client = LocalControllerClient(self.controller)
+        self.guard = ControllerRequestGuard(broker_id=BROKER_ID, cluster_id=CLUSTER_ID, broker_epoch=BROKER_EPOCH,
+                                            known_controller=lambda: self.controller_client.controller_id)
         self.admin_manager = AdminManager(controller=self.controller_client, metadata_cache=self.metadata_cache,
                                           config_repository=self.config_repository,
                                           dynamic_config=self.dynamic_config)
@@ -281,7 +284,7 @@ class Broker:
             advertised_keys=self._advertised_keys, replica_manager=self.replica_manager,
             metadata_cache=self.metadata_cache, admin_manager=self.admin_manager,
             config_repository=self.config_repository, dynamic_config=self.dynamic_config,
-            controller=self.controller_client))
+            controller=self.controller_client, controller_guard=self.guard))
         self.channels.brokers[BROKER_ID] = self.apis
         if start:
             self.start()
@@ -290,7 +293,7 @@ class Broker:
         return self.served.get(ctx.plane, self.apis.served_keys)
 
     def registration(self) -> LiveBroker:
-        return LiveBroker(broker_id=BROKER_ID, epoch=1, endpoints=self.listeners.advertised,
+        return LiveBroker(broker_id=BROKER_ID, epoch=BROKER_EPOCH, endpoints=self.listeners.advertised,
                           control_listener="CONTROLLER")
 
     def start(self) -> None:
@@ -342,7 +345,7 @@ class Broker:
         if topic_id is None:
             topic_id = self.metadata_cache.topics[topic].topic_id
         request = LR(controller_id=BROKER_ID, controller_epoch=self.controller.epoch if controller_epoch is None
-                     else controller_epoch, broker_epoch=1,
+                     else controller_epoch, broker_epoch=BROKER_EPOCH, broker_id=BROKER_ID, cluster_id=CLUSTER_ID,
                      topic_states=[TS(topic_name=topic, topic_id=topic_id, partition_states=[state])], live_leaders=[])
         return self.call(request, version, plane="control", listener="CONTROLLER")
 
@@ -364,4 +367,4 @@ def served_api_keys() -> list[int]:
     """The API keys of the broker's handler table (its handlers only store their collaborators)."""
     return sorted(handler.api_key for handler in broker_handlers(
         advertised_keys=None, replica_manager=None, metadata_cache=None, admin_manager=None,  # type: ignore[arg-type]
-        config_repository=None, dynamic_config=None, controller=None))  # type: ignore[arg-type]
+        config_repository=None, dynamic_config=None, controller=None, controller_guard=None))  # type: ignore[arg-type]
