@@ -11,7 +11,7 @@ BIN    := $(VENV)/bin
 CONFIG ?= etc/server.properties
 PYTEST_ARGS ?=
 
-.PHONY: run lint test test-slow bench-codec bench-log bench-network bench-produce system-deps clean
+.PHONY: run lint test test-slow bench-codec bench-log bench-network bench-planes bench-produce system-deps clean
 
 run: $(VENV)/.base-installed
 	bin/twisted-kafka-server-start $(CONFIG) $(ARGS)
@@ -35,6 +35,9 @@ bench-log: $(VENV)/.test-installed
 
 bench-network: $(VENV)/.test-installed
 	$(BIN)/python bench/network.py
+
+bench-planes: $(VENV)/.test-installed
+	$(BIN)/python bench/planes.py
 
 bench-produce: $(VENV)/.test-installed
 	$(BIN)/python bench/produce_consume.py

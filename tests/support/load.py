@@ -1,6 +1,6 @@
 """Raw-socket load generators, run in their own processes so the client is not the bottleneck.
 
-Used by the plane-isolation tests and by ``bench/network.py``:
+Used by the network integration tests and by ``bench/network.py`` and ``bench/planes.py``:
 
     python -m tests.support.load pipeline --port 9092 --connections 10 --depth 5 --duration 5 --api metadata
     python -m tests.support.load accept --port 9092 --concurrency 16 --duration 5
