@@ -10,11 +10,13 @@ Each prints one JSON object (its last line of output).  ``pipeline`` keeps
 ``depth`` requests in flight on each of ``connections`` connections for
 ``duration`` seconds or until it receives SIGTERM (``stop()``), then stops
 sending and waits for every outstanding response; it checks that each
-connection's responses come back in request order.  Once every connection
-has had an answer it prints ``{"answering": true}`` first, so a test can
-wait for the flood to be under way (``wait_answering()``) instead of
-sleeping.  ``accept`` opens connections as fast as ``concurrency`` slots
-allow; each sends one ApiVersions request, reads the answer and closes.
+connection's responses come back in request order.  Before its result it
+prints ``{"connected": true}`` once every connection is open (from then on
+SIGTERM stops it cleanly) and ``{"answering": true}`` once every connection
+has had an answer, so a test can wait for the flood to be under way
+(``wait_connected()``, ``wait_answering()``) instead of sleeping.
+``accept`` opens connections as fast as ``concurrency`` slots allow; each
+sends one ApiVersions request, reads the answer and closes.
 ``latency`` sends one request at a time on one connection, every
 ``interval`` seconds (the generator's own pace), and reports the round-trip
 times.
@@ -87,6 +89,7 @@ def pipeline(host: str, port: int, connections: int, depth: int, duration: float
     signal.signal(signal.SIGTERM, _request_stop)
     selector = selectors.DefaultSelector()
     conns = [_Conn(_connect(host, port)) for _ in range(connections)]
+    print(json.dumps({"connected": True}), flush=True)
     sent = received = out_of_order = closed = dropped = partial = 0
     announced = False
 
@@ -284,26 +287,44 @@ def spawn(mode: str, **kwargs) -> subprocess.Popen:
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root, env=env)
 
 
-def wait_answering(process: subprocess.Popen, timeout: float = 30) -> None:
-    """Wait until a ``pipeline`` generator reports that every connection has had an answer."""
+def _wait_for(process: subprocess.Popen, event: str, timeout: float) -> None:
+    """Read a ``pipeline`` generator's progress lines until ``{event: true}``."""
     fd = process.stdout.fileno()
     deadline = time.monotonic() + timeout
-    line = b""
-    while not line.endswith(b"\n"):      # byte by byte: what follows is left for collect()
-        readable, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
-        if not readable:
-            raise TimeoutError(f"the load generator reported no answers within {timeout}s")
-        byte = os.read(fd, 1)
-        if not byte:
-            raise RuntimeError(f"the load generator ended before every connection had an answer: "
-                               f"{process.stderr.read()[-2000:]}")
-        line += byte
-    if json.loads(line) != {"answering": True}:
-        raise RuntimeError(f"unexpected line from the load generator: {line!r}")
+    while True:
+        line = b""
+        while not line.endswith(b"\n"):      # byte by byte: what follows is left for collect()
+            readable, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            if not readable:
+                raise TimeoutError(f"the load generator did not report {event!r} within {timeout}s")
+            byte = os.read(fd, 1)
+            if not byte:
+                raise RuntimeError(f"the load generator ended before reporting {event!r}: "
+                                   f"{process.stderr.read()[-2000:]}")
+            line += byte
+        progress = json.loads(line)
+        if progress.get(event):
+            return
+        if set(progress) - {"connected", "answering"}:
+            raise RuntimeError(f"unexpected line from the load generator: {line!r}")
+
+
+def wait_connected(process: subprocess.Popen, timeout: float = 30) -> None:
+    """Wait until every connection of a ``pipeline`` generator is open (it then stops cleanly on ``stop()``)."""
+    _wait_for(process, "connected", timeout)
+
+
+def wait_answering(process: subprocess.Popen, timeout: float = 30) -> None:
+    """Wait until every connection of a ``pipeline`` generator has had an answer."""
+    _wait_for(process, "answering", timeout)
 
 
 def stop(process: subprocess.Popen) -> None:
-    """Ask a ``pipeline`` generator to stop sending (it then drains and prints its result)."""
+    """Ask a ``pipeline`` generator to stop sending (it then drains and prints its result).
+
+    Only once it reported ``connected`` (``wait_connected()``/``wait_answering()``):
+    before, SIGTERM would end it without a result.
+    """
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
 

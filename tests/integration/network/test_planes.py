@@ -82,6 +82,8 @@ class InProcessPlanesTest(unittest.TestCase):
         data_probe = None
         try:
             floods = spawn_floods(data_port)
+            for process in floods:
+                await deferToThread(load.wait_connected, process)
             await broker.wait_until(lambda: channel.queue_size == QUEUE_CAP, timeout=30,
                                     what="the data queue to fill up to its cap")
 
