@@ -22,6 +22,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from tests.support.raw_client import RawClient
+from tests.support.wait import wait_until
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.records.builder import build_batch
 
@@ -160,14 +161,15 @@ class BackgroundProducer:
         return self
 
 
-def crash_once(broker, topic: str, tag: str, run_for: float) -> list:
-    """Produce while the broker is SIGKILLed; restart it; return the acknowledged records."""
+def crash_once(broker, topic: str, tag: str, acked_before_crash: int) -> list:
+    """Produce while the broker is SIGKILLed; restart it (on the same ports); return the acknowledged records.
+
+    The kill comes once the producer has had ``acked_before_crash``
+    acknowledgements, with more records in flight: it keeps sending.
+    """
     producer = BackgroundProducer(broker.bootstrap, topic, tag).start()
-    deadline = time.monotonic() + 10
-    while len(producer.acked) < 200:
-        assert time.monotonic() < deadline, "the producer got no acknowledgements"
-        time.sleep(0.01)
-    time.sleep(run_for)
+    wait_until(lambda: len(producer.acked) >= acked_before_crash, timeout=30,
+               what=f"{acked_before_crash} acknowledgements")
     broker.kill()
     producer.stop()
     broker.start()
@@ -187,7 +189,7 @@ def check_acked_present(broker, topic: str, acked: list) -> dict[int, list]:
 def test_crash_keeps_every_acknowledged_record(broker_factory):
     broker = broker_factory(CRASH_OVERRIDES)
     topic = "crash"
-    acked = crash_once(broker, topic, "crash", run_for=0.5)
+    acked = crash_once(broker, topic, "crash", acked_before_crash=1000)
     assert "had no clean shutdown" in broker.log_text(since_start=True)
     stored = check_acked_present(broker, topic, acked)
     # New appends continue after what survived.
@@ -205,7 +207,7 @@ def test_crash_loop(broker_factory):
     topic = "crash-loop"
     acked: list = []
     for round_ in range(12):
-        acked += crash_once(broker, topic, f"round{round_}", run_for=0.2 + 0.1 * (round_ % 5))
+        acked += crash_once(broker, topic, f"round{round_}", acked_before_crash=300 + 300 * (round_ % 5))
         check_acked_present(broker, topic, acked)
 
 
