@@ -20,5 +20,15 @@ __all__ = ["FORMAT", "KafkaDataSource", "register"]
 
 
 def register(spark) -> None:
-    """Make ``spark.read/readStream/write/writeStream.format("twisted_kafka")`` available in ``spark``."""
-    spark.dataSource.register(KafkaDataSource)
+    """Make ``spark.read/readStream/write/writeStream.format("twisted_kafka")`` available in ``spark``.
+
+    Registering again (a re-run notebook cell, a session made with
+    ``newSession()``, which shares its parent's data sources) does nothing.
+    """
+    from pyspark.errors import AnalysisException
+
+    try:
+        spark.dataSource.register(KafkaDataSource)
+    except AnalysisException as exc:
+        if exc.getCondition() != "DATA_SOURCE_ALREADY_EXISTS":
+            raise

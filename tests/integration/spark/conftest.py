@@ -134,9 +134,9 @@ def consume_all(bootstrap: str, topic: str, partitions: int, expected: int, time
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused-assign-only",
                          "enable.auto.commit": False, "fetch.wait.max.ms": 50})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     got = []
     try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         deadline = time.monotonic() + timeout
         while len(got) < expected and time.monotonic() < deadline:
             for msg in consumer.consume(1000, 0.5):
