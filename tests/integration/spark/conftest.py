@@ -34,6 +34,7 @@ FORMAT = "twisted_kafka"
 def spark():
     if shutil.which("java") is None:
         pytest.fail("java is not installed: run bin/install-system-deps (as root) for openjdk-17-jre-headless")
+    saved = {name: os.environ.get(name) for name in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH")}
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     # Spark's Python workers import twisted_kafka from this checkout.
@@ -56,6 +57,11 @@ def spark():
     register(session)
     yield session
     session.stop()
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture(scope="package")
