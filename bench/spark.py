@@ -24,8 +24,8 @@ offsets) are read three ways, in this order:
 
 Each phase ends when the last offset was read — a stall is an error, never
 the end of a measurement. Reported per phase: rows/s, the client's CPU
-time (user+sys from psutil: for spark the driver, the JVM and the Python
-workers alive at the end; for the others this process) per row, and the
+time (user+sys from psutil: for spark the driver, the JVM and every Python
+worker, ended ones included; for the others this process) per row, and the
 broker's CPU per row. The ratio of the N and N/2 times shows the figures
 measure the reading, not a fixed cost (it should be close to 2).
 
@@ -57,13 +57,26 @@ VALUE = 100
 STALL_SECONDS = 60
 
 
-def cpu_seconds(pid: int, *, children: bool = True) -> float:
+def cpu_seconds(pid: int, *, children: bool = True, excluding: int | None = None) -> float:
+    """CPU time of ``pid``; with ``children`` also of every process below it, living or ended,
+    except the process ``excluding`` and those below it (the broker, a child of this script).
+
+    A process's ``children_user``/``children_system`` hold what its ended (reaped)
+    children used, so summing them over the living tree also counts Spark's
+    short-lived Python workers.
+    """
     proc = psutil.Process(pid)
+    if not children:
+        t = proc.cpu_times()
+        return t.user + t.system
+    skip = set()
+    if excluding is not None:
+        skip = {excluding, *(p.pid for p in psutil.Process(excluding).children(recursive=True))}
     total = 0.0
-    for p in [proc, *(proc.children(recursive=True) if children else [])]:
+    for p in [proc, *(c for c in proc.children(recursive=True) if c.pid not in skip)]:
         try:
             t = p.cpu_times()
-            total += t.user + t.system
+            total += t.user + t.system + t.children_user + t.children_system
         except psutil.NoSuchProcess:
             pass
     return total
@@ -109,12 +122,14 @@ def produce(bootstrap: str, topic: str, count: int) -> None:
 
 def measure(how: str, broker, fn, *, children: bool) -> Phase:
     """Run ``fn`` (which returns the rows it read); ``children``: count the CPU of this process's children."""
-    me = os.getpid()
-    client0, broker0 = cpu_seconds(me, children=children), cpu_seconds(broker.pid)
+    def client_cpu() -> float:
+        return cpu_seconds(os.getpid(), children=children, excluding=broker.pid)
+
+    client0, broker0 = client_cpu(), cpu_seconds(broker.pid)
     began = time.perf_counter()
     rows = fn()
     seconds = time.perf_counter() - began
-    return Phase(how, rows, seconds, cpu_seconds(me, children=children) - client0, cpu_seconds(broker.pid) - broker0)
+    return Phase(how, rows, seconds, client_cpu() - client0, cpu_seconds(broker.pid) - broker0)
 
 
 def read_consumer(bootstrap: str, topic: str, ends: dict[int, int]) -> int:
