@@ -13,7 +13,7 @@ from confluent_kafka.admin import AdminClient
 
 from tests.support.broker_process import REPO_ROOT
 
-from .conftest import produce, run_available_now, stream
+from .conftest import Batches, produce, run_available_now, stream
 
 PARTITIONS = 4
 JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "available_now_job.py")
@@ -110,3 +110,23 @@ def test_data_loss_under_a_stopped_stream(spark, kafka, make_topic, tmp_path):
     expected = sorted((p, o) for p, o in later.records if not (p == 0 and o < 150))
     assert offsets_of(sink.rows) == expected
     assert latest_committed_offsets(checkpoint) == {topic: {"0": 200, "1": 200}}
+
+
+def test_pattern_picks_up_a_topic_created_later(spark, kafka, make_topic, tmp_path):
+    prefix = f"spark-pattern-{os.urandom(3).hex()}"
+    first = make_topic(2, prefix=prefix)
+    checkpoint = str(tmp_path / "checkpoint")
+    options = dict(subscribePattern=f"{prefix}-.*", startingOffsets="earliest", maxOffsetsPerTrigger=70)
+    a = produce(kafka.bootstrap, first, 100, partitions=2)
+    columns = ("topic", "partition", "offset")
+    sink, _ = run_available_now(stream(spark, kafka.bootstrap, **options), checkpoint, Batches(columns))
+    assert sorted((r.partition, r.offset) for r in sink.rows) == sorted(a.records)
+    assert [len(rows) for _, rows in sink.batches] == [70, 30]
+
+    # A new topic matching the pattern is read from offset 0, within the same per-batch limit.
+    second = make_topic(2, prefix=prefix)
+    b = produce(kafka.bootstrap, second, 60, partitions=2)
+    sink, _ = run_available_now(stream(spark, kafka.bootstrap, **options), checkpoint, Batches(columns))
+    assert {r.topic for r in sink.rows} == {second}
+    assert sorted((r.partition, r.offset) for r in sink.rows) == sorted(b.records)
+    assert [len(rows) for _, rows in sink.batches] == [60]
