@@ -42,10 +42,12 @@ _CONSUMER_DEFAULTS = {
     "client.id": "twisted-kafka-spark",
     # librdkafka stops fetching for fetch.queue.backoff.ms (default 1 s) each time
     # queued.min.messages are waiting locally: with small records that is most of a read.
-    "queued.min.messages": 200_000,
     "fetch.queue.backoff.ms": 10,
     "fetch.wait.max.ms": 100,
 }
+#: librdkafka keeps fetching ahead until this many records wait locally; it does not know
+#: where the range ends, so this bounds what it fetches past the end (queued.min.messages).
+_PREFETCH_RECORDS = 20_000
 #: Settings the reader relies on (no group, no commits, out-of-range is reported, not reset).
 _CONSUMER_FIXED = {
     "enable.auto.commit": False,
@@ -56,9 +58,10 @@ _CONSUMER_FIXED = {
 _UNUSED_GROUP = "twisted-kafka-spark-assign-only"
 
 
-def consumer_config(client: Mapping[str, str]) -> dict:
-    conf = {"group.id": _UNUSED_GROUP, **_CONSUMER_DEFAULTS, **client, **_CONSUMER_FIXED}
-    return conf
+def consumer_config(client: Mapping[str, str], records: int = _PREFETCH_RECORDS) -> dict:
+    """The consumer's settings for reading ``records`` records."""
+    prefetch = {"queued.min.messages": max(1, min(records, _PREFETCH_RECORDS))}
+    return {"group.id": _UNUSED_GROUP, **_CONSUMER_DEFAULTS, **prefetch, **client, **_CONSUMER_FIXED}
 
 
 class _Columns:
@@ -105,7 +108,7 @@ def read_range(client: Mapping[str, str], rng: OffsetRange, schema: pa.Schema, *
     """The records of ``rng`` (offsets ``start`` to ``end - 1``), in offset order."""
     if rng.size <= 0:
         return
-    consumer = Consumer(consumer_config(client))
+    consumer = Consumer(consumer_config(client, rng.size))
     try:
         yield from _read(consumer, rng, schema, include_headers, fail_on_data_loss, poll_timeout_ms / 1000.0,
                          batch_rows)
