@@ -7,7 +7,7 @@ One broker is started the README way (``bin/twisted-kafka-server-start``,
 logs in a temp dir) and one topic with 4 partitions is filled with N
 records (100-byte values, 10-byte keys) by a confluent-kafka producer. Then
 the first N/2 and all N records (``endingOffsets`` at the same per-partition
-offsets) are read three ways, in this order:
+offsets) are read three ways:
 
 * **spark**: a batch read with the data source into Spark's ``noop`` sink
   (``df.write.format("noop")``) in a local SparkSession (``local[2]``: the
@@ -15,7 +15,7 @@ offsets) are read three ways, in this order:
   batches); the time covers planning (the driver's ListOffsets) and the job.
   Spark and its Python workers are started and warmed up by one untimed
   read of N/2 first (a long-running job has its workers started and the
-  JVM's code for the plan compiled). A ``count()`` afterwards (not timed) checks the number of rows.
+  JVM's code for the plan compiled).
 * **consumer**: one confluent-kafka Consumer in assign mode, with the
   executors' librdkafka settings, reads the same offsets, touching each
   record's key, value and offset (the least any client does).
@@ -24,9 +24,12 @@ offsets) are read three ways, in this order:
   process: the part of the Spark figure the data source itself costs.
 
 Each phase ends when the last offset was read — a stall is an error, never
-the end of a measurement — and runs ``--repeat`` times (default 3); the
-fastest run is reported, with the lowest CPU seen (the machine is shared,
-and the best run is the one least disturbed by other work). Reported per
+the end of a measurement. The phases run in rounds (N/2 then N, each three
+ways), ``--repeat`` rounds (default 5), and the fastest run of each phase
+is reported, with the lowest CPU seen: the machine is shared, rounds spread
+a disturbance over every phase, and the best run is the one least
+disturbed. A ``count()`` of each Spark frame (not timed) checks the number
+of rows first. Reported per
 phase: rows/s, the client's CPU time (user+sys from psutil: for spark the
 driver, the JVM and every Python worker, ended ones included; for the
 others this process) per row, and the broker's CPU per row. The N and N/2
@@ -218,7 +221,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=1_000_000, help="N: records in the topic (default 1M)")
     parser.add_argument("--quick", action="store_true", help="N = 100k (a smoke run)")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per phase; the best is reported (default 3)")
+    parser.add_argument("--repeat", type=int, default=5, help="runs per phase; the best is reported (default 5)")
     args = parser.parse_args()
     n = 100_000 if args.quick else args.records
     n -= n % (2 * PARTITIONS)
@@ -247,31 +250,40 @@ def main() -> None:
         print(f"  spark      {PARTITIONS:>9,} rows  {fixed.seconds:6.2f} s  (a query of one record per partition: "
               "planning and scheduling)", flush=True)
 
-        phases: dict[tuple[str, int], Phase] = {}
+        frames = {}
         for rows in (n // 2, n):
+            frames[rows] = spark_frame(spark, broker.bootstrap, topic, {p: rows // PARTITIONS for p in range(PARTITIONS)})
+            counted = frames[rows].count()  # not timed: the data source reads what the others read
+            if counted != rows:
+                raise RuntimeError(f"spark read {counted} rows, expected {rows}")
+
+        def run(how: str, rows: int) -> int:
             ends = {p: rows // PARTITIONS for p in range(PARTITIONS)}
-            df = spark_frame(spark, broker.bootstrap, topic, ends)
-
-            def spark_noop(df=df, rows=rows):
-                df.write.format("noop").mode("overwrite").save()
+            if how == "spark":
+                frames[rows].write.format("noop").mode("overwrite").save()
                 return rows
+            if how == "consumer":
+                return read_consumer(broker.bootstrap, topic, ends)
+            return read_ranges(broker.bootstrap, topic, ends)
 
-            runs = [("spark", spark_noop),
-                    ("consumer", lambda ends=ends: read_consumer(broker.bootstrap, topic, ends)),
-                    ("read_range", lambda ends=ends: read_ranges(broker.bootstrap, topic, ends))]
-            for how, fn in runs:
-                tries = [measure(how, broker, fn, children=how == "spark") for _ in range(args.repeat)]
-                for phase in tries:
+        # Rounds of every (size, way) in turn, so a disturbance of the shared machine
+        # hits all of them alike; the best of the rounds is kept.
+        tries: dict[tuple[str, int], list[Phase]] = {}
+        for _ in range(args.repeat):
+            for rows in (n // 2, n):
+                for how in ("spark", "consumer", "read_range"):
+                    phase = measure(how, broker, lambda: run(how, rows), children=how == "spark")
                     if phase.rows != rows:
                         raise RuntimeError(f"{how} read {phase.rows} rows, expected {rows}")
-                if how == "spark":
-                    counted = df.count()
-                    if counted != rows:
-                        raise RuntimeError(f"spark read {counted} rows, expected {rows}")
-                phase = phases[(how, rows)] = best(tries)
+                    tries.setdefault((how, rows), []).append(phase)
+        phases = {key: best(runs) for key, runs in tries.items()}
+        for rows in (n // 2, n):
+            for how in ("spark", "consumer", "read_range"):
+                phase = phases[(how, rows)]
                 print(f"  {how:10} {rows:>9,} rows  {phase.seconds:6.2f} s  {phase.rate:>9,.0f} rows/s  "
                       f"client CPU {phase.client_cpu / rows * 1e6:5.1f} us/row  "
-                      f"broker CPU {phase.broker_cpu / rows * 1e6:5.1f} us/row", flush=True)
+                      f"broker CPU {phase.broker_cpu / rows * 1e6:5.1f} us/row  "
+                      f"(runs: {', '.join(f'{t.seconds:.2f}' for t in tries[(how, rows)])} s)", flush=True)
 
         print()
         print("| how | rows | seconds | rows/s | client CPU µs/row | broker CPU µs/row |")
