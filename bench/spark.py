@@ -36,7 +36,8 @@ others this process) per row, and the broker's CPU per row. The N and N/2
 times show that the figures move with N: their ratio, and the line through
 them (time = fixed cost + rows / marginal rate); Spark's fixed cost is
 planning the query (the Python data source's planner processes, ListOffsets,
-scheduling the job).
+scheduling the job). The ratio of the client's CPU times is shown too: on a
+busy machine it is steadier than the wall-clock times.
 
 Everything runs on the same machine and shares its cores (Spark's
 executors, the broker, the consumer); the figures are a floor.
@@ -294,13 +295,14 @@ def main() -> None:
                       f"{phase.client_cpu / phase.rows * 1e6:.1f} | {phase.broker_cpu / phase.rows * 1e6:.1f} |")
         # time = fixed + rows / marginal rate, through the two points.
         print()
-        print("| how | time N / time N/2 | fixed cost s | marginal rows/s |")
-        print("|---|---:|---:|---:|")
+        print("| how | time N / time N/2 | fixed cost s | marginal rows/s | client CPU N / N/2 |")
+        print("|---|---:|---:|---:|---:|")
         for how in ("spark", "consumer", "read_range"):
             half, full = phases[(how, n // 2)], phases[(how, n)]
             fixed = 2 * half.seconds - full.seconds
             marginal = (full.rows - half.rows) / (full.seconds - half.seconds) if full.seconds > half.seconds else 0
-            print(f"| {how} | {full.seconds / half.seconds:.2f} | {fixed:.2f} | {marginal:,.0f} |")
+            print(f"| {how} | {full.seconds / half.seconds:.2f} | {fixed:.2f} | {marginal:,.0f} | "
+                  f"{full.client_cpu / half.client_cpu:.2f} |")
         spark_rate, consumer_rate = phases[("spark", n)].rate, phases[("consumer", n)].rate
         print()
         print(f"Spark reads {spark_rate / consumer_rate:.2f}x the rows/s of one plain consumer at N "
