@@ -61,7 +61,7 @@ $(VENV)/.base-installed: $(VENV)/.created setup.cfg pyproject.toml
 	@touch $@
 
 $(VENV)/.test-installed: $(VENV)/.base-installed
-	$(BIN)/pip install --disable-pip-version-check -q -e '.[test,bench]' --config-settings editable_mode=compat
+	$(BIN)/pip install --disable-pip-version-check -q -e '.[test,bench,spark]' --config-settings editable_mode=compat
 	@touch $@
 
 clean:
