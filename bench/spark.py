@@ -213,7 +213,7 @@ def start_spark():
 
 
 def spark_frame(spark, bootstrap: str, topic: str, ends: dict[int, int]):
-    ending = '{"%s": {%s}}' % (topic, ", ".join(f'"{p}": {o}' for p, o in ends.items()))
+    ending = '{{"{}": {{{}}}}}'.format(topic, ", ".join(f'"{p}": {o}' for p, o in ends.items()))
     return (spark.read.format("twisted_kafka").option("kafka.bootstrap.servers", bootstrap)
             .option("subscribe", topic).option("endingOffsets", ending).load())
 
@@ -253,7 +253,8 @@ def main() -> None:
 
         frames = {}
         for rows in (n // 2, n):
-            frames[rows] = spark_frame(spark, broker.bootstrap, topic, {p: rows // PARTITIONS for p in range(PARTITIONS)})
+            frames[rows] = spark_frame(spark, broker.bootstrap, topic,
+                                       {p: rows // PARTITIONS for p in range(PARTITIONS)})
             counted = frames[rows].count()  # not timed: the data source reads what the others read
             if counted != rows:
                 raise RuntimeError(f"spark read {counted} rows, expected {rows}")
@@ -273,7 +274,7 @@ def main() -> None:
         for _ in range(args.repeat):
             for rows in (n // 2, n):
                 for how in ("spark", "consumer", "read_range"):
-                    phase = measure(how, broker, lambda: run(how, rows), children=how == "spark")
+                    phase = measure(how, broker, lambda how=how, rows=rows: run(how, rows), children=how == "spark")
                     if phase.rows != rows:
                         raise RuntimeError(f"{how} read {phase.rows} rows, expected {rows}")
                     tries.setdefault((how, rows), []).append(phase)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Iterator, Mapping
+from collections.abc import Iterator, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -173,6 +173,7 @@ def _read(consumer: Consumer, rng: OffsetRange, schema: pa.Schema, include_heade
                     continue
                 raise KafkaException(error)
             offset = message.offset()
+            assert offset is not None   # a message without an error always has one
             if offset < next_offset:
                 continue
             if offset >= end:

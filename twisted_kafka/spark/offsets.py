@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 __all__ = ["EARLIEST", "LATEST", "EARLIEST_OFFSET", "LATEST_OFFSET", "OffsetRange", "DataLossError",
            "to_json", "from_json", "resolve", "rate_limit", "plan_ranges", "split_ranges", "data_loss_message"]
@@ -62,7 +62,8 @@ def to_json(offsets: Mapping[tuple[str, int], int]) -> dict[str, dict[str, int]]
 
 
 def from_json(offsets: Mapping[str, Mapping[str, int]]) -> dict[tuple[str, int], int]:
-    return {(topic, int(partition)): int(offset) for topic, parts in offsets.items() for partition, offset in parts.items()}
+    return {(topic, int(partition)): int(offset)
+            for topic, parts in offsets.items() for partition, offset in parts.items()}
 
 
 def resolve(spec, partitions: Iterable[tuple[str, int]], earliest: Mapping, latest: Mapping, *,
@@ -180,7 +181,7 @@ def split_ranges(ranges: Iterable[OffsetRange], min_partitions: int | None) -> l
         return ranges
     total = sum(r.size for r in ranges)
     quotas = [r.size / total * min_partitions for r in ranges]
-    parts = [max(1, min(r.size, math.floor(q))) for r, q in zip(ranges, quotas)]
+    parts = [max(1, min(r.size, math.floor(q))) for r, q in zip(ranges, quotas, strict=True)]
     # Hand out what rounding down left, largest remainders first.
     order = sorted(range(len(ranges)), key=lambda i: (-(quotas[i] - math.floor(quotas[i])), i))
     left = min_partitions - sum(parts)
@@ -196,7 +197,7 @@ def split_ranges(ranges: Iterable[OffsetRange], min_partitions: int | None) -> l
         if not grown:
             break
     out = []
-    for r, n in zip(ranges, parts):
+    for r, n in zip(ranges, parts, strict=True):
         base, extra = divmod(r.size, n)
         begin = r.start
         for i in range(n):

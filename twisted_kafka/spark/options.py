@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Mapping
+from collections.abc import Mapping
 
 from .offsets import EARLIEST, EARLIEST_OFFSET, LATEST, LATEST_OFFSET
 
@@ -72,6 +72,7 @@ class Subscription:
         if self.kind == "subscribe":
             return topic in self.topics
         if self.kind == "subscribePattern":
+            assert self.pattern is not None
             return re.fullmatch(self.pattern, topic) is not None
         return any(t == topic for t, _ in self.assigned)
 
@@ -157,8 +158,8 @@ def _assigned_json(assigned) -> dict[str, list[int]]:
 
 
 def _subscription(options: Mapping[str, str]) -> Subscription:
-    given = {name: _get(options, name) for name in ("subscribe", "subscribePattern", "assign")}
-    given = {name: value for name, value in given.items() if value is not None}
+    given: dict[str, str] = {name: value for name in ("subscribe", "subscribePattern", "assign")
+                             if (value := _get(options, name)) is not None}
     if len(given) != 1:
         raise OptionError("Exactly one of the options 'subscribe', 'subscribePattern' or 'assign' must be "
                           f"specified (got {', '.join(sorted(given)) or 'none'})")

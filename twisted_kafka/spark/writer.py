@@ -20,8 +20,10 @@ twisted_kafka brokers do not offer yet.
 
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import dataclass
-from typing import Iterator, List, Optional
+from collections.abc import Iterator
 
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
@@ -100,7 +102,7 @@ def produce_batches(options: SinkOptions, batches: Iterator) -> int:
             topic = topics[i]
             if topic is None:
                 raise ValueError("Null topic in the data; set the 'topic' option or fill the 'topic' column")
-            kwargs = {"on_delivery": on_delivery}
+            kwargs: dict[str, Any] = {"on_delivery": on_delivery}
             if partitions[i] is not None:
                 kwargs["partition"] = partitions[i]
             if headers[i]:
@@ -135,10 +137,10 @@ class KafkaWriter(DataSourceArrowWriter):
     def write(self, iterator) -> KafkaWriteResult:
         return KafkaWriteResult(produce_batches(self.options, iterator))
 
-    def commit(self, messages: List[Optional[WriterCommitMessage]]) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Nothing to do: every task's records were acknowledged before the task ended."""
 
-    def abort(self, messages: List[Optional[WriterCommitMessage]]) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Nothing to undo: records a failed job wrote stay in Kafka (at-least-once)."""
 
 
@@ -150,8 +152,8 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
     def write(self, iterator) -> KafkaWriteResult:
         return KafkaWriteResult(produce_batches(self.options, iterator))
 
-    def commit(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Nothing to do: every task's records were acknowledged before the task ended."""
 
-    def abort(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Nothing to undo: records of a failed micro-batch stay in Kafka (at-least-once)."""

@@ -85,9 +85,9 @@ def test_min_partitions_splits_ranges_and_reads_each_record_once(spark, kafka, t
 
 def test_specific_offsets_and_assign(spark, kafka, topic_with_records):
     topic, produced, _ = topic_with_records
-    starting = '{"%s": {"0": 10, "1": -2}}' % topic
-    ending = '{"%s": {"0": 20, "1": 5}}' % topic
-    df = read(spark, kafka.bootstrap, assign='{"%s": [0, 1]}' % topic, startingOffsets=starting,
+    starting = f'{{"{topic}": {{"0": 10, "1": -2}}}}'
+    ending = f'{{"{topic}": {{"0": 20, "1": 5}}}}'
+    df = read(spark, kafka.bootstrap, assign=f'{{"{topic}": [0, 1]}}', startingOffsets=starting,
               endingOffsets=ending)
     got = sorted((r.partition, r.offset) for r in df.select("partition", "offset").collect())
     assert got == [(0, o) for o in range(10, 20)] + [(1, o) for o in range(0, 5)]
@@ -103,6 +103,6 @@ def test_subscribe_pattern(spark, kafka, topic_with_records):
 def test_bad_options_fail_with_a_clear_message(spark, kafka, topic_with_records):
     topic, _, _ = topic_with_records
     with pytest.raises(Exception, match="Exactly one of the options 'subscribe', 'subscribePattern' or 'assign'"):
-        read(spark, kafka.bootstrap, subscribe=topic, assign='{"%s": [0]}' % topic).count()
+        read(spark, kafka.bootstrap, subscribe=topic, assign=f'{{"{topic}": [0]}}').count()
     with pytest.raises(Exception, match="must give an offset for every partition"):
-        read(spark, kafka.bootstrap, subscribe=topic, startingOffsets='{"%s": {"0": 1}}' % topic).count()
+        read(spark, kafka.bootstrap, subscribe=topic, startingOffsets=f'{{"{topic}": {{"0": 1}}}}').count()

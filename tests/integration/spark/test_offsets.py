@@ -44,7 +44,7 @@ def test_split_ranges_reaches_min_partitions():
     for p in (0, 1):
         mine = [r for r in pieces if r.partition == p]
         assert mine[0].start == ranges[p].start and mine[-1].end == ranges[p].end
-        assert all(a.end == b.start for a, b in zip(mine, mine[1:]))
+        assert all(a.end == b.start for a, b in zip(mine, mine[1:], strict=False))
         assert max(r.size for r in mine) - min(r.size for r in mine) <= 1
     assert len(split_ranges([OffsetRange("t", 0, 0, 3)], 10)) == 3  # never a piece below one record
 
