@@ -27,9 +27,11 @@ class ControllerService(Service):
     name = "controller"
 
     def __init__(self, *, config, broker_id: int, metadata_dir: str, reactor, threadpool,
-                 registration: Callable[[], LiveBroker]):
+                 registration: Callable[[], LiveBroker], space=None):
+        """``space``: the ``LogDirSpace`` of ``metadata_dir`` (its reserve serves writes on a full disk)."""
         self._registration = registration
-        store: ClusterMetadataStore = JsonFileMetadataStore(metadata_dir, reactor=reactor, threadpool=threadpool)
+        store: ClusterMetadataStore = JsonFileMetadataStore(metadata_dir, reactor=reactor, threadpool=threadpool,
+                                                            space=space)
         self.controller = KafkaController(
             config=config, broker_id=broker_id, store=store,
             channels=ControllerChannelManager(reactor=reactor, controller_id=broker_id,

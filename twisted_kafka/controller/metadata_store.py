@@ -28,6 +28,8 @@ from collections.abc import Callable, Mapping
 from twisted.internet.defer import DeferredLock
 from twisted.internet.threads import deferToThreadPool
 
+from twisted_kafka.log.checkpoints import write_atomically
+
 STORE_FILE = "cluster-metadata.json"
 FORMAT_VERSION = 1
 
@@ -117,8 +119,11 @@ class JsonFileMetadataStore(ClusterMetadataStore):
     serialised, so the file's last write is always the latest state.
     """
 
-    def __init__(self, log_dir: str, *, reactor, threadpool):
+    def __init__(self, log_dir: str, *, reactor, threadpool, space=None):
+        """``space`` (the log dir's ``LogDirSpace``) lets a write on a full disk use the
+        directory's space reserve, so DeleteTopics works when the disk is full."""
         self.path = os.path.join(log_dir, STORE_FILE)
+        self.space = space
         self.reactor = reactor
         self.threadpool = threadpool
         self._state = ClusterState(0, MappingProxyType({}), MappingProxyType({}))
@@ -217,17 +222,7 @@ class JsonFileMetadataStore(ClusterMetadataStore):
         return json.dumps(data, indent=1, sort_keys=True).encode("utf-8")
 
     def _write(self, payload: bytes) -> None:
-        tmp = self.path + ".tmp"
-        with open(tmp, "wb") as fh:
-            fh.write(payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.path)
-        dir_fd = os.open(os.path.dirname(self.path), os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        write_atomically(self.path, payload, space=self.space)
 
 
 __all__ = ["ClusterMetadataStore", "JsonFileMetadataStore", "ClusterState", "TopicRecord", "PartitionRecord",

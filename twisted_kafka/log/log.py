@@ -68,6 +68,7 @@ from twisted_kafka.log.batches import (
     whole_batches,
 )
 from twisted_kafka.log.checkpoints import write_partition_metadata
+from twisted_kafka.log.disk_space import LogDirSpace
 from twisted_kafka.log.epoch_cache import LeaderEpochCache
 from twisted_kafka.log.layout import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, fsync_dir
 from twisted_kafka.log.log_config import LogConfig
@@ -145,8 +146,8 @@ class PendingAppend:
     success, else the ``KafkaError`` the append failed with).
     """
 
-    __slots__ = ("segment", "position", "data", "batches", "info", "written", "done", "error",
-                 "_callbacks")
+    __slots__ = ("segment", "position", "data", "batches", "info", "written", "write_error", "done",
+                 "error", "_callbacks")
 
     def __init__(self, segment: LogSegment | None, position: int, data, batches: list[BatchInfo],
                  info: LogAppendInfo):
@@ -156,6 +157,7 @@ class PendingAppend:
         self.batches = batches
         self.info = info
         self.written = segment is None
+        self.write_error: BaseException | None = None
         self.done = False
         self.error: Exception | None = None
         self._callbacks: list[Callable[[Exception | None], None]] = []
@@ -242,9 +244,14 @@ class Log:
         self._leo = segments[-1].next_offset       # next offset to assign
         self._committed_leo = self._leo             # end of what readers can see
         self._pending: deque[PendingAppend] = deque()
-        #: Set when a write failed: the log refuses appends from then on
-        #: (Kafka takes the log dir offline on an I/O error).
+        #: Set when a write failed, until every append prepared before the
+        #: failure has finished and the log is rolled back to its committed
+        #: end (``_roll_back``): appends are refused meanwhile.
         self.failed: KafkaError | None = None
+        self._aborting = False        # the queue reached the failed write: the rest fail too
+        self._aborted_segments: set[LogSegment] = set()
+        #: The log dir's ``LogDirSpace`` (set by ``LogManager``): small files may use its reserve.
+        self.space: LogDirSpace | None = None
         self.log_start_offset = log_start_offset
         self.recovery_point = min(recovery_point, self._leo)
         #: Single node: the high watermark follows the log end after every
@@ -276,11 +283,12 @@ class Log:
     @classmethod
     def create(cls, dir: str, topic: str, partition: int, config: LogConfig, *,
                topic_id=None, now_ms: int | None = None,
-               segment_deleter: SegmentDeleter | None = None) -> Log:
+               segment_deleter: SegmentDeleter | None = None, space=None) -> Log:
         """A new empty log at offset 0 (writes ``partition.metadata`` when a topic id is given)."""
         os.makedirs(dir, exist_ok=True)
         if topic_id is not None:
-            write_partition_metadata(os.path.join(dir, PARTITION_METADATA), topic_id, fsync=False)
+            write_partition_metadata(os.path.join(dir, PARTITION_METADATA), topic_id, fsync=False,
+                                     space=space)
         now_ms = wall_clock_ms() if now_ms is None else now_ms
         segment = LogSegment.create(dir, 0, config, now_ms)
         new = cls(dir, topic, partition, config, segments=[segment], log_start_offset=0,
@@ -399,7 +407,8 @@ class Log:
         UNSUPPORTED_COMPRESSION_TYPE, UNSUPPORTED_FOR_MESSAGE_FORMAT (magic
         0/1 without a produce version), FENCED_LEADER_EPOCH (an epoch below
         the latest one), UNKNOWN_TOPIC_OR_PARTITION (log deleted),
-        KAFKA_STORAGE_ERROR (the write failed, or an earlier one did).
+        KAFKA_STORAGE_ERROR (the write failed, or one before it did: the next
+        append is the retry).
         """
         pending = self.prepare_append_as_leader(records, leader_epoch, now_ms, origin=origin,
                                                 produce_version=produce_version)
@@ -510,10 +519,18 @@ class Log:
 
     def _reserve(self, data, infos: list[BatchInfo], max_ts: int, now_ms: int,
                  info: LogAppendInfo) -> PendingAppend:
-        """Roll if needed, claim file space, move the log end: the append is now ordered."""
+        """Roll if needed, claim file space, move the log end: the append is now ordered.
+
+        A roll that cannot create its files (a full disk) raises
+        KAFKA_STORAGE_ERROR with nothing changed.
+        """
         segment = self.active_segment
         if segment.should_roll(self.config, len(data), max_ts, infos[-1].last_offset, now_ms):
-            segment = self.roll(now_ms, base_offset=infos[0].base_offset)
+            try:
+                segment = self.roll(now_ms, base_offset=infos[0].base_offset)
+            except OSError as e:
+                raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                                 f"cannot roll {self.topic}-{self.partition}: {e}") from e
         position = segment.reserve(len(data))
         self._leo = infos[-1].last_offset + 1
         pending = PendingAppend(segment, position, data, infos, info)
@@ -525,8 +542,8 @@ class Log:
             pending.write()
         except OSError as e:
             self.complete_append(pending, e)
-            raise self.failed from e
-        self.complete_append(pending)
+        else:
+            self.complete_append(pending)
         if pending.error is not None:
             raise pending.error
 
@@ -534,43 +551,81 @@ class Log:
         """Second half of an append: its bytes are written (or ``error`` says they are not).
 
         Appends become visible in the order they were prepared; one that
-        finishes early waits for those before it.  A failed write fails the
-        log (and every append still in flight) with KAFKA_STORAGE_ERROR.
+        finishes early waits for those before it.  A failed write fails its
+        append and every append prepared after it with KAFKA_STORAGE_ERROR
+        (offsets are contiguous: none of them can become visible); appends
+        prepared before it still commit when their writes succeed.  New
+        appends are refused until all of those have finished; then the log
+        drops the uncommitted bytes and takes appends again at its committed
+        end — the next append is the retry (``_roll_back``).
         """
         if pending.done:
             return
         if pending.segment is None:          # nothing to write
             pending._finish(None)
             return
-        if error is not None:
-            self._fail(error)
-            return
         pending.written = True
+        if error is not None:
+            pending.write_error = error
+            if self.failed is None:
+                log.error("write to {topic}-{partition} failed: {error}; this append and those "
+                          "queued behind it fail with KAFKA_STORAGE_ERROR", topic=self.topic,
+                          partition=self.partition, error=error)
+                self.failed = KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                                         f"write to {self.topic}-{self.partition} failed: {error}")
         while self._pending and self._pending[0].written:
             head = self._pending.popleft()
-            head.segment.commit(head.position, head.nbytes, head.batches)
-            self._committed_leo = head.info.last_offset + 1
-            if self.hw_follows_leo:
-                self._high_watermark = self._committed_leo
-            head._finish(None)
+            if head.write_error is None and not self._aborting:
+                head.segment.commit(head.position, head.nbytes, head.batches)
+                self._committed_leo = head.info.last_offset + 1
+                if self.hw_follows_leo:
+                    self._high_watermark = self._committed_leo
+                head._finish(None)
+            else:
+                self._aborting = True
+                segment = head.segment
+                assert segment is not None
+                segment.abort_write()
+                self._aborted_segments.add(segment)
+                head._finish(self.failed)
+        if not self._pending and self.failed is not None:
+            self._roll_back()
 
-    def _fail(self, error: BaseException) -> None:
-        log.error("write to {topic}-{partition} failed: {error}; the log refuses appends "
-                  "until the broker restarts", topic=self.topic, partition=self.partition,
-                  error=error)
-        self.failed = KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
-                                 f"write to {self.topic}-{self.partition} failed: {error}")
-        pending, self._pending = self._pending, deque()
-        for p in pending:
-            p._finish(self.failed)
+    def _roll_back(self) -> None:
+        """Every append in flight has finished after a failed write: back to the committed end.
+
+        Segments rolled for appends that failed, and so hold nothing, are
+        removed; the uncommitted tail of the others is cut off; the log end
+        and the leader-epoch cache return to the committed end.
+        """
+        end = self._committed_leo
+        while len(self._segments) > 1 and self._segments[-1].size == 0 \
+                and self._segments[-1].base_offset > end:
+            doomed = self._segments.pop()
+            self._bases.pop()
+            self._aborted_segments.discard(doomed)
+            self._dir_generation += 1
+            self.segment_deleter(self, [doomed])
+            self._segments[-1].reactivate()
+        for segment in self._aborted_segments:
+            segment.discard_uncommitted()
+        self._aborted_segments = set()
+        self._leo = end
+        self.epoch_cache.truncate_from_end(end + 1)
+        self._aborting = False
+        self.failed = None
 
     def roll(self, now_ms: int | None = None, *, base_offset: int | None = None) -> LogSegment:
-        """Start a new active segment at the log end (no-op when the active one is empty)."""
+        """Start a new active segment at the log end (no-op when the active one is empty).
+
+        Raises OSError (a full disk) with nothing changed.
+        """
         now_ms = wall_clock_ms() if now_ms is None else now_ms
         active = self.active_segment
         base = self._leo if base_offset is None else max(base_offset, self._leo)
         if active.reserved_size == 0 and active.base_offset == base:
             return active
+        segment = LogSegment.create(self.dir, base, self.config, now_ms)
         if active.reserved_size == 0:
             # An empty active segment at the wrong base (follower jumped ahead): replace it.
             self._segments.pop()
@@ -578,7 +633,6 @@ class Log:
             self.segment_deleter(self, [active])
         else:
             active.on_become_inactive()
-        segment = LogSegment.create(self.dir, base, self.config, now_ms)
         self._segments.append(segment)
         self._bases.append(base)
         self._dir_generation += 1

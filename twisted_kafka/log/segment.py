@@ -132,9 +132,23 @@ class LogSegment:
 
     @classmethod
     def create(cls, dir: str, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
-        """A new empty segment (existing files of that name are emptied)."""
+        """A new empty segment (existing files of that name are emptied).
+
+        Raises OSError (a full disk, ...) with nothing left behind.
+        """
         path = os.path.join(dir, segment_file_name(base_offset, LOG_SUFFIX))
+        index_path = os.path.join(dir, segment_file_name(base_offset, INDEX_SUFFIX))
+        time_path = os.path.join(dir, segment_file_name(base_offset, TIME_INDEX_SUFFIX))
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            offset_index = OffsetIndex.create(index_path, base_offset, config.max_index_size)
+            time_index = TimeIndex.create(time_path, base_offset, config.max_index_size)
+        except OSError:
+            os.close(fd)
+            for leftover in (path, index_path, time_path):
+                with contextlib.suppress(OSError):
+                    os.unlink(leftover)
+            raise
         preallocated = False
         if config.preallocate:
             try:
@@ -143,15 +157,8 @@ class LogSegment:
             except OSError as e:
                 log.warn("preallocating {path} failed: {e}", path=path, e=e)
         return cls(
-            dir, base_offset, fd=fd, size=0,
-            offset_index=OffsetIndex.create(
-                os.path.join(dir, segment_file_name(base_offset, INDEX_SUFFIX)),
-                base_offset, config.max_index_size),
-            time_index=TimeIndex.create(
-                os.path.join(dir, segment_file_name(base_offset, TIME_INDEX_SUFFIX)),
-                base_offset, config.max_index_size),
-            config=config, created_ms=now_ms, next_offset=base_offset,
-            preallocated=preallocated)
+            dir, base_offset, fd=fd, size=0, offset_index=offset_index, time_index=time_index,
+            config=config, created_ms=now_ms, next_offset=base_offset, preallocated=preallocated)
 
     @classmethod
     def open(cls, dir: str, base_offset: int, config: LogConfig, now_ms: int, *,
@@ -393,6 +400,36 @@ class LogSegment:
         self._outstanding -= 1
         if self._inactive_pending and not self._outstanding:
             self.on_become_inactive()
+
+    def abort_write(self) -> None:
+        """A reserved write will never be committed (it, or one before it, failed).
+
+        The reservation stays until ``discard_uncommitted``, which the log
+        calls once no write of the segment is in flight any more.
+        """
+        self._outstanding -= 1
+
+    def discard_uncommitted(self) -> None:
+        """Forget reservations past the committed size and cut the file back to it
+        (a shrinking truncate needs no space).  No write may be in flight."""
+        if self._outstanding:
+            raise RuntimeError(f"cannot roll back {self.log_path} with writes in flight")
+        if self._reserved != self.size:
+            self._reserved = self.size
+            if not self.preallocated and self.fd is not None:
+                try:
+                    os.ftruncate(self.fd, self.size)
+                except OSError as e:
+                    # The next append overwrites the bytes; should the broker stop
+                    # first, recovery cuts them (they follow the last whole batch).
+                    log.warn("cannot cut {path} back to {size} bytes: {e}", path=self.log_path,
+                             size=self.size, e=e)
+        if self._inactive_pending:
+            self.on_become_inactive()
+
+    def reactivate(self) -> None:
+        """Become the active segment again (the segment rolled after it was dropped)."""
+        self._inactive_pending = False
 
     def append(self, data, batches: list[BatchInfo]) -> None:
         """Reserve, write and commit in one go (recovery tests, simple callers)."""

@@ -111,7 +111,7 @@ class KafkaServer(MultiService):
         self.apis.request_metrics = self.socket_server.data_plane.request_metrics
         self.controller_service = ControllerService(
             config=config, broker_id=broker_id, metadata_dir=self.log_dirs[0], reactor=reactor, threadpool=pool,
-            registration=self._registration)
+            registration=self._registration, space=self.log_manager.dir_space(self.log_dirs[0]))
         controller = self.controller_service.client
         self.admin_manager = AdminManager(controller=controller, metadata_cache=self.metadata_cache,
                                           config_repository=self.config_repository,
