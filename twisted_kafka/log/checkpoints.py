@@ -20,6 +20,13 @@
       version: 0
       topic_id: <topic id in Kafka's base64url form, 22 characters>
 
+* ``damaged-ranges`` (one per partition, only when a segment holds damaged
+  data below the recovery point; this broker's own, Kafka has no such file)::
+
+      0
+      1
+      0 8192 8704 40 43    <- segment base, first byte, end byte, first offset, last offset
+
 * ``.kafka_cleanshutdown`` (one per log dir) is a marker: present means every
   log in that dir was flushed and closed; its content is
   ``{"version":0,"brokerEpoch":N}`` as in Kafka 3.7+.
@@ -160,6 +167,36 @@ def write_epoch_checkpoint(path: str, entries: Iterable[tuple[int, int]], *,
                            fsync: bool = True, space=None) -> None:
     entries = list(entries)
     lines = ["0", str(len(entries))] + [f"{e} {o}" for e, o in entries]
+    write_atomically(path, ("\n".join(lines) + "\n").encode(), fsync=fsync, space=space)
+
+
+def read_damaged_ranges(path: str) -> dict[int, list[tuple[int, int, int, int]]]:
+    """``{segment base: [(start, end, first offset, last offset), ...]}``; empty when absent."""
+    lines = _lines(path)
+    if lines is None:
+        return {}
+    count = _header(path, lines)
+    out: dict[int, list[tuple[int, int, int, int]]] = {}
+    for line in lines[2:2 + count]:
+        try:
+            base, start, end, first, last = (int(x) for x in line.split(" "))
+        except ValueError:
+            raise CheckpointError(f"{path}: malformed entry {line!r}") from None
+        if not 0 <= start < end or last < first - 1:
+            raise CheckpointError(f"{path}: malformed entry {line!r}")
+        out.setdefault(base, []).append((start, end, first, last))
+    return out
+
+
+def write_damaged_ranges(path: str, ranges: dict[int, list[tuple[int, int, int, int]]], *,
+                         fsync: bool = True, space=None) -> None:
+    """Write the damaged ranges; with none left the file is removed."""
+    entries = [(base, *r) for base, rs in sorted(ranges.items()) for r in sorted(rs)]
+    if not entries:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        return
+    lines = ["0", str(len(entries))] + [" ".join(str(x) for x in entry) for entry in entries]
     write_atomically(path, ("\n".join(lines) + "\n").encode(), fsync=fsync, space=space)
 
 

@@ -50,6 +50,8 @@ class LeaderEpochCache:
         self.path = path
         #: The log dir's ``LogDirSpace`` (set by ``LogManager``): writes may use its reserve.
         self.space: LogDirSpace | None = None
+        #: The checkpoint file could not be read (see ``load``).
+        self.damaged = False
         self._lock = threading.RLock()   # flush() runs in the thread pool
         self._epochs: list[int] = []
         self._starts: list[int] = []
@@ -59,13 +61,19 @@ class LeaderEpochCache:
 
     @classmethod
     def load(cls, path: str) -> LeaderEpochCache:
-        """Read the checkpoint; an unreadable one is discarded (recovery refills it)."""
+        """Read the checkpoint.  An unreadable one is discarded and the cache comes
+        back with ``damaged`` set: the loader then rebuilds it from the batches."""
+        damaged = False
         try:
             entries = read_epoch_checkpoint(path)
         except (CheckpointError, OSError) as e:
-            log.warn("ignoring leader epoch checkpoint {path}: {e}", path=path, e=e)
+            log.warn("discarding the damaged leader epoch checkpoint {e}; rebuilding it from the "
+                     "batches' leader epochs", e=e)
             entries = []
-        return cls(path, entries)
+            damaged = True
+        cache = cls(path, entries)
+        cache.damaged = damaged
+        return cache
 
     # -- queries ------------------------------------------------------------
 

@@ -52,6 +52,7 @@ import time
 from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import NamedTuple
 from collections.abc import Callable
 
@@ -67,12 +68,17 @@ from twisted_kafka.log.batches import (
     validate_batch,
     whole_batches,
 )
-from twisted_kafka.log.checkpoints import write_partition_metadata
+from twisted_kafka.log.checkpoints import write_damaged_ranges, write_partition_metadata
 from twisted_kafka.log.disk_space import LogDirSpace
 from twisted_kafka.log.epoch_cache import LeaderEpochCache
-from twisted_kafka.log.layout import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, fsync_dir
+from twisted_kafka.log.layout import (
+    DAMAGED_RANGES,
+    LEADER_EPOCH_CHECKPOINT,
+    PARTITION_METADATA,
+    fsync_dir,
+)
 from twisted_kafka.log.log_config import LogConfig
-from twisted_kafka.log.segment import BatchInfo, LogSegment
+from twisted_kafka.log.segment import BatchInfo, DamagedRange, LogSegment
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
 log = Logger()
@@ -660,7 +666,9 @@ class Log:
         ``KafkaError(OFFSET_OUT_OF_RANGE)`` outside [log start, log end].
         ``nowait``: raise ``segment.WouldBlock`` rather than wait for the disk
         (data or index not in memory) — ``UnifiedLog.read`` then retries in
-        the thread pool.  Safe to call on a pool thread.
+        the thread pool.  Safe to call on a pool thread.  A read stops before
+        damaged data; one that starts in it raises CORRUPT_MESSAGE (see
+        ``segment.DamagedRange``).
         """
         self._check_in_range(fetch_offset)
         leo = self._leo
@@ -676,12 +684,22 @@ class Log:
         next_offset = fetch_offset
         while i < len(segments) and next_offset < limit:
             segment = segments[i]
+            if segment.damaged:
+                damage = segment.damaged_range_of(next_offset)
+                if damage is not None:
+                    if chunks:
+                        break
+                    raise KafkaError(
+                        ErrorCode.CORRUPT_MESSAGE,
+                        f"offsets {damage.first_offset}-{damage.last_offset} of {self.topic}-"
+                        f"{self.partition} are damaged on disk ({segment.log_path}, bytes "
+                        f"{damage.start}-{damage.end}); fetch from {damage.last_offset + 1} to skip them")
             found = segment.find_batch(next_offset, nowait=nowait)
             if found is None:
                 i += 1
                 continue
             position, header = found
-            end = segment.size
+            end = segment.readable_end(position) if segment.damaged else segment.size
             if header.last_offset >= limit:
                 break
             want = remaining
@@ -698,13 +716,42 @@ class Log:
             if first_offset < 0:
                 first_offset = header.base_offset
             remaining -= cut
-            if position + cut < end or remaining <= 0:
+            if position + cut < segment.size or remaining <= 0:
                 break
             i += 1
         size = max_bytes - remaining
         if not chunks:
             return FetchDataInfo(fetch_offset, [], 0, fetch_offset, fetch_offset)
         return FetchDataInfo(fetch_offset, chunks, size, first_offset, next_offset)
+
+    # -- damaged data ---------------------------------------------------------
+
+    def mark_damaged(self, segment: LogSegment, ranges: list[DamagedRange]) -> None:
+        """Damage found in ``segment`` after loading (the background check): reads of
+        those offsets fail with CORRUPT_MESSAGE from now on, and the ranges are
+        recorded in ``damaged-ranges`` so a restart knows them too."""
+        if segment not in self._segments or not ranges:
+            return
+        segment.damaged = sorted(set(segment.damaged) | set(ranges))
+        self.save_damaged_ranges(fsync=False)
+
+    def save_damaged_ranges(self, *, fsync: bool = True) -> None:
+        """Write ``damaged-ranges`` from the segments' ranges (removed when there are none)."""
+        ranges = {s.base_offset: [(d.start, d.end, d.first_offset, d.last_offset) for d in s.damaged]
+                  for s in self._segments if s.damaged}
+        path = os.path.join(self.dir, DAMAGED_RANGES)
+        if not ranges and not os.path.exists(path):
+            return
+        try:
+            write_damaged_ranges(path, ranges, fsync=fsync, space=self.space)
+        except OSError as e:
+            log.warn("cannot write {path}: {e}", path=path, e=e)
+
+    def segments_to_check(self) -> list[tuple[LogSegment, int]]:
+        """(segment, next segment's base) of every finished segment wholly below the
+        recovery point whose batches were not CRC-checked when the log was loaded."""
+        return [(s, following.base_offset) for s, following in pairwise(self._segments)
+                if following.base_offset <= self.recovery_point and not s.verified]
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """ListOffsets by time: the first record (at or after log start) with a timestamp
@@ -774,6 +821,8 @@ class Log:
         doomed = segments[:count]
         self._segments = segments[count:]
         self._bases = self._bases[count:]
+        if any(s.damaged for s in doomed):
+            self.save_damaged_ranges(fsync=False)
         new_start = self._segments[0].base_offset
         if new_start > self.log_start_offset:
             self.log_start_offset = new_start
@@ -823,11 +872,15 @@ class Log:
         doomed = self._segments[keep:]
         self._segments = self._segments[:keep]
         self._bases = self._bases[:keep]
+        had_damage = any(s.damaged for s in self._segments[-1:] + doomed)
         if doomed:
             self._dir_generation += 1
             self.segment_deleter(self, doomed)
         last = self._segments[-1]
         last.truncate_to(offset)
+        if had_damage:
+            last.damaged = [d for d in last.damaged if d.end <= last.size]
+            self.save_damaged_ranges(fsync=False)
         self._leo = self._committed_leo = last.next_offset
         self.epoch_cache.truncate_from_end(self._leo)
         self.recovery_point = min(self.recovery_point, self._leo)
@@ -841,6 +894,7 @@ class Log:
             raise RuntimeError("cannot truncate a log with writes in flight")
         now_ms = wall_clock_ms() if now_ms is None else now_ms
         doomed = self._segments
+        had_damage = any(s.damaged for s in doomed)
         for segment in doomed:
             if segment.base_offset == offset:
                 segment.rename_for_delete()   # free the name for the new segment
@@ -854,6 +908,8 @@ class Log:
         self.recovery_point = offset
         self._high_watermark = offset
         self.epoch_cache.clear()
+        if had_damage:
+            self.save_damaged_ranges(fsync=False)
 
     # -- durability and lifecycle -------------------------------------------
 

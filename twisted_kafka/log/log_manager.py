@@ -53,6 +53,7 @@ from twisted.internet.defer import (
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from twisted_kafka.errors import StartupError
 from twisted_kafka.log.disk_space import CHECK_INTERVAL_SECONDS, LogDirSpace
 from twisted_kafka.log.checkpoints import (
     CheckpointError,
@@ -106,8 +107,10 @@ class _DirScan:
     def __init__(self, path: str):
         self.path = path
         self.clean = os.path.exists(os.path.join(path, CLEAN_SHUTDOWN_FILE))
-        self.recovery_points = self._read(RECOVERY_POINT_CHECKPOINT)
-        self.log_start_offsets = self._read(LOG_START_OFFSET_CHECKPOINT)
+        self.recovery_points = self._read(RECOVERY_POINT_CHECKPOINT,
+                                          "its logs are recovered from their first segment")
+        self.log_start_offsets = self._read(LOG_START_OFFSET_CHECKPOINT,
+                                            "its logs start at their first segment")
         self.partitions: list[tuple[str, int, str]] = []
         self.delete_dirs: list[str] = []
         for name in sorted(os.listdir(path)):
@@ -121,12 +124,15 @@ class _DirScan:
             if parsed is not None:
                 self.partitions.append((parsed[0], parsed[1], full))
 
-    def _read(self, name: str) -> dict:
+    def _read(self, name: str, consequence: str) -> dict:
+        """A checkpoint of the dir; a damaged one is discarded (it is written again
+        from the loaded logs at the next checkpoint)."""
         path = os.path.join(self.path, name)
         try:
             return read_offset_checkpoint(path)
         except (CheckpointError, OSError) as e:
-            log.warn("ignoring {path}: {e}; affected logs are fully recovered", path=path, e=e)
+            log.warn("discarding the damaged {e}: {consequence}; it is written again at the next "
+                     "checkpoint", e=e, consequence=consequence)
             return {}
 
 
@@ -155,6 +161,7 @@ class LogManager(Service):
         self._dir_of: dict[TopicPartition, str] = {}
         self._spaces = {d: LogDirSpace(d) for d in self.log_dirs}
         self._recovery_checkpoints_wanted: set[str] = set()
+        self._checking: dict[str, Deferred] = {}     # background damage check running, per dir
         self._loops: list[task.LoopingCall] = []
         self._pending_deletes: dict[object, tuple[Any, Callable[[], Deferred]]] = {}
         self._running_deletes: set[Deferred] = set()
@@ -216,7 +223,8 @@ class LogManager(Service):
 
         def failed(f):
             f = _unwrap(f)
-            log.failure("loading logs failed", failure=f)
+            if not f.check(StartupError):     # those say all in one line, where startup stops
+                log.failure("loading logs failed", failure=f)
             return f
 
         d.addCallbacks(loaded, failed)
@@ -272,19 +280,56 @@ class LogManager(Service):
             for loaded in logs:
                 key = (loaded.topic, loaded.partition)
                 if key in self._logs:
-                    raise RuntimeError(f"partition {key[0]}-{key[1]} is in two log dirs: "
-                                       f"{self._dir_of[key]} and {scan.path}")
+                    raise StartupError(f"partition {key[0]}-{key[1]} is in two log dirs: "
+                                       f"{self._dir_of[key]} and {scan.path}; move the stale "
+                                       f"copy out of log.dirs and start again")
                 self._register(loaded, scan.path)
             if scan.clean:
                 return self._blocking(self._remove_marker, scan.path)
             if scan.partitions:
                 log.info("{dir} had no clean shutdown: recovered {n} log(s)", dir=scan.path,
                          n=len(scan.partitions))
+                self._reactor.callLater(0, self._check_below_recovery_points, scan.path)
             return None
 
         d = gatherResults(loads, consumeErrors=True)
         d.addCallback(register)
         return d
+
+    def _check_below_recovery_points(self, path: str) -> None:
+        """After an unclean shutdown, CRC-check in the background the finished segments
+        below each log's recovery point — recovery only checks from the recovery point
+        on — so damage that came from outside is found and reported (fetches of it
+        fail with CORRUPT_MESSAGE) rather than served.  One segment at a time."""
+        work = [(key, segment, end) for key, log_ in self._logs.items() if self._dir_of[key] == path
+                for segment, end in log_.local_log.segments_to_check()]
+        if work:
+            log.info("checking {n} segment(s) of {dir} below the recovery point for damage, in the "
+                     "background", n=len(work), dir=path)
+            self._check_next(work, path)
+
+    def _check_next(self, work: list, path: str) -> None:
+        self._checking.pop(path, None)
+        while work and self.running:
+            key, segment, end = work.pop(0)
+            unified = self._logs.get(key)
+            if unified is None or segment.deleted or segment.fd is None:
+                continue
+            d = self._blocking(segment.scan_for_damage, end, unified.recovery_point)
+            self._checking[path] = d
+
+            def found(ranges, unified=unified, segment=segment):
+                segment.verified = True
+                if ranges:
+                    unified.local_log.mark_damaged(segment, ranges)
+
+            def failed(f, segment=segment):
+                if not (segment.deleted or segment.fd is None):
+                    log.failure("checking {path} failed", failure=f, path=segment.log_path)
+
+            d.addCallbacks(found, failed)
+            d.addBoth(lambda _: self._check_next(work, path))
+            return
 
     @staticmethod
     def _remove_marker(path: str) -> None:
@@ -563,7 +608,7 @@ class LogManager(Service):
                 self._close_all()
                 return None
             steps = gatherResults([log_.when_idle() for log_ in self._logs.values()]
-                                  + list(self._settling))
+                                  + list(self._settling) + list(self._checking.values()))
             steps.addCallback(lambda _: self._flush_all())
             steps.addCallback(lambda _: self.checkpoint_recovery_points())
             steps.addCallback(lambda _: self.checkpoint_log_start_offsets())

@@ -29,6 +29,11 @@ def _result(d):
     return results[0]
 
 
+def _read(path) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
 def _enospc(*args, **kwargs):
     raise OSError(errno.ENOSPC, "No space left on device")
 
@@ -78,13 +83,13 @@ def test_a_write_out_of_space_releases_the_reserve_marks_the_dir_full_and_retrie
     monkeypatch.setattr(checkpoints, "_write_atomically", full_once)
     target = str(tmp_path / "checkpoint")
     write_atomically(target, b"new", space=space)
-    assert open(target, "rb").read() == b"new" and len(calls) == 2
+    assert _read(target) == b"new" and len(calls) == 2
     assert not os.path.exists(space.reserve_path) and space.full
     # No reserve left: the next write that finds no space fails.
     with pytest.raises(OSError):
         calls.clear()
         write_atomically(target, b"newer", space=space)
-    assert open(target, "rb").read() == b"new"
+    assert _read(target) == b"new"
     assert not os.path.exists(target + ".tmp")
 
 
