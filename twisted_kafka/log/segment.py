@@ -330,6 +330,11 @@ class LogSegment:
                 self.offset_of_max_timestamp = header.base_offset
             bytes_since += header.size
             end = pos + header.size
+        for d in self.damaged:
+            # A damaged range the walk skipped at its end: the offsets it held count.
+            if d.start <= end < d.end:
+                end = d.end
+                next_offset = max(next_offset, d.last_offset + 1)
         if end != self.size:
             raise InvalidRecordBatch(f"{self.log_path}: {self.size - end} bytes after the last "
                                      "whole batch", position=end)

@@ -129,6 +129,10 @@ def test_a_damaged_tail_of_the_last_segment_below_the_recovery_point_keeps_its_o
     # Offsets 15-17 were acknowledged and flushed: they are reported, never reused.
     assert log.log_end_offset == 18
     _corrupt(log, 16)
+    log.close()
+    log = _load(log, recovery_point=18, clean=True)          # known now: the tail walk skips it
+    assert log.log_end_offset == 18 and log.recovery_stats.segments_recovered == 0
+    _corrupt(log, 16)
     assert log.append_as_leader(batch(2), 0, NOW).first_offset == 18
     assert _offsets(log, 18) == [18, 19]
     log.flush()
