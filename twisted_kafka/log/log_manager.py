@@ -107,6 +107,7 @@ class _DirScan:
     def __init__(self, path: str):
         self.path = path
         self.clean = os.path.exists(os.path.join(path, CLEAN_SHUTDOWN_FILE))
+        self.damaged: list[str] = []        # checkpoints discarded: written again once loaded
         self.recovery_points = self._read(RECOVERY_POINT_CHECKPOINT,
                                           "its logs are recovered from their first segment")
         self.log_start_offsets = self._read(LOG_START_OFFSET_CHECKPOINT,
@@ -131,8 +132,9 @@ class _DirScan:
         try:
             return read_offset_checkpoint(path)
         except (CheckpointError, OSError) as e:
-            log.warn("discarding the damaged {e}: {consequence}; it is written again at the next "
-                     "checkpoint", e=e, consequence=consequence)
+            log.warn("discarding the damaged {e}: {consequence}; it is written again from the "
+                     "loaded logs", e=e, consequence=consequence)
+            self.damaged.append(name)
             return {}
 
 
@@ -284,13 +286,17 @@ class LogManager(Service):
                                        f"{self._dir_of[key]} and {scan.path}; move the stale "
                                        f"copy out of log.dirs and start again")
                 self._register(loaded, scan.path)
+            rewritten = gatherResults([self._write_checkpoints(
+                name, (lambda log_: log_.recovery_point) if name == RECOVERY_POINT_CHECKPOINT
+                else (lambda log_: log_.log_start_offset), [scan.path]) for name in scan.damaged],
+                consumeErrors=True)
             if scan.clean:
-                return self._blocking(self._remove_marker, scan.path)
-            if scan.partitions:
+                rewritten.addCallback(lambda _: self._blocking(self._remove_marker, scan.path))
+            elif scan.partitions:
                 log.info("{dir} had no clean shutdown: recovered {n} log(s)", dir=scan.path,
                          n=len(scan.partitions))
                 self._reactor.callLater(0, self._check_below_recovery_points, scan.path)
-            return None
+            return rewritten
 
         d = gatherResults(loads, consumeErrors=True)
         d.addCallback(register)
