@@ -12,8 +12,7 @@ import uuid
 from collections import deque
 
 import pytest
-
-from twisted_kafka.errors import StartupErrorfrom twisted.internet.defer import ensureDeferred
+from twisted.internet.defer import ensureDeferred
 
 from twisted_kafka.controller.metadata_store import (
     STORE_FILE,
@@ -21,6 +20,7 @@ from twisted_kafka.controller.metadata_store import (
     PartitionRecord,
     topic_record,
 )
+from twisted_kafka.errors import StartupError
 
 from .helpers import InlinePool, InlineReactor, make_store, run
 
