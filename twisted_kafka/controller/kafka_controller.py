@@ -37,7 +37,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from twisted_kafka.config import ConfigError
-from twisted_kafka.config.topic import validate_topic_overrides
+from twisted_kafka.config.topic import validate_topic_overrides, warn_deprecated_topic_configs
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
@@ -192,6 +192,7 @@ class KafkaController:
             await self._store.create_topics(created)
             for record in created:
                 self.topics[record.name] = record
+                warn_deprecated_topic_configs(record.name, record.configs)
             partitions = [(t, i) for t in created for i in t.partitions]
             # Per broker the channel is a FIFO: the configs arrive before LeaderAndIsr
             # creates the logs, and the partition states last.
@@ -413,6 +414,7 @@ class KafkaController:
                 raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
             if validate_only:
                 return
+            warn_deprecated_topic_configs(name, configs)
             await self._store.set_topic_configs(name, configs)
             topic = self.topics[name] = topic.with_configs(configs)
             propagated = self._send_topic_configs(self.live_brokers, [topic])
