@@ -36,7 +36,7 @@ from twisted.internet.defer import Deferred, DeferredLock, gatherResults
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from twisted_kafka.config import ConfigError
+from twisted_kafka.config import ConfigError, StartupError
 from twisted_kafka.config.topic import validate_topic_overrides, warn_deprecated_topic_configs
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
@@ -132,10 +132,11 @@ class KafkaController:
         broker = self.live_brokers[self.broker_id]
         ep = broker.endpoint(broker.control_listener)
         self.active = False
-        raise KafkaError(ErrorCode(response.error_code),
-                         f"the broker at {ep.host}:{ep.port} (listener {ep.listener_name}, as this broker "
-                         f"advertises it) refused this broker's controller; advertised.listeners must "
-                         f"name this broker's own listeners")
+        # A setting the running cluster refuses: startup fails naming it (key, value, reason).
+        raise StartupError("advertised.listeners", ep.connection_string,
+                           f"{ErrorCode(response.error_code).name}: the broker at {ep.host}:{ep.port} (listener "
+                           f"{ep.listener_name}, as this broker advertises it) refused this broker's controller; "
+                           f"advertised.listeners must name this broker's own listeners")
 
     def _register(self, broker: LiveBroker) -> None:
         self.live_brokers[broker.broker_id] = broker

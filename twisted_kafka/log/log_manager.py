@@ -204,9 +204,8 @@ class LogManager(Service):
             return None
 
         def failed(f):
-            f = _unwrap(f)
-            log.failure("loading logs failed", failure=f)
-            return f
+            # Reported by whoever started this service (KafkaServer: one line, then exit 1).
+            return _unwrap(f)
 
         d.addCallbacks(loaded, failed)
         self._loaded = d
