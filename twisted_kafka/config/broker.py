@@ -14,7 +14,7 @@ from typing import Any
 
 from .definition import ConfigDef, ConfigKey, Importance, UpdateMode
 from .types import Type
-from .validators import at_least, between, one_of, valid_list
+from .validators import at_least, between, metadata_version, one_of, valid_list
 
 __all__ = [
     "BROKER_CONFIG",
@@ -456,6 +456,16 @@ _define("log.message.timestamp.after.max.ms", LONG, LONG_MAX, MEDIUM,
         "With CreateTime, reject batches whose timestamp is further than this "
         "in the future (KIP-937).",
         validator=at_least(0), mode=CLUSTER_WIDE)
+_define("log.message.timestamp.difference.max.ms", LONG, LONG_MAX, MEDIUM,
+        "With CreateTime, reject batches whose timestamp is further than this "
+        "from the broker's clock; stands for "
+        "log.message.timestamp.before.max.ms and .after.max.ms when they are "
+        "left at their default. Topic key message.timestamp.difference.max.ms.",
+        validator=at_least(0), mode=CLUSTER_WIDE)
+_define("log.message.format.version", STRING, "3.0-IV1", MEDIUM,
+        "The message format of appended batches: ignored, batches are stored "
+        "in message format v2. Topic key message.format.version.",
+        validator=metadata_version())
 _define("num.recovery.threads.per.data.dir", INT, 1, HIGH,
         "Workers per log directory that load logs at startup and flush them at "
         "shutdown.",

@@ -36,8 +36,8 @@ from twisted.internet.defer import Deferred, DeferredLock, gatherResults
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from twisted_kafka.config import ConfigError
-from twisted_kafka.config.topic import validate_topic_overrides
+from twisted_kafka.config import ConfigError, StartupError
+from twisted_kafka.config.topic import validate_topic_overrides, warn_deprecated_topic_configs
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
@@ -132,10 +132,11 @@ class KafkaController:
         broker = self.live_brokers[self.broker_id]
         ep = broker.endpoint(broker.control_listener)
         self.active = False
-        raise KafkaError(ErrorCode(response.error_code),
-                         f"the broker at {ep.host}:{ep.port} (listener {ep.listener_name}, as this broker "
-                         f"advertises it) refused this broker's controller; advertised.listeners must "
-                         f"name this broker's own listeners")
+        # A setting the running cluster refuses: startup fails naming it (key, value, reason).
+        raise StartupError("advertised.listeners", ep.connection_string,
+                           f"{ErrorCode(response.error_code).name}: the broker at {ep.host}:{ep.port} (listener "
+                           f"{ep.listener_name}, as this broker advertises it) refused this broker's controller; "
+                           f"advertised.listeners must name this broker's own listeners")
 
     def _register(self, broker: LiveBroker) -> None:
         self.live_brokers[broker.broker_id] = broker
@@ -192,6 +193,7 @@ class KafkaController:
             await self._store.create_topics(created)
             for record in created:
                 self.topics[record.name] = record
+                warn_deprecated_topic_configs(record.name, record.configs)
             partitions = [(t, i) for t in created for i in t.partitions]
             # Per broker the channel is a FIFO: the configs arrive before LeaderAndIsr
             # creates the logs, and the partition states last.
@@ -413,6 +415,7 @@ class KafkaController:
                 raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
             if validate_only:
                 return
+            warn_deprecated_topic_configs(name, configs)
             await self._store.set_topic_configs(name, configs)
             topic = self.topics[name] = topic.with_configs(configs)
             propagated = self._send_topic_configs(self.live_brokers, [topic])

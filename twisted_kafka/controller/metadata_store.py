@@ -30,7 +30,7 @@ from twisted.internet.defer import DeferredLock
 from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
 
-from twisted_kafka.errors import StartupError
+from twisted_kafka.config import StartupError
 from twisted_kafka.log.checkpoints import write_atomically
 from twisted_kafka.log.inventory import PartitionOnDisk, partitions_on_disk
 from twisted_kafka.log.layout import PARTITION_METADATA
@@ -220,8 +220,9 @@ class JsonFileMetadataStore(ClusterMetadataStore):
             return None, "not the store's JSON"
         if data.get("version") != FORMAT_VERSION:
             if isinstance(data.get("version"), int) and data["version"] > FORMAT_VERSION:
-                raise StartupError(f"{path} has format version {data['version']}, newer than this broker "
-                                   f"reads ({FORMAT_VERSION}); run the broker version that wrote it")
+                raise StartupError("log.dirs", path,
+                                   f"format version {data['version']}, newer than this broker reads "
+                                   f"({FORMAT_VERSION}); run the broker version that wrote it")
             return None, f"not the store's JSON (format version {data.get('version')!r})"
         try:
             topics = {}
@@ -262,7 +263,7 @@ class JsonFileMetadataStore(ClusterMetadataStore):
             if len(ids) > 1:
                 which = ", ".join(f"{os.path.join(p.dir, PARTITION_METADATA)}: {p.topic_id}" for p in parts)
                 raise StartupError(
-                    f"{self.path} is {problem} and cannot be rebuilt from the partition directories: the "
+                    "log.dirs", self.path, f"it is {problem} and cannot be rebuilt from the partition directories: the "
                     f"partition.metadata files of topic '{name}' name different topic ids ({which}); restore "
                     f"{self.path} from a backup, or move the partition directories that do not belong to the "
                     f"topic out of log.dirs, and start again")

@@ -366,20 +366,23 @@ class Log:
         (``validate_records``: framing, CRC, sizes, codec, base offset 0,
         counts, no control batches, sequence numbers, no LogAppendTime;
         compressed batches are decompressed and their records' framing
-        checked).  The broker's own writes and replicated batches get the
-        stored-data checks only (framing, CRC, codec, counts).
+        checked; on a compacted topic every record must have a key).  The
+        broker's own writes and replicated batches get the stored-data
+        checks only (framing, CRC, codec, counts).
         """
         try:
             if origin is AppendOrigin.CLIENT:
                 return validate_records(records, max_batch_size=self.config.max_message_bytes,
                                         max_records_size=self.config.segment_bytes,
-                                        produce_version=produce_version)
+                                        produce_version=produce_version,
+                                        compacted=self.config.compact_enabled,
+                                        topic_partition=f"{self.topic}-{self.partition}")
             batches = []
             for pos, header in iter_batch_headers(records):
                 validate_batch(records, pos, header, max_size=self.config.max_message_bytes)
                 batches.append((pos, header))
         except InvalidRecordBatch as e:
-            raise KafkaError(e.error_code, str(e)) from e
+            raise KafkaError(e.error_code, str(e), record_errors=e.record_errors) from e
         if len(records) > self.config.segment_bytes:
             raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE,
                              f"{len(records)} bytes of records exceed segment.bytes "
@@ -405,7 +408,8 @@ class Log:
         CRC, partial batch), MESSAGE_TOO_LARGE (a batch over
         max.message.bytes), RECORD_LIST_TOO_LARGE (over segment.bytes),
         INVALID_RECORD (control batch from a client, count/offset mismatch,
-        base offset not 0, bad record framing in a compressed batch; with
+        base offset not 0, bad record framing in a compressed batch, a
+        record without a key on a compacted topic, with ``record_errors``; with
         ``produce_version`` >= 3 also: not exactly one batch, magic < 2),
         INVALID_TIMESTAMP (a client batch claiming LogAppendTime; a
         CreateTime batch outside message.timestamp.before/after.max.ms,

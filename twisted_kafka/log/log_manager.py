@@ -53,7 +53,7 @@ from twisted.internet.defer import (
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from twisted_kafka.errors import StartupError
+from twisted_kafka.config import StartupError
 from twisted_kafka.log.disk_space import CHECK_INTERVAL_SECONDS, LogDirSpace
 from twisted_kafka.log.checkpoints import (
     CheckpointError,
@@ -224,10 +224,8 @@ class LogManager(Service):
             return None
 
         def failed(f):
-            f = _unwrap(f)
-            if not f.check(StartupError):     # those say all in one line, where startup stops
-                log.failure("loading logs failed", failure=f)
-            return f
+            # Reported by whoever started this service (KafkaServer: one line, then exit 1).
+            return _unwrap(f)
 
         d.addCallbacks(loaded, failed)
         self._loaded = d
@@ -282,9 +280,9 @@ class LogManager(Service):
             for loaded in logs:
                 key = (loaded.topic, loaded.partition)
                 if key in self._logs:
-                    raise StartupError(f"partition {key[0]}-{key[1]} is in two log dirs: "
-                                       f"{self._dir_of[key]} and {scan.path}; move the stale "
-                                       f"copy out of log.dirs and start again")
+                    raise StartupError("log.dirs", scan.path,
+                                       f"partition {key[0]}-{key[1]} is also in {self._dir_of[key]}; move the "
+                                       f"stale copy out of log.dirs and start again")
                 self._register(loaded, scan.path)
             rewritten = gatherResults([self._write_checkpoints(
                 name, (lambda log_: log_.recovery_point) if name == RECOVERY_POINT_CHECKPOINT

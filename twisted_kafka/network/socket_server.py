@@ -36,9 +36,11 @@ from collections.abc import Callable
 
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred, DeferredList, gatherResults, inlineCallbacks
+from twisted.internet.error import CannotListenError
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
+from twisted_kafka.config import StartupError
 from twisted_kafka.metrics import MetricName, MetricsRegistry
 from twisted_kafka.protocol.registry import CONTROLLER_API_KEYS, ApiSpec
 
@@ -172,7 +174,11 @@ class SocketServer(Service):
         ordered = sorted(self.acceptors.values(), key=lambda a: a.plane.name != "control")
         for acceptor in ordered:
             if acceptor.port is None:
-                yield acceptor.listen()
+                try:
+                    yield acceptor.listen()
+                except CannotListenError as exc:
+                    # Name the setting (Kafka: "Socket server failed to bind to host:port").
+                    raise StartupError("listeners", acceptor.endpoint.connection_string, str(exc)) from exc
         if self._reaper is None:
             interval = min(max(self.max_idle_seconds / 10.0, 0.01), 1.0)
             self._reaper = LoopingCall(self.close_idle_connections)

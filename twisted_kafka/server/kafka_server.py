@@ -31,12 +31,11 @@ from time import monotonic
 
 from twisted.application.service import MultiService, Service
 from twisted.internet.defer import Deferred, ensureDeferred, maybeDeferred
-from twisted.logger import Logger
+from twisted.logger import Logger, LogLevel
 from twisted.python.threadpool import ThreadPool
 
 from twisted_kafka.config import ConfigError
 from twisted_kafka.controller.controller_service import ControllerService
-from twisted_kafka.errors import StartupError
 from twisted_kafka.controller.kafka_controller import LiveBroker
 from twisted_kafka.log import LogManager
 from twisted_kafka.metrics import MetricsRegistry
@@ -54,6 +53,7 @@ from .kafka_apis import KafkaApis
 from .metadata_cache import MetadataCache
 from .replica_manager import ReplicaManager
 from .request_handler import KafkaRequestHandlerPool
+from .startup import debug_enabled, failure_line
 
 
 class ThreadPoolService(Service):
@@ -180,18 +180,17 @@ class KafkaServer(MultiService):
         self.started.callback(self)
 
     def _fatal(self, failure) -> None:
-        """Startup failed: say why, and stop the process with a non-zero status.
+        """Startup failed: say why in one line, and stop the process with status 1.
 
+        The line names the key, the value and the reason (``startup.py``); the
+        traceback is logged too, at debug level, only with ``TWISTED_KAFKA_DEBUG=1``.
         The failure may come before the reactor runs (twistd starts services
         first): the stop is then scheduled for when it does.
         """
         self._startup_failed = True
-        if failure.check(StartupError, ConfigError):
-            # A reason an operator can act on, complete in one line: no traceback.
-            self.log.critical("Broker startup failed: {reason}", reason=failure.getErrorMessage())
-        else:
-            self.log.critical("Broker startup failed: {reason}", reason=failure.getErrorMessage(),
-                              log_failure=failure)
+        if debug_enabled():
+            self.log.failure("Broker startup failure", failure, level=LogLevel.debug)
+        self.log.critical("{line}", line=failure_line(failure.value, self.log_dirs))
         self.started.errback(failure)
         self.started.addErrback(lambda _: None)
         if hasattr(self.reactor, "addSystemEventTrigger"):

@@ -20,7 +20,7 @@ from twisted_kafka.controller.metadata_store import (
     PartitionRecord,
     topic_record,
 )
-from twisted_kafka.errors import StartupError
+from twisted_kafka.config import StartupError
 
 from .helpers import InlinePool, InlineReactor, make_store, run
 

@@ -11,7 +11,7 @@ from twisted.internet.defer import ensureDeferred
 
 from tests.unit.log.helpers import FakeReactor, SyncThreadPool
 from twisted_kafka.controller.metadata_store import JsonFileMetadataStore, PartitionRecord, topic_record
-from twisted_kafka.errors import StartupError
+from twisted_kafka.config import StartupError
 from twisted_kafka.log.checkpoints import write_epoch_checkpoint, write_partition_metadata
 
 

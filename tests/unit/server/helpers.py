@@ -168,9 +168,10 @@ def decode_at_version(message_class, body: bytes, version: int):
     return super(message_class, message_class).decode(body, version=version)
 
 
-def records(*values: bytes, timestamp: int = NOW, step: int = 0, **kwargs) -> bytes:
-    """One v2 batch with a record per value (timestamps ``timestamp``, ``timestamp + step`` ...)."""
-    return build_batch([(None, value, (), timestamp + i * step) for i, value in enumerate(values)], **kwargs)
+def records(*values: bytes, timestamp: int = NOW, step: int = 0, key: bytes | None = None, **kwargs) -> bytes:
+    """One v2 batch with a record per value (timestamps ``timestamp``, ``timestamp + step`` ...),
+    each with ``key`` (none by default; a compacted topic needs one)."""
+    return build_batch([(key, value, (), timestamp + i * step) for i, value in enumerate(values)], **kwargs)
 
 
 class InMemoryChannels:
