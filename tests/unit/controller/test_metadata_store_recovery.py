@@ -146,7 +146,7 @@ def test_rebuilding_refuses_directories_that_disagree_about_a_topic_id(tmp_path)
         _run(_store(tmp_path).load())
     message = str(e.value)
     assert "\n" not in message
-    assert "cluster-metadata.json is missing" in message
+    assert "cluster-metadata.json: it is missing" in message
     assert os.path.join(str(tmp_path), "a-0", "partition.metadata") in message
     assert "restore" in message
 
