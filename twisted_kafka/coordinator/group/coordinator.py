@@ -377,9 +377,10 @@ class GroupCoordinator:
                                            max(group.rebalance_timeout_ms - delay, 0))
         else:
             operation = DelayedJoin(self, group, group.rebalance_timeout_ms)
+        previous = group.state
         group.transition_to(GroupState.PREPARING_REBALANCE)
         log.info("Preparing to rebalance group {group} in state {state} with old generation {generation} "
-                 "(__consumer_offsets-{partition}) (reason: {reason})", group=group.group_id, state=group.state,
+                 "(__consumer_offsets-{partition}) (reason: {reason})", group=group.group_id, state=previous,
                  generation=group.generation_id, partition=self.partition_for(group.group_id), reason=reason)
         self.rebalance_purgatory.try_complete_else_watch(operation, [join_key(group.group_id)])
 
@@ -701,7 +702,7 @@ class GroupCoordinator:
     # -- OffsetCommit / OffsetFetch / OffsetDelete -------------------------------------------------------
 
     def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
-                       offsets: dict[TopicPartition, OffsetAndMetadata]) -> Deferred:
+                       offsets: dict[TopicPartition, OffsetAndMetadata], *, api_version: int = 8) -> Deferred:
         """Fires with ``{partition: ErrorCode}`` once the commit is durable (or refused)."""
         error = self._validate_group_status(group_id, OFFSET_COMMIT)
         if error is not None:
@@ -709,8 +710,10 @@ class GroupCoordinator:
         group = self.manager.get_group(group_id)
         if group is None:
             if generation_id >= 0:
-                # A member of a generation this coordinator does not know (the group expired or moved).
-                return succeed(dict.fromkeys(offsets, ErrorCode.ILLEGAL_GENERATION))
+                # A member of a generation this coordinator does not know (the group expired or moved):
+                # OffsetCommit v9+ says so (GROUP_ID_NOT_FOUND), older versions ILLEGAL_GENERATION.
+                error = ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 9 else ErrorCode.ILLEGAL_GENERATION
+                return succeed(dict.fromkeys(offsets, error))
             log.info("Creating simple consumer group {group} for a manual offset commit", group=group_id)
             group = self.manager.add_group(GroupMetadata(group_id, GroupState.EMPTY, self.manager.now_ms))
         error = self._validate_offset_commit(group, generation_id, member_id, group_instance_id)
@@ -841,7 +844,7 @@ class GroupCoordinator:
 
     def on_election(self, partition: int, epoch: int, read: Callable[[], Deferred]) -> Deferred | None:
         """This broker leads offsets ``partition`` from ``epoch``: load its groups."""
-        log.info("Elected as the group coordinator for partition {partition} in epoch {epoch}",
+        log.debug("Elected as the group coordinator for partition {partition} in epoch {epoch}",
                  partition=partition, epoch=epoch)
         return self.manager.load_partition(partition, epoch, read, self._on_group_loaded)
 

@@ -98,6 +98,9 @@ class GroupCoordinatorService(Service):
 
     # -- the offsets topic --------------------------------------------------------------------------
 
+    def partition_for(self, group_id: str) -> int:
+        return self.coordinator.partition_for(group_id)
+
     def offsets_topic_exists(self) -> bool:
         return OFFSETS_TOPIC in self.metadata_cache.topics
 

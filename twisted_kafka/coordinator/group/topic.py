@@ -35,5 +35,6 @@ def partition_for(group_id: str, num_partitions: int) -> int:
 
 def offsets_topic_configs(segment_bytes: int) -> dict[str, str]:
     """The offsets topic's configs, as Kafka creates it: compacted (only the latest commit
-    of each key matters), its own segment size, batches kept as the coordinator wrote them."""
-    return {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes), "compression.type": "producer"}
+    of each key matters) and with its own segment size.  Kafka also sets the topic's
+    compression to "producer", which is the default here: batches are stored as written."""
+    return {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)}
