@@ -1,0 +1,226 @@
+"""One consumer group member in its own process, for the group tests (and the groups benchmark).
+
+    python -u -m tests.integration.groups.member --client confluent --bootstrap HOST:PORT \\
+        --group G --topic T [--assignor roundrobin] [--session-ms 6000] [--instance-id I] [--name N]
+
+``--client`` is ``confluent`` (librdkafka), ``kafka-python`` or ``aiokafka``.
+The member subscribes to the topic, consumes, and after each batch commits
+the batch's offsets synchronously; only once the commit succeeded does it
+report the batch, so a message reported is a message consumed *and*
+committed.  A member killed in between reports nothing for that batch, and
+whoever owns the partition next starts from the last commit.
+
+It prints one line per event on stdout (flushed at once):
+
+* ``READY`` once subscribed;
+* ``ASSIGN p,p,...`` whenever its assignment changes (partition numbers, sorted; empty for none);
+* ``MSG partition offset`` for every committed message;
+* ``ERR text`` for a failed commit (the batch is not reported);
+* ``CLOSED`` after a clean close on SIGTERM (the member left the group).
+
+``--max-messages N`` makes it exit cleanly after N messages (the benchmark's
+consumers), ``--commit-every N`` commits every N messages instead of every
+batch, and ``--quiet`` leaves out the ``MSG`` lines (counts only: ``COUNT n``
+at exit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+import time
+
+stop = False
+
+
+def _on_term(signum, frame):
+    global stop
+    stop = True
+
+
+def out(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+class Reporter:
+    def __init__(self, args):
+        self.args = args
+        self.assignment: tuple[int, ...] | None = None
+        self.count = 0
+
+    def assigned(self, partitions) -> None:
+        current = tuple(sorted(partitions))
+        if current != self.assignment:
+            self.assignment = current
+            out("ASSIGN " + ",".join(map(str, current)))
+
+    def committed(self, batch: list[tuple[int, int]]) -> None:
+        self.count += len(batch)
+        if not self.args.quiet:
+            sys.stdout.write("".join(f"MSG {p} {o}\n" for p, o in batch))
+            sys.stdout.flush()
+
+    @property
+    def done(self) -> bool:
+        return bool(self.args.max_messages) and self.count >= self.args.max_messages
+
+
+def run_confluent(args, report: Reporter) -> None:
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    conf = {"bootstrap.servers": args.bootstrap, "group.id": args.group, "client.id": args.name,
+            "auto.offset.reset": "earliest", "enable.auto.commit": False,
+            "session.timeout.ms": args.session_ms, "heartbeat.interval.ms": max(100, args.session_ms // 4),
+            "fetch.wait.max.ms": 100, "topic.metadata.refresh.interval.ms": 2000}
+    if args.assignor:
+        conf["partition.assignment.strategy"] = args.assignor
+    if args.instance_id:
+        conf["group.instance.id"] = args.instance_id
+    consumer = Consumer(conf)
+    consumer.subscribe([args.topic])
+    out("READY")
+    pending: dict[int, int] = {}
+    batch: list[tuple[int, int]] = []
+    try:
+        while not stop and not report.done:
+            messages = consumer.consume(1000, timeout=0.1)
+            report.assigned(tp.partition for tp in consumer.assignment())
+            for msg in messages:
+                if msg.error() is not None:
+                    continue
+                pending[msg.partition()] = msg.offset() + 1
+                batch.append((msg.partition(), msg.offset()))
+            if pending and (len(batch) >= args.commit_every or not messages):
+                try:
+                    consumer.commit(offsets=[TopicPartition(args.topic, p, o) for p, o in pending.items()],
+                                    asynchronous=False)
+                except KafkaException as exc:
+                    out(f"ERR commit {exc}")
+                else:
+                    report.committed(batch)
+                pending, batch = {}, []
+    finally:
+        consumer.close()
+    out("CLOSED")
+
+
+def run_kafka_python(args, report: Reporter) -> None:
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+    from kafka.errors import KafkaError
+    from kafka.structs import OffsetAndMetadata
+
+    conf = dict(bootstrap_servers=args.bootstrap, group_id=args.group, client_id=args.name,
+                auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=args.session_ms,
+                heartbeat_interval_ms=max(100, args.session_ms // 4), fetch_max_wait_ms=100,
+                metadata_max_age_ms=2000)
+    if args.assignor:
+        conf["partition_assignment_strategy"] = [
+            {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}[a]
+            for a in args.assignor.split(",")]
+    if args.instance_id:
+        conf["group_instance_id"] = args.instance_id
+    consumer = KafkaConsumer(**conf)
+    consumer.subscribe([args.topic])
+    out("READY")
+    pending: dict[int, int] = {}
+    batch: list[tuple[int, int]] = []
+    try:
+        while not stop and not report.done:
+            records = consumer.poll(timeout_ms=100, max_records=1000)
+            report.assigned(tp.partition for tp in consumer.assignment())
+            got = False
+            for tp, msgs in records.items():
+                for msg in msgs:
+                    got = True
+                    pending[tp.partition] = msg.offset + 1
+                    batch.append((tp.partition, msg.offset))
+            if pending and (len(batch) >= args.commit_every or not got):
+                try:
+                    consumer.commit({TopicPartition(args.topic, p): OffsetAndMetadata(o, "", -1)
+                                     for p, o in pending.items()})
+                except KafkaError as exc:
+                    out(f"ERR commit {exc!r}")
+                else:
+                    report.committed(batch)
+                pending, batch = {}, []
+    finally:
+        consumer.close()
+    out("CLOSED")
+
+
+def run_aiokafka(args, report: Reporter) -> None:
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+    from aiokafka.errors import KafkaError
+
+    async def main():
+        conf = dict(bootstrap_servers=args.bootstrap, group_id=args.group, client_id=args.name,
+                    auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=args.session_ms,
+                    heartbeat_interval_ms=max(100, args.session_ms // 4), fetch_max_wait_ms=100,
+                    metadata_max_age_ms=2000)
+        if args.assignor:
+            conf["partition_assignment_strategy"] = (RoundRobinPartitionAssignor,)
+        if args.instance_id:
+            conf["group_instance_id"] = args.instance_id
+        consumer = AIOKafkaConsumer(**conf)
+        await consumer.start()
+        consumer.subscribe([args.topic])
+        out("READY")
+        pending: dict[int, int] = {}
+        batch: list[tuple[int, int]] = []
+        try:
+            while not stop and not report.done:
+                records = await consumer.getmany(timeout_ms=100, max_records=1000)
+                report.assigned(tp.partition for tp in consumer.assignment())
+                got = False
+                for tp, msgs in records.items():
+                    for msg in msgs:
+                        got = True
+                        pending[tp.partition] = msg.offset + 1
+                        batch.append((tp.partition, msg.offset))
+                if pending and (len(batch) >= args.commit_every or not got):
+                    try:
+                        await consumer.commit({TopicPartition(args.topic, p): o for p, o in pending.items()})
+                    except KafkaError as exc:
+                        out(f"ERR commit {exc!r}")
+                    else:
+                        report.committed(batch)
+                    pending, batch = {}, []
+        finally:
+            await consumer.stop()
+
+    asyncio.run(main())
+    out("CLOSED")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--client", choices=["confluent", "kafka-python", "aiokafka"], required=True)
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--group", required=True)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--assignor", default=None)
+    parser.add_argument("--session-ms", type=int, default=6000)
+    parser.add_argument("--instance-id", default=None)
+    parser.add_argument("--name", default=f"member-{os.getpid()}")
+    parser.add_argument("--max-messages", type=int, default=0)
+    parser.add_argument("--commit-every", type=int, default=1)
+    parser.add_argument("--quiet", action="store_true")
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, _on_term)
+    report = Reporter(args)
+    began = time.monotonic()
+    {"confluent": run_confluent, "kafka-python": run_kafka_python, "aiokafka": run_aiokafka}[args.client](
+        args, report)
+    out(f"COUNT {report.count} {time.monotonic() - began:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
