@@ -1,0 +1,54 @@
+"""Static membership (KIP-345): a member that restarts within its session timeout takes its place back.
+
+Members with ``group.instance.id`` send no LeaveGroup when they close; the
+restarted process joins without a member id, under the same instance id,
+and the coordinator gives it the old member's place: same generation, same
+assignment, no rebalance -- the other members keep their partitions without
+a revocation, and consumption continues exactly once from the commits.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import create_topic
+from .support import Group
+
+PARTITIONS = 6
+BATCH = 60
+SESSION_MS = 15000
+
+
+@pytest.mark.parametrize("client", ["confluent", "kafka-python"])
+def test_static_member_restart_causes_no_rebalance(group_broker, client):
+    group_id = f"static-{client}"
+    topic = f"{group_id}-topic"
+    create_topic(group_broker.bootstrap, topic, PARTITIONS)
+    group = Group(group_broker.bootstrap, group_id, topic, PARTITIONS)
+    try:
+        members = [group.add(client, instance_id=f"instance-{i}", session_ms=SESSION_MS, name=f"{client}-{i}")
+                   for i in range(3)]
+        before = group.wait_settled(60)
+        group.produce(BATCH)
+        group.wait_consumed(group.produced)
+        rebalances = group_broker.log_text().count(f"Preparing to rebalance group {group_id} ")
+        assignments_seen = [len([line for line in m.lines if line.startswith("ASSIGN")]) for m in members]
+
+        restarting = members[1]
+        restarting.kill()                      # gone without a LeaveGroup, as a crash or a static close
+        again = group.add(client, instance_id="instance-1", session_ms=SESSION_MS, name=f"{client}-1-again")
+        group.wait_settled(SESSION_MS / 1000 - 2)
+        assert again.assignment == before[restarting.name], "the restarted member has other partitions"
+        group_broker.wait_for_log(f"Static member instance-1 of group {group_id} rejoined without changing "
+                                  "the protocol: no rebalance")
+        group.produce(BATCH)
+        group.wait_consumed(group.produced)
+
+        assert group_broker.log_text().count(f"Preparing to rebalance group {group_id} ") == rebalances
+        for member, seen in zip([members[0], members[2]], [assignments_seen[0], assignments_seen[2]]):
+            assert len([line for line in member.lines if line.startswith("ASSIGN")]) == seen, \
+                f"{member.name} saw its assignment change"
+        per = group.produced // PARTITIONS
+        group.assert_exactly_once(dict.fromkeys(range(PARTITIONS), per))
+    finally:
+        group.stop_all()
