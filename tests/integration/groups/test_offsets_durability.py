@@ -20,7 +20,6 @@ import time
 from confluent_kafka import Consumer, TopicPartition
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KTopicPartition
-from kafka.structs import OffsetAndMetadata
 
 from tests.integration.data.helpers import stored_batches
 

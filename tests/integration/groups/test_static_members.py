@@ -45,7 +45,7 @@ def test_static_member_restart_causes_no_rebalance(group_broker, client):
         group.wait_consumed(group.produced)
 
         assert group_broker.log_text().count(f"Preparing to rebalance group {group_id} ") == rebalances
-        for member, seen in zip([members[0], members[2]], [assignments_seen[0], assignments_seen[2]]):
+        for member, seen in zip([members[0], members[2]], [assignments_seen[0], assignments_seen[2]], strict=True):
             assert len([line for line in member.lines if line.startswith("ASSIGN")]) == seen, \
                 f"{member.name} saw its assignment change"
         per = group.produced // PARTITIONS
