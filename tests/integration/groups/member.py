@@ -10,18 +10,23 @@ report the batch, so a message reported is a message consumed *and*
 committed.  A member killed in between reports nothing for that batch, and
 whoever owns the partition next starts from the last commit.
 
-It prints one line per event on stdout (flushed at once):
+It prints one line per event on stdout (flushed at once); every event but
+``MSG`` carries the time (``time.monotonic()``, the same clock in every
+process of the machine) as its first field:
 
-* ``READY`` once subscribed;
-* ``ASSIGN p,p,...`` whenever its assignment changes (partition numbers, sorted; empty for none);
-* ``MSG partition offset`` for every committed message;
-* ``ERR text`` for a failed commit (the batch is not reported);
-* ``CLOSED`` after a clean close on SIGTERM (the member left the group).
+* ``READY t`` once subscribed;
+* ``ASSIGN t p,p,...`` whenever its assignment changes (partition numbers, sorted; empty for none);
+* ``FIRST t`` when the first message arrives;
+* ``MSG partition offset`` for every committed message (not with ``--quiet``);
+* ``PROGRESS t n`` after each commit with ``--quiet``: n messages committed so far;
+* ``ERR t text`` for a failed commit (the batch is not reported);
+* ``CLOSING t`` on SIGTERM, before closing the consumer (leaving the group);
+* ``CLOSED t`` after a clean close;
+* ``COUNT t n seconds`` at exit.
 
-``--max-messages N`` makes it exit cleanly after N messages (the benchmark's
-consumers), ``--commit-every N`` commits every N messages instead of every
-batch, and ``--quiet`` leaves out the ``MSG`` lines (counts only: ``COUNT n``
-at exit).
+``--max-messages N`` makes it exit cleanly after N messages,
+``--commit-every N`` commits every N messages instead of after every batch
+(the benchmark's consumers), and ``--quiet`` leaves out the ``MSG`` lines.
 """
 
 from __future__ import annotations
@@ -41,8 +46,8 @@ def _on_term(signum, frame):
     stop = True
 
 
-def out(line: str) -> None:
-    sys.stdout.write(line + "\n")
+def out(kind: str, rest: str = "") -> None:
+    sys.stdout.write(f"{kind} {time.monotonic():.6f} {rest}".rstrip() + "\n")
     sys.stdout.flush()
 
 
@@ -51,18 +56,30 @@ class Reporter:
         self.args = args
         self.assignment: tuple[int, ...] | None = None
         self.count = 0
+        self.first = False
 
     def assigned(self, partitions) -> None:
         current = tuple(sorted(partitions))
         if current != self.assignment:
             self.assignment = current
-            out("ASSIGN " + ",".join(map(str, current)))
+            out("ASSIGN", ",".join(map(str, current)))
+
+    def received(self) -> None:
+        if not self.first:
+            self.first = True
+            out("FIRST")
 
     def committed(self, batch: list[tuple[int, int]]) -> None:
         self.count += len(batch)
-        if not self.args.quiet:
+        if self.args.quiet:
+            out("PROGRESS", str(self.count))
+        else:
             sys.stdout.write("".join(f"MSG {p} {o}\n" for p, o in batch))
             sys.stdout.flush()
+
+    def closing(self) -> None:
+        if stop:
+            out("CLOSING")
 
     @property
     def done(self) -> bool:
@@ -92,6 +109,7 @@ def run_confluent(args, report: Reporter) -> None:
             for msg in messages:
                 if msg.error() is not None:
                     continue
+                report.received()
                 pending[msg.partition()] = msg.offset() + 1
                 batch.append((msg.partition(), msg.offset()))
             if pending and (len(batch) >= args.commit_every or not messages):
@@ -99,11 +117,12 @@ def run_confluent(args, report: Reporter) -> None:
                     consumer.commit(offsets=[TopicPartition(args.topic, p, o) for p, o in pending.items()],
                                     asynchronous=False)
                 except KafkaException as exc:
-                    out(f"ERR commit {exc}")
+                    out("ERR", f"commit {exc}")
                 else:
                     report.committed(batch)
                 pending, batch = {}, []
     finally:
+        report.closing()
         consumer.close()
     out("CLOSED")
 
@@ -138,6 +157,7 @@ def run_kafka_python(args, report: Reporter) -> None:
             for tp, msgs in records.items():
                 for msg in msgs:
                     got = True
+                    report.received()
                     pending[tp.partition] = msg.offset + 1
                     batch.append((tp.partition, msg.offset))
             if pending and (len(batch) >= args.commit_every or not got):
@@ -145,11 +165,12 @@ def run_kafka_python(args, report: Reporter) -> None:
                     consumer.commit({TopicPartition(args.topic, p): OffsetAndMetadata(o, "", -1)
                                      for p, o in pending.items()})
                 except KafkaError as exc:
-                    out(f"ERR commit {exc!r}")
+                    out("ERR", f"commit {exc!r}")
                 else:
                     report.committed(batch)
                 pending, batch = {}, []
     finally:
+        report.closing()
         consumer.close()
     out("CLOSED")
 
@@ -182,17 +203,19 @@ def run_aiokafka(args, report: Reporter) -> None:
                 for tp, msgs in records.items():
                     for msg in msgs:
                         got = True
+                        report.received()
                         pending[tp.partition] = msg.offset + 1
                         batch.append((tp.partition, msg.offset))
                 if pending and (len(batch) >= args.commit_every or not got):
                     try:
                         await consumer.commit({TopicPartition(args.topic, p): o for p, o in pending.items()})
                     except KafkaError as exc:
-                        out(f"ERR commit {exc!r}")
+                        out("ERR", f"commit {exc!r}")
                     else:
                         report.committed(batch)
                     pending, batch = {}, []
         finally:
+            report.closing()
             await consumer.stop()
 
     asyncio.run(main())
@@ -218,7 +241,7 @@ def main(argv=None) -> int:
     began = time.monotonic()
     {"confluent": run_confluent, "kafka-python": run_kafka_python, "aiokafka": run_aiokafka}[args.client](
         args, report)
-    out(f"COUNT {report.count} {time.monotonic() - began:.3f}")
+    out("COUNT", f"{report.count} {time.monotonic() - began:.3f}")
     return 0
 
 

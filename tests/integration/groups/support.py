@@ -47,6 +47,8 @@ class Member:
         self.messages: list[tuple[int, int]] = []
         self.errors: list[str] = []
         self.lines: list[str] = []
+        self.events: list[tuple[str, float, str]] = []       # (kind, monotonic time, rest)
+        self.progress = 0
         self.ready = threading.Event()
         self.closed = threading.Event()
         self.count: int | None = None
@@ -65,12 +67,17 @@ class Member:
             if kind == "MSG":
                 p, o = rest.split()
                 self.messages.append((int(p), int(o)))
-            elif kind == "ASSIGN":
+                continue
+            at, _, rest = rest.partition(" ")
+            self.events.append((kind, float(at), rest))
+            if kind == "ASSIGN":
                 self.assignment = tuple(int(p) for p in rest.split(",") if p)
             elif kind == "READY":
                 self.ready.set()
             elif kind == "ERR":
                 self.errors.append(rest)
+            elif kind == "PROGRESS":
+                self.progress = int(rest)
             elif kind == "CLOSED":
                 self.closed.set()
             elif kind == "COUNT":
@@ -99,6 +106,13 @@ class Member:
             self.process.kill()
         self.process.wait(10)
         self._reader.join(5)
+
+    def event_time(self, kind: str, after: float = 0.0) -> float | None:
+        """When the first ``kind`` event at or after ``after`` happened (None: not yet)."""
+        for k, at, _ in list(self.events):
+            if k == kind and at >= after:
+                return at
+        return None
 
     def describe(self) -> str:
         return (f"{self.name} ({self.client}) alive={self.alive} assignment={self.assignment} "
@@ -131,6 +145,13 @@ class Group:
     @property
     def live(self) -> list[Member]:
         return [m for m in self.members if m.alive]
+
+    def event_time(self, kind: str, after: float = 0.0) -> float | None:
+        """When the first ``kind`` event at or after ``after`` happened (None: not yet)."""
+        for k, at, _ in list(self.events):
+            if k == kind and at >= after:
+                return at
+        return None
 
     def describe(self) -> str:
         return "\n".join(m.describe() for m in self.members)

@@ -32,7 +32,7 @@ def test_static_member_restart_causes_no_rebalance(group_broker, client):
         group.produce(BATCH)
         group.wait_consumed(group.produced)
         rebalances = group_broker.log_text().count(f"Preparing to rebalance group {group_id} ")
-        assignments_seen = [len([line for line in m.lines if line.startswith("ASSIGN")]) for m in members]
+        assignments_seen = [len([e for e in m.events if e[0] == "ASSIGN"]) for m in members]
 
         restarting = members[1]
         restarting.kill()                      # gone without a LeaveGroup, as a crash or a static close
@@ -46,7 +46,7 @@ def test_static_member_restart_causes_no_rebalance(group_broker, client):
 
         assert group_broker.log_text().count(f"Preparing to rebalance group {group_id} ") == rebalances
         for member, seen in zip([members[0], members[2]], [assignments_seen[0], assignments_seen[2]], strict=True):
-            assert len([line for line in member.lines if line.startswith("ASSIGN")]) == seen, \
+            assert len([e for e in member.events if e[0] == "ASSIGN"]) == seen, \
                 f"{member.name} saw its assignment change"
         per = group.produced // PARTITIONS
         group.assert_exactly_once(dict.fromkeys(range(PARTITIONS), per))
