@@ -203,7 +203,9 @@ _define("control.plane.listener.name", STRING, None, HIGH,
 _group = "Connection quotas"
 _define("max.connections.per.ip", INT, INT_MAX, MEDIUM,
         "Most connections allowed from one IP address; a further connection is "
-        "accepted and closed at once. 0 is allowed only with overrides.",
+        "accepted and closed at once. 0 is allowed only with overrides. "
+        "Connections on the control-plane listener (the controller's) are not "
+        "counted.",
         validator=at_least(0), mode=CLUSTER_WIDE)
 _define("max.connections.per.ip.overrides", STRING, "", MEDIUM,
         "Per-host or per-IP exceptions to max.connections.per.ip, as "
@@ -211,8 +213,9 @@ _define("max.connections.per.ip.overrides", STRING, "", MEDIUM,
         mode=CLUSTER_WIDE)
 _define("max.connections", INT, INT_MAX, MEDIUM,
         "Most connections the broker holds; at the limit, listeners stop "
-        "accepting until one closes. With the listener.name.<l>. prefix: a "
-        "limit for that listener.",
+        "accepting until one closes. The inter-broker and control-plane "
+        "listeners are exempt (with more than one listener). With the "
+        "listener.name.<l>. prefix: a limit for that listener.",
         validator=at_least(0), mode=CLUSTER_WIDE, listener=True)
 _define("max.connection.creation.rate", INT, INT_MAX, MEDIUM,
         "Most new connections accepted per second (KIP-612), broker-wide or, "

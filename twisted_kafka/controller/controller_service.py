@@ -26,12 +26,12 @@ from .metadata_store import ClusterMetadataStore, JsonFileMetadataStore
 class ControllerService(Service):
     name = "controller"
 
-    def __init__(self, *, config, broker_id: int, metadata_dir: str, reactor, threadpool,
+    def __init__(self, *, config, broker_id: int, cluster_id: str, metadata_dir: str, reactor, threadpool,
                  registration: Callable[[], LiveBroker]):
         self._registration = registration
         store: ClusterMetadataStore = JsonFileMetadataStore(metadata_dir, reactor=reactor, threadpool=threadpool)
         self.controller = KafkaController(
-            config=config, broker_id=broker_id, store=store,
+            config=config, broker_id=broker_id, cluster_id=cluster_id, store=store,
             channels=ControllerChannelManager(reactor=reactor, controller_id=broker_id,
                                               timeout_ms=config["controller.socket.timeout.ms"]))
         self.client = LocalControllerClient(self.controller)

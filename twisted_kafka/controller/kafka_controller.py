@@ -8,8 +8,12 @@ LeaderAndIsr (replicas learn their role and create their logs),
 UpdateMetadata (every broker's metadata cache, and the topic and dynamic
 broker configs brokers apply) and StopReplica (replicas stop and delete) —
 sent through the ``ControllerChannelManager`` to each broker's control-plane
-listener, the controller's own broker included.  Brokers reach the
-controller only through a ``ControllerClient``.
+listener, the controller's own broker included, at the endpoint the broker
+registered.  Every request carries the receiver's broker epoch (KIP-380),
+broker id and cluster id (this project's tagged fields 1002/1003), so a broker
+refuses one meant for another; if the controller's own broker refuses its
+first UpdateMetadata, startup fails (its advertised control plane is someone
+else's).  Brokers reach the controller only through a ``ControllerClient``.
 
 Changes are processed one at a time (Kafka's single controller event
 thread), so concurrent CreateTopics and DeleteTopics never interleave.
@@ -37,6 +41,7 @@ from twisted_kafka.config.topic import validate_topic_overrides
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
+from twisted_kafka.waiting import fired_within
 
 from .channel_manager import ControllerChannelManager
 from .client import NewTopic, TopicResult
@@ -69,12 +74,18 @@ class LiveBroker:
         return None
 
 
+def _in_time(timeout_ms: int | None) -> str:
+    return f" within {timeout_ms} ms" if timeout_ms and timeout_ms > 0 else ""
+
+
 class KafkaController:
     log = Logger(namespace="twisted_kafka.controller.KafkaController")
 
-    def __init__(self, *, config, broker_id: int, store: ClusterMetadataStore, channels: ControllerChannelManager):
+    def __init__(self, *, config, broker_id: int, cluster_id: str, store: ClusterMetadataStore,
+                 channels: ControllerChannelManager):
         self.config = config
         self.broker_id = broker_id
+        self.cluster_id = cluster_id  # sent with every request, so a broker of another cluster refuses it
         self._store = store
         self._channels = channels
         self.live_brokers: dict[int, LiveBroker] = {}
@@ -101,14 +112,30 @@ class KafkaController:
                 self._register(broker)
             partitions = [(t, i) for t in self.topics.values() for i in t.partitions]
             # Configs first, so every log is created with its topic's overrides.
-            await self._send_update_metadata(self.live_brokers, partitions, topic_configs=list(self.topics.values()),
-                                             dynamic_broker_configs=True)
+            receivers = list(self.live_brokers)
+            responses = await self._send_update_metadata(receivers, partitions,
+                                                         topic_configs=list(self.topics.values()),
+                                                         dynamic_broker_configs=True)
+            self._check_own_broker_accepted(dict(zip(receivers, responses, strict=True)).get(self.broker_id))
             await self._send_leader_and_isr(partitions, is_new=False)
             self.log.info("Controller {broker_id} active with epoch {epoch}: {topics} topic(s), "
                           "{partitions} partition(s)", broker_id=self.broker_id, epoch=self.epoch,
                           topics=len(self.topics), partitions=len(partitions))
         finally:
             self._lock.release()
+
+    def _check_own_broker_accepted(self, response) -> None:
+        """The controller's own broker refused its state: the endpoint it registered leads to
+        another broker (or another cluster's), which must not be managed from here."""
+        if response is None or not response.error_code:
+            return
+        broker = self.live_brokers[self.broker_id]
+        ep = broker.endpoint(broker.control_listener)
+        self.active = False
+        raise KafkaError(ErrorCode(response.error_code),
+                         f"the broker at {ep.host}:{ep.port} (listener {ep.listener_name}, as this broker "
+                         f"advertises it) refused this broker's controller; advertised.listeners must "
+                         f"name this broker's own listeners")
 
     def _register(self, broker: LiveBroker) -> None:
         self.live_brokers[broker.broker_id] = broker
@@ -180,7 +207,7 @@ class KafkaController:
                 if result.error == ErrorCode.NONE:
                     result.error = ErrorCode.REQUEST_TIMED_OUT
                     result.message = (f"Topic '{result.name}' was created, but its metadata did not reach "
-                                      f"every broker within {timeout_ms} ms")
+                                      f"every broker{_in_time(timeout_ms)}")
         return results
 
     def _plan_topic(self, spec: NewTopic, collisions: dict[str, str]) -> TopicRecord:
@@ -308,7 +335,7 @@ class KafkaController:
         if wait_for_brokers and not await self._within(propagated, timeout_ms):
             raise KafkaError(ErrorCode.REQUEST_TIMED_OUT,
                              f"The partitions of '{name}' were created, but their metadata did not reach every "
-                             f"broker within {timeout_ms} ms")
+                             f"broker{_in_time(timeout_ms)}")
 
     async def delete_topics(self, names: list[str], *, wait_for_brokers: bool = True,
                             timeout_ms: int | None = None) -> dict[str, TopicResult]:
@@ -351,32 +378,20 @@ class KafkaController:
             for topic in doomed:
                 result = results[topic.name]
                 result.error = ErrorCode.REQUEST_TIMED_OUT
-                result.message = (f"Topic '{topic.name}' was deleted, but not every broker confirmed it "
-                                  f"within {timeout_ms} ms")
+                result.message = (f"Topic '{topic.name}' was deleted, but not every broker confirmed it"
+                                  f"{_in_time(timeout_ms)}")
         return results
 
-    def _within(self, d: Deferred, timeout_ms: int | None) -> Deferred:
-        """A Deferred firing True once ``d`` has succeeded, False if it failed or ``timeout_ms``
-        (None or <= 0: no limit) passed first.  ``d`` itself is never cancelled: the brokers
-        still apply the change, only the caller stops waiting."""
-        waiter: Deferred = Deferred()
-        timer = None
+    def _within(self, d: Deferred, timeout_ms: int | None) -> Deferred[bool]:
+        """Whether the brokers confirmed a change (``d``) within ``timeout_ms`` (None or <= 0: no
+        limit).  ``d`` is never cancelled: the brokers still apply the change, only the caller
+        stops waiting."""
+        d.addErrback(self._unconfirmed)
+        return fired_within(self._channels.reactor, d, timeout_ms / 1000.0 if timeout_ms else None)
 
-        def finished(result):
-            ok = not isinstance(result, Failure)
-            if not ok:
-                self.log.failure("Brokers did not confirm a controller change", result)
-            if not waiter.called:
-                if timer is not None and timer.active():
-                    timer.cancel()
-                waiter.callback(ok)
-            return None
-
-        d.addBoth(finished)
-        if not waiter.called and timeout_ms is not None and timeout_ms > 0:
-            timer = self._channels.reactor.callLater(timeout_ms / 1000.0,
-                                                    lambda: waiter.called or waiter.callback(False))
-        return waiter
+    def _unconfirmed(self, failure: Failure) -> Failure:
+        self.log.failure("Brokers did not confirm a controller change", failure)
+        return failure
 
     # -- configs ----------------------------------------------------------------------
 
@@ -438,8 +453,9 @@ class KafkaController:
         broker = self.live_brokers.get(broker_id)
         if broker is None:
             raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE, f"Broker {broker_id} is not registered")
-        if broker_epoch not in (-1, broker.epoch):
-            raise KafkaError(ErrorCode.STALE_BROKER_EPOCH, f"Broker epoch {broker_epoch} is not {broker.epoch}")
+        if broker_epoch != broker.epoch:   # KIP-380; "no epoch" (-1) included: it cannot be checked
+            raise KafkaError(ErrorCode.STALE_BROKER_EPOCH,
+                             f"Broker epoch {broker_epoch} is not broker {broker_id}'s current epoch")
         remaining = []
         for topic in self.topics.values():
             for index, record in topic.partitions.items():
@@ -481,7 +497,8 @@ class KafkaController:
                     ep = broker.endpoint(self.config_inter_broker_listener(broker))
                     live_leaders.append(R.LeaderAndIsrLiveLeader(broker_id=leader, host_name=ep.host, port=ep.port))
             request = R(controller_id=self.broker_id, is_k_raft_controller=False, controller_epoch=self.epoch,
-                        broker_epoch=self.live_brokers[broker_id].epoch, request_type=0,
+                        broker_epoch=self.live_brokers[broker_id].epoch, broker_id=broker_id,
+                        cluster_id=self.cluster_id, request_type=0,
                         topic_states=[R.LeaderAndIsrTopicState(
                             topic_name=name, topic_id=topics[name].topic_id,
                             partition_states=[self._partition_state(
@@ -531,7 +548,8 @@ class KafkaController:
         for broker_id in list(brokers):
             with_configs = {t.name for t in topic_configs}
             request = U(controller_id=self.broker_id, is_k_raft_controller=False, controller_epoch=self.epoch,
-                        broker_epoch=self.live_brokers[broker_id].epoch,
+                        broker_epoch=self.live_brokers[broker_id].epoch, broker_id=broker_id,
+                        cluster_id=self.cluster_id,
                         topic_states=[U.UpdateMetadataTopicState(
                             topic_name=name, topic_id=topic.topic_id,
                             partition_states=[self._partition_state(
@@ -557,7 +575,8 @@ class KafkaController:
         sends = []
         for broker_id, by_topic in per_broker.items():
             request = S(controller_id=self.broker_id, is_k_raft_controller=False, controller_epoch=self.epoch,
-                        broker_epoch=self.live_brokers[broker_id].epoch,
+                        broker_epoch=self.live_brokers[broker_id].epoch, broker_id=broker_id,
+                        cluster_id=self.cluster_id,
                         topic_states=[S.StopReplicaTopicState(
                             topic_name=name,
                             partition_states=[S.StopReplicaTopicState.StopReplicaPartitionState(

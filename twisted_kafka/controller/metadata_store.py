@@ -129,8 +129,11 @@ class JsonFileMetadataStore(ClusterMetadataStore):
 
     async def load(self) -> ClusterState:
         if not self._loaded:
-            self._state = await deferToThreadPool(self.reactor, self.threadpool, self._read)
-            self._loaded = True
+            state = await deferToThreadPool(self.reactor, self.threadpool, self._read)
+            # Another load may have finished first, and a write after it: keep the newer state.
+            if not self._loaded:
+                self._state = state
+                self._loaded = True
         return self._state
 
     def _read(self) -> ClusterState:

@@ -5,7 +5,8 @@ factory.  Before a connection becomes a ``Processor`` the shared
 ``ConnectionQuotas`` decide:
 
 * over the IP's limit → ``buildProtocol`` returns ``None`` and Twisted closes
-  the socket at once (the client reads EOF);
+  the socket at once (the client reads EOF); the control-plane listener's
+  connections are not counted per IP (see ``ListenerConfig.counts_per_ip``);
 * at the broker-wide or listener limit, or over a creation rate → the
   Acceptor stops reading its listening socket, so further connections wait in
   the kernel backlog, as Kafka's blocking acceptor thread makes them wait.
@@ -117,11 +118,13 @@ class Acceptor(ServerFactory):
 
     @property
     def bound_address(self) -> str:
+        assert self.port is not None, "not listening"
         host = self.port.getHost()
         return f"{host.host}:{host.port}"
 
     @property
     def bound_port(self) -> int:
+        assert self.port is not None, "not listening"
         return self.port.getHost().port
 
     def stop_listening(self) -> Deferred | None:
@@ -181,7 +184,8 @@ class Acceptor(ServerFactory):
             return False
         processor.admit(slot)
         if self.protected and self.quotas.over_broker_limit():
-            victim = self.registry.least_recently_used(exclude_listener=self.listener_name)
+            victim = self.registry.least_recently_used(
+                exclude_listeners=self.quotas.listeners.protected_listeners | {self.listener_name})
             if victim is not None:
                 victim.close(CloseReason.QUOTA, "closed as the least recently used connection to make room "
                                                 f"for inter-broker listener {self.listener_name} (max.connections)")

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import socket
 from time import perf_counter_ns
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from twisted.internet.error import ConnectionDone
 from twisted.internet.protocol import Protocol
@@ -64,6 +64,9 @@ class Processor(Protocol):
 
     plane_name = "data"
     log = Logger(namespace="twisted_kafka.network.Processor")
+    # A TCP (or TLS-over-TCP) transport: besides ITransport it is the push producer
+    # muting pauses, and it can be aborted (ITCPTransport, IPushProducer).
+    transport: Any
 
     def __init__(self, acceptor: Acceptor, addr, connection_id: str):
         self.acceptor = acceptor
@@ -222,7 +225,7 @@ class Processor(Protocol):
         self._process()
 
     def _may_read(self) -> bool:
-        return (self.connected and not self.closing and not self.parked and self._auth_close_call is None
+        return bool(self.connected and not self.closing and not self.parked and self._auth_close_call is None
                 and self.plane.open)
 
     def _process(self) -> None:

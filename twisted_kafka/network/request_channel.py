@@ -26,10 +26,14 @@ from __future__ import annotations
 from collections import deque
 from time import perf_counter_ns
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from twisted.internet.defer import CancelledError, Deferred, succeed
 
 from .request import Request, Response
+
+if TYPE_CHECKING:
+    from .processor import Processor
 import contextlib
 
 
@@ -50,17 +54,17 @@ class RequestChannel:
         self.held_bytes = 0
         self.peak_queue_size = 0
         self.total_requests = 0
-        self._connections: dict[str, object] = {}   # connection id -> Processor
+        self._connections: dict[str, Processor] = {}   # connection id -> Processor
         self.outstanding = 0                          # requests queued or being handled, not yet answered
         self._idle_waiters: list[Deferred] = []
 
     # -- connections --------------------------------------------------------------------
 
-    def register_connection(self, processor) -> None:
+    def register_connection(self, processor: Processor) -> None:
         """An admitted connection of this plane: responses to its requests reach it from now on."""
         self._connections[processor.connection_id] = processor
 
-    def unregister_connection(self, processor) -> None:
+    def unregister_connection(self, processor: Processor) -> None:
         self._connections.pop(processor.connection_id, None)
 
     def send_response(self, response: Response) -> None:

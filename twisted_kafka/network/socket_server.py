@@ -119,7 +119,9 @@ class SocketServer(Service):
                 ControlPlaneProcessor, apis, _everything, request_metrics)
         self.acceptors: dict[str, Acceptor] = {}
         for ep in listeners.listeners:
-            plane = self.control_plane if ep.listener_name == listeners.control_plane_listener_name else self.data_plane
+            plane = self.data_plane
+            if ep.listener_name == listeners.control_plane_listener_name and self.control_plane is not None:
+                plane = self.control_plane
             self.acceptors[ep.listener_name] = Acceptor(
                 endpoint=ep, plane=plane, quotas=self.quotas, registry=self.registry, reactor=reactor,
                 config=config, processor_class=plane.processor_class,
@@ -141,15 +143,21 @@ class SocketServer(Service):
 
     def _register_gauges(self) -> None:
         for plane in self.planes:
-            channel = plane.channel
             self.metrics.gauge(MetricName("kafka.network", "RequestChannel", f"{plane.metric_prefix}RequestQueueSize"),
-                               lambda channel=channel: channel.queue_size)
+                               self._queue_size_of(plane.channel))
         self.metrics.gauge(MetricName("kafka.network", "SocketServer", "ConnectionCount"),
                            lambda: self.quotas.total)
         for name in self.acceptors:
             self.metrics.gauge(MetricName("kafka.server", "socket-server-metrics", "connection-count",
                                           (("listener", name),)),
-                               lambda name=name: self.quotas.per_listener[name])
+                               self._connection_count_of(name))
+
+    @staticmethod
+    def _queue_size_of(channel: RequestChannel) -> Callable[[], int]:
+        return lambda: channel.queue_size
+
+    def _connection_count_of(self, listener_name: str) -> Callable[[], int]:
+        return lambda: self.quotas.per_listener[listener_name]
 
     # -- lifecycle --------------------------------------------------------------------
 

@@ -25,6 +25,9 @@ from .config_repository import ConfigRepository
 from .dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from .metadata_cache import MetadataCache
 
+#: How long a Metadata request that auto-creates topics waits for them to reach the brokers.
+AUTO_CREATE_WAIT_MS = 5000
+
 #: (name, ConfigEntry, read_only, value as described) for one config of a resource.
 DescribedConfig = tuple[str, ConfigEntry, bool, "str | None"]
 
@@ -62,17 +65,22 @@ class AdminManager:
 
         Kafka answers LEADER_NOT_AVAILABLE while a new topic propagates; here
         the call waits for the controller (milliseconds on one node) so the
-        client gets the topic in the same answer.
+        client gets the topic in the same answer -- but at most
+        ``AUTO_CREATE_WAIT_MS``, after which the client is told
+        LEADER_NOT_AVAILABLE and retries, as with Kafka.
         """
         errors: dict[str, ErrorCode] = {}
         try:
-            results = await self.controller.create_topics([NewTopic(name) for name in names])
+            results = await self.controller.create_topics([NewTopic(name) for name in names],
+                                                          timeout_ms=AUTO_CREATE_WAIT_MS)
         except KafkaError as exc:
             if exc.code != ErrorCode.NOT_CONTROLLER:
                 raise
             return {name: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for name in names}
         for result in results:
-            if result.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+            if result.error == ErrorCode.REQUEST_TIMED_OUT:   # created, still on its way to the brokers
+                errors[result.name] = ErrorCode.LEADER_NOT_AVAILABLE
+            elif result.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
                 errors[result.name] = (ErrorCode.INVALID_REPLICATION_FACTOR
                                        if result.error == ErrorCode.INVALID_REPLICATION_FACTOR
                                        else ErrorCode.LEADER_NOT_AVAILABLE)

@@ -30,6 +30,7 @@ from twisted.logger import Logger
 from twisted_kafka.controller.client import ControllerClient
 from twisted_kafka.network.socket_server import SocketServer
 from twisted_kafka.protocol.errors import KafkaError
+from twisted_kafka.waiting import fired_within
 
 from .replica_manager import ReplicaManager
 
@@ -63,7 +64,7 @@ class BrokerLifecycleManager(Service):
         await self.socket_server.stop_accepting()
         self.socket_server.stop_processing_requests()
         self.replica_manager.purgatory.complete_all()
-        if not await self._within(self.socket_server.drained(), DRAIN_TIMEOUT_SECONDS):
+        if not await fired_within(self.reactor, self.socket_server.drained(), DRAIN_TIMEOUT_SECONDS):
             self.log.warn("{count} request(s) still in flight after {timeout}s; closing anyway",
                           count=self.socket_server.inflight_count(), timeout=DRAIN_TIMEOUT_SECONDS)
 
@@ -87,18 +88,6 @@ class BrokerLifecycleManager(Service):
                           count=len(remaining))
             await deferLater(self.reactor, self.config["controlled.shutdown.retry.backoff.ms"] / 1000.0,
                              lambda: None)
-
-    def _within(self, d: Deferred, seconds: float) -> Deferred:
-        """A Deferred firing True when ``d`` fires, or False after ``seconds``."""
-        result: Deferred = Deferred()
-        timer = self.reactor.callLater(seconds, lambda: result.called or result.callback(False))
-
-        def fired(_):
-            if not result.called:
-                timer.cancel()
-                result.callback(True)
-        d.addBoth(fired)
-        return result
 
 
 __all__ = ["BrokerLifecycleManager", "DRAIN_TIMEOUT_SECONDS"]

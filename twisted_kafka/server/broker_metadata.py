@@ -62,7 +62,7 @@ def load_or_create(log_dirs: list[str], configured_broker_id: int, *, reserved_b
         if os.path.exists(path):
             found[log_dir] = _read(path)
 
-    cluster_ids = {values.get("cluster.id") for values in found.values() if values.get("cluster.id")}
+    cluster_ids = {values["cluster.id"] for values in found.values() if values.get("cluster.id")}
     if len(cluster_ids) > 1:
         raise ConfigError("log.dirs",
                           f"log directories belong to different clusters ({', '.join(sorted(cluster_ids))})")

@@ -165,8 +165,9 @@ class DynamicBrokerConfig:
         return [c for c in self._reconfigurables if any(old[key] != new[key] for key in c.reconfigurable_keys)]
 
     def _switch_to(self, config: KafkaConfig) -> None:
-        if config is self.current:
-            return
+        dynamic = (ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, ConfigSource.DYNAMIC_BROKER_CONFIG)
+        if all(config.layer(source) == self.current.layer(source) for source in dynamic):
+            return   # the controller repeated what is in effect (every UpdateMetadata at startup does)
         affected = self._affected(config)
         self.current = config
         for component in affected:

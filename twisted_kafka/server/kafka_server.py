@@ -31,7 +31,6 @@ so every part is built with the broker id it runs as.
 from __future__ import annotations
 
 import os
-import time
 from time import monotonic
 
 from twisted.application.service import MultiService, Service
@@ -53,6 +52,7 @@ from .api_table import broker_handlers
 from .broker_lifecycle import BrokerLifecycleManager
 from .broker_metadata import BrokerMetadata, load_or_create
 from .config_repository import ConfigRepository
+from .controller_requests import ControllerRequestGuard, new_broker_epoch
 from .dynamic_config import ConnectionLimits, DynamicBrokerConfig, LogDefaults
 from .kafka_apis import KafkaApis
 from .metadata_cache import MetadataCache
@@ -93,8 +93,8 @@ class KafkaServer(MultiService):
         self.broker: BrokerMetadata = load_or_create(self.log_dirs, config["broker.id"],
                                                      reserved_broker_max_id=config["reserved.broker.max.id"])
         broker_id = self.broker.broker_id
-        # Broker epochs must grow across restarts (Kafka takes ZooKeeper's session id).
-        self.broker_epoch = time.time_ns() // 1_000_000
+        # KIP-380: grows across restarts (Kafka takes ZooKeeper's session id), and cannot be guessed.
+        self.broker_epoch = new_broker_epoch()
         self.metrics = MetricsRegistry()
         self.dynamic_config = DynamicBrokerConfig(config, broker_id)
         self.config_repository = ConfigRepository()
@@ -108,16 +108,18 @@ class KafkaServer(MultiService):
                                       broker_epoch=self.broker_epoch)
         self.replica_manager = ReplicaManager(broker_id=broker_id, log_manager=self.log_manager, reactor=reactor,
                                               topic_overrides=self.config_repository.topic_overrides)
-        self.replica_manager.broker_epoch = self.broker_epoch
 
         self.apis = KafkaApis()
         self.socket_server = SocketServer(config=config, listeners=self.listeners, reactor=reactor,
                                           metrics=self.metrics, apis=self.apis)
         self.apis.request_metrics = self.socket_server.data_plane.request_metrics
         self.controller_service = ControllerService(
-            config=config, broker_id=broker_id, metadata_dir=self.log_dirs[0], reactor=reactor, threadpool=pool,
-            registration=self._registration)
+            config=config, broker_id=broker_id, cluster_id=self.broker.cluster_id, metadata_dir=self.log_dirs[0],
+            reactor=reactor, threadpool=pool, registration=self._registration)
         controller = self.controller_service.client
+        self.controller_guard = ControllerRequestGuard(
+            broker_id=broker_id, cluster_id=self.broker.cluster_id, broker_epoch=self.broker_epoch,
+            known_controller=lambda: controller.controller_id)
         self.admin_manager = AdminManager(controller=controller, metadata_cache=self.metadata_cache,
                                           config_repository=self.config_repository,
                                           dynamic_config=self.dynamic_config)
@@ -128,8 +130,9 @@ class KafkaServer(MultiService):
                 advertised_keys=lambda context: self.socket_server.plane(context.plane).served_keys(),
                 replica_manager=self.replica_manager, metadata_cache=self.metadata_cache,
                 admin_manager=self.admin_manager, config_repository=self.config_repository,
-                dynamic_config=self.dynamic_config, controller=controller,
-                group_coordinator=self.group_coordinator, clock=reactor):
+                dynamic_config=self.dynamic_config, controller=controller, controller_guard=self.controller_guard,
+                group_coordinator=self.group_coordinator.coordinator, offsets_topic=self.group_coordinator,
+                clock=reactor):
             self.apis.register(handler)
         self.dynamic_config.add_reconfigurable(LogDefaults(self.log_manager, self.config_repository))
         self.dynamic_config.add_reconfigurable(ConnectionLimits(self.socket_server.quotas))

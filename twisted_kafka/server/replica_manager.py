@@ -5,9 +5,9 @@ follower, creating the log; StopReplica: stop, and delete if asked) and
 serves the data path: appends for Produce, reads for Fetch, offset lookups
 for ListOffsets, log start moves for DeleteRecords, with the fetch purgatory
 woken by every append.  Each goes to the partition's ``UnifiedLog``, which
-decides what runs on the reactor and what in the I/O thread pool.  Requests
-from a controller older than the last one seen are refused
-(STALE_CONTROLLER_EPOCH), and a partition's leader epoch is never moved
+decides what runs on the reactor and what in the I/O thread pool.  Whether
+a controller request may be applied at all is decided before it gets here
+(``ControllerRequestGuard``); a partition's leader epoch is never moved
 backwards.
 
 Other parts of the broker learn about leadership through a narrow listener
@@ -73,8 +73,6 @@ class ReplicaManager:
         self.reactor = reactor
         self.topic_overrides = topic_overrides  # topic name -> its config overrides (from the controller's store)
         self.partitions: dict[tuple[str, int], Partition] = {}
-        self.controller_epoch = -1
-        self.broker_epoch = -1
         self.purgatory = FetchPurgatory(reactor)
         self._listeners: list[LeadershipListener] = []
 
@@ -90,15 +88,6 @@ class ReplicaManager:
                                  method=method)
 
     # -- controller requests ---------------------------------------------------------
-
-    def check_controller(self, controller_epoch: int, broker_epoch: int) -> None:
-        if controller_epoch < self.controller_epoch:
-            raise KafkaError(ErrorCode.STALE_CONTROLLER_EPOCH,
-                             f"controller epoch {controller_epoch} is older than {self.controller_epoch}")
-        if broker_epoch not in (-1, self.broker_epoch) and broker_epoch < self.broker_epoch:
-            raise KafkaError(ErrorCode.STALE_BROKER_EPOCH,
-                             f"broker epoch {broker_epoch} is older than {self.broker_epoch}")
-        self.controller_epoch = controller_epoch
 
     def become_leader_or_follower(self, changes: list[PartitionStateChange]) -> dict[tuple[str, int], ErrorCode]:
         """Apply LeaderAndIsr partition states; the error per partition (NONE when applied)."""

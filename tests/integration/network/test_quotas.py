@@ -1,9 +1,10 @@
 """ConnectionQuotas against a real broker process, over loopback sockets.
 
 Clients bind 127.0.0.2 / 127.0.0.3 as their source address to appear as other
-IPs.  The broker's own controller keeps a connection to its listeners from
-127.0.0.1, so limits on 127.0.0.1 and on the broker-wide total are checked
-with that connection allowed for.
+IPs.  The broker's own controller keeps a connection to its control plane from
+127.0.0.1, which counts neither against 127.0.0.1's per-IP limit nor against
+the broker-wide one; without a control plane it connects to the data plane
+like a client, and limits on the total are checked with it allowed for.
 """
 
 from __future__ import annotations
@@ -58,13 +59,26 @@ def test_per_ip_limit_closes_the_connection_over_it_and_spares_other_ips(broker_
     close(held + [sixth, other, control, again])
 
 
-def test_per_ip_limit_counts_both_planes(broker_factory):
+def test_per_ip_limit_counts_the_data_plane_and_not_the_control_plane(broker_factory):
+    """Control-plane connections are inter-broker traffic: counted on their listener, not per IP."""
     broker = broker_factory({"max.connections.per.ip": "2"})
-    data = admitted(broker.data_port, "127.0.0.2")
-    control = admitted(broker.control_port, "127.0.0.2")
-    third = RawClient(broker.control_port, source="127.0.0.2")
+    control = [admitted(broker.control_port, "127.0.0.2") for _ in range(3)]
+    data = [admitted(broker.data_port, "127.0.0.2") for _ in range(2)]
+    third = RawClient(broker.data_port, source="127.0.0.2")
     assert third.wait_closed(5)
-    close([data, control, third])
+    close(control + data + [third])
+
+
+def test_the_controllers_connection_does_not_use_a_client_ips_budget(broker_factory):
+    """The controller reaches its broker on the control plane from 127.0.0.1: that is inter-broker
+    traffic, counted on the control-plane listener and not against 127.0.0.1's per-IP budget."""
+    broker = broker_factory({"max.connections.per.ip": "2"})
+    broker.wait_for_log(r"Controller 0 active")
+    clients = [admitted(broker.data_port, "127.0.0.1") for _ in range(2)]
+    third = RawClient(broker.data_port, source="127.0.0.1")
+    assert third.wait_closed(5), "the third connection from 127.0.0.1 is over max.connections.per.ip=2"
+    assert all(c.api_versions(0).error_code == 0 for c in clients)
+    close(clients + [third])
 
 
 def test_per_ip_overrides_raise_one_ip_limit(broker_factory):

@@ -1,100 +1,21 @@
 """KafkaController's admin planning: topic and partition plans, waiting for brokers, broker configs.
 
 The controller runs against a fake channel manager (each request is answered
-by a Deferred the test controls) and a real MetadataStore whose "thread pool"
-runs work at once, on a ``Clock``: everything is synchronous and deterministic.
+by a Deferred the test controls) and a real JsonFileMetadataStore whose
+"thread pool" runs work at once, on a ``Clock``: everything is synchronous
+and deterministic (see ``helpers``).
 """
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
-from twisted.internet.defer import Deferred, ensureDeferred, succeed
-from twisted.internet.task import Clock
-from twisted.python.failure import Failure
+from twisted.internet.defer import ensureDeferred
 
-from twisted_kafka.config import KafkaConfig
-from twisted_kafka.controller.kafka_controller import KafkaController, LiveBroker, NewTopic
-from twisted_kafka.controller.metadata_store import MetadataStore
-from twisted_kafka.network.listeners import EndPoint
-from twisted_kafka.protocol import messages as m
+from twisted_kafka.controller.client import NewTopic
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
 
-
-class InlineReactor(Clock):
-    def callFromThread(self, f, *args, **kwargs):
-        f(*args, **kwargs)
-
-
-class InlinePool:
-    def callInThreadWithCallback(self, on_result, f, *args, **kwargs):
-        try:
-            result = f(*args, **kwargs)
-        except BaseException:
-            on_result(False, Failure())
-        else:
-            on_result(True, result)
-
-
-class FakeChannels:
-    """Records every request; answers at once unless ``hold`` is set."""
-
-    def __init__(self, reactor):
-        self.reactor = reactor
-        self.sent: list[tuple[int, int, object]] = []
-        self.hold = False
-        self.pending: list[Deferred] = []
-
-    def add_broker(self, broker_id, host, port):
-        pass
-
-    def close(self):
-        pass
-
-    def send(self, broker_id, api_key, version, request):
-        self.sent.append((broker_id, api_key, request))
-        responses = {ApiKey.LEADER_AND_ISR: m.LeaderAndIsrResponse, ApiKey.UPDATE_METADATA: m.UpdateMetadataResponse,
-                     ApiKey.STOP_REPLICA: m.StopReplicaResponse}
-        response = responses[api_key](error_code=0)
-        if self.hold:
-            d = Deferred()
-            self.pending.append((d, response))
-            return d
-        return succeed(response)
-
-    def release(self):
-        pending, self.pending = self.pending, []
-        for d, response in pending:
-            d.callback(response)
-
-    def kinds(self) -> list[int]:
-        return [api_key for _, api_key, _ in self.sent]
-
-
-def run(coroutine):
-    """The result of a coroutine that completes synchronously (raises its exception)."""
-    d = ensureDeferred(coroutine)
-    outcome = []
-    d.addBoth(outcome.append)
-    assert outcome, "the coroutine is still waiting"
-    if isinstance(outcome[0], Failure):
-        outcome[0].raiseException()
-    return outcome[0]
-
-
-def make_controller(tmp_path, brokers=(0,), **props):
-    reactor = InlineReactor()
-    config = KafkaConfig.from_props({"log.dirs": str(tmp_path), **{k: str(v) for k, v in props.items()}})
-    store = MetadataStore(str(tmp_path), reactor=reactor, threadpool=InlinePool())
-    channels = FakeChannels(reactor)
-    controller = KafkaController(config=config, broker_id=brokers[0], store=store, channels=channels)
-    live = [LiveBroker(broker_id=b, epoch=1, endpoints=(EndPoint("PLAINTEXT", "127.0.0.1", 9092 + b, "PLAINTEXT"),),
-                       control_listener="PLAINTEXT") for b in brokers]
-    run(controller.startup(live))
-    channels.sent.clear()
-    return controller, channels, reactor
+from .helpers import make_controller, make_store, run
 
 
 def errors(results):
@@ -127,9 +48,11 @@ def test_create_topics_plans_each_topic_alone(tmp_path):
     by_name = {r.name: r for r in results}
     assert (by_name["defaults"].num_partitions, by_name["defaults"].replication_factor) == (3, 1)
     assert "retention.ms" in by_name["bad"].message
-    assert set(controller.store.topics) == {"taken", "defaults", "a.b"}
-    # one LeaderAndIsr and one UpdateMetadata for the whole batch
-    assert channels.kinds()[-2:] == [ApiKey.LEADER_AND_ISR, ApiKey.UPDATE_METADATA]
+    assert set(controller.topics) == {"taken", "defaults", "a.b"}
+    # one configs-only UpdateMetadata, one LeaderAndIsr and one UpdateMetadata for the whole batch
+    assert channels.kinds()[-3:] == [ApiKey.UPDATE_METADATA, ApiKey.LEADER_AND_ISR, ApiKey.UPDATE_METADATA]
+    [_, leader_and_isr, _] = channels.sent[-3:]
+    assert [t.topic_name for t in leader_and_isr[2].topic_states] == ["defaults", "a.b"]
 
 
 def test_validate_only_persists_nothing_and_sends_nothing(tmp_path):
@@ -138,7 +61,7 @@ def test_validate_only_persists_nothing_and_sends_nothing(tmp_path):
                                             validate_only=True))
     assert (result.error, result.num_partitions, result.topic_id, result.configs) == (
         ErrorCode.NONE, 4, None, {"retention.ms": "10"})
-    assert controller.store.topics == {} and channels.sent == []
+    assert controller.topics == {} and channels.sent == []
     assert not (tmp_path / "cluster-metadata.json").exists() or "\"v\"" not in \
         (tmp_path / "cluster-metadata.json").read_text()
 
@@ -151,7 +74,7 @@ def test_waiting_for_brokers_times_out_without_losing_the_topic(tmp_path):
     reactor.advance(0.5)
     [result] = d.result
     assert result.error == ErrorCode.REQUEST_TIMED_OUT and "slow" in result.message
-    assert "slow" in controller.store.topics
+    assert "slow" in controller.topics
     # The lock was released before waiting: the next change is planned and queued meanwhile.
     d2 = ensureDeferred(controller.create_topics([NewTopic("next", 1, 1)], wait_for_brokers=False))
     assert [r.error for r in d2.result] == [ErrorCode.NONE]
@@ -187,27 +110,26 @@ def test_plan_partitions(tmp_path):
     assert controller.plan_partitions("t", 3, [[2, 0]]) == {2: [2, 0]}
 
     run(controller.create_partitions("t", 4, None, validate_only=True))
-    assert len(controller.store.topics["t"].partitions) == 2
+    assert len(controller.topics["t"].partitions) == 2
     channels.sent.clear()
     run(controller.create_partitions("t", 4, [[1, 2], [2, 0]]))
-    assert [controller.store.topics["t"].partitions[i].replicas for i in (2, 3)] == [[1, 2], [2, 0]]
+    assert [controller.topics["t"].partitions[i].replicas for i in (2, 3)] == [(1, 2), (2, 0)]
     assert channels.kinds()[:1] == [ApiKey.LEADER_AND_ISR] and ApiKey.UPDATE_METADATA in channels.kinds()
 
 
 def test_delete_topics_results_carry_ids(tmp_path):
     controller, channels, _ = make_controller(tmp_path)
     run(controller.create_topics([NewTopic("gone", 2, 1)]))
-    gone_id = controller.store.topics["gone"].topic_id
-    assert controller.topic_name(gone_id) == "gone" and controller.topic_name(uuid.uuid4()) is None
+    gone_id = controller.topics["gone"].topic_id
     channels.sent.clear()
     results = run(controller.delete_topics(["gone", "gone", "never"]))
     assert {n: (r.error, r.topic_id) for n, r in results.items()} == {
         "gone": (ErrorCode.NONE, gone_id), "never": (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)}
-    assert controller.store.topics == {}
+    assert controller.topics == {}
     assert sorted(channels.kinds()) == sorted([ApiKey.UPDATE_METADATA, ApiKey.STOP_REPLICA])
     # the name is free again, under a new id
     run(controller.create_topics([NewTopic("gone", 1, 1)]))
-    assert controller.store.topics["gone"].topic_id != gone_id
+    assert controller.topics["gone"].topic_id != gone_id
 
 
 def test_delete_topics_disabled(tmp_path):
@@ -215,26 +137,61 @@ def test_delete_topics_disabled(tmp_path):
     run(controller.create_topics([NewTopic("kept", 1, 1)]))
     results = run(controller.delete_topics(["kept"]))
     assert results["kept"].error == ErrorCode.TOPIC_DELETION_DISABLED
-    assert "kept" in controller.store.topics
+    assert "kept" in controller.topics
 
 
 def test_configs_are_persisted(tmp_path):
-    controller, _, reactor = make_controller(tmp_path)
+    controller, channels, reactor = make_controller(tmp_path)
     run(controller.create_topics([NewTopic("c", 1, 1, configs={"retention.ms": "5"})]))
-    seen = []
-    controller.topic_config_listeners.append(lambda topic, configs: seen.append((topic, configs)))
+    channels.sent.clear()
     run(controller.alter_topic_configs("c", {"segment.ms": "1000"}, validate_only=True))
-    assert seen == [] and controller.topic_configs("c") == {"retention.ms": "5"}
+    assert channels.sent == [] and controller.topics["c"].configs == {"retention.ms": "5"}
     with pytest.raises(KafkaError) as info:
         run(controller.alter_topic_configs("c", {"segment.ms": "0"}))
     assert info.value.code == ErrorCode.INVALID_CONFIG and "segment.ms" in info.value.message
+    with pytest.raises(KafkaError) as info:
+        run(controller.alter_topic_configs("missing", {"segment.ms": "1000"}))
+    assert info.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert channels.sent == []
     run(controller.alter_topic_configs("c", {"segment.ms": "1000"}))
-    assert seen == [("c", {"segment.ms": "1000"})]
+    assert controller.topics["c"].configs == {"segment.ms": "1000"}
+    # the brokers are told the new overrides (and nothing else) in UpdateMetadata
+    [(broker_id, api_key, request)] = channels.sent
+    assert (broker_id, api_key) == (0, ApiKey.UPDATE_METADATA)
+    [state] = request.topic_states
+    assert state.topic_name == "c" and state.partition_states == []
+    assert [(c.name, c.value) for c in state.topic_configs] == [("segment.ms", "1000")]
     run(controller.alter_broker_configs("0", {"log.retention.bytes": "100"}))
     run(controller.alter_broker_configs("", {"log.roll.ms": "5000"}))
     run(controller.alter_broker_configs("", {}))
+    assert controller.broker_configs == {"0": {"log.retention.bytes": "100"}}
 
-    reloaded = MetadataStore(str(tmp_path), reactor=reactor, threadpool=InlinePool())
-    reloaded.load()
+    reloaded = run(make_store(tmp_path, reactor).load())
     assert reloaded.topics["c"].configs == {"segment.ms": "1000"}
     assert reloaded.broker_configs == {"0": {"log.retention.bytes": "100"}}
+
+
+def test_only_the_active_controller_changes_anything(tmp_path):
+    controller, channels, _ = make_controller(tmp_path)
+    controller.shutdown()
+    assert channels.closed and not controller.active
+    for call in (controller.create_topics([NewTopic("t", 1, 1)]), controller.delete_topics(["t"]),
+                 controller.create_partitions("t", 2, None), controller.alter_topic_configs("t", {}),
+                 controller.alter_broker_configs("", {}), controller.controlled_shutdown(0, 1)):
+        with pytest.raises(KafkaError) as info:
+            run(call)
+        assert info.value.code == ErrorCode.NOT_CONTROLLER
+    assert channels.sent == []
+
+
+def test_controlled_shutdown_reports_the_partitions_that_could_move(tmp_path):
+    controller, _, _ = make_controller(tmp_path, brokers=(0, 1))
+    run(controller.create_topics([NewTopic("single", assignments={0: [0]}),
+                                  NewTopic("pair", assignments={0: [0, 1], 1: [1, 0]})]))
+    assert run(controller.controlled_shutdown(0, 1)) == [("pair", 0)]
+    assert run(controller.controlled_shutdown(1, 1)) == [("pair", 1)]
+    for broker_id, epoch, code in ((7, 1, ErrorCode.BROKER_NOT_AVAILABLE), (0, 99, ErrorCode.STALE_BROKER_EPOCH),
+                                   (0, -1, ErrorCode.STALE_BROKER_EPOCH)):     # -1 ("any epoch") is no epoch
+        with pytest.raises(KafkaError) as info:
+            run(controller.controlled_shutdown(broker_id, epoch))
+        assert info.value.code == code

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from twisted.internet.defer import ensureDeferred
+from twisted.internet.defer import Deferred, ensureDeferred
 
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
@@ -36,7 +36,7 @@ class CreatePartitionsHandler(ApiHandler):
     async def handle(self, request):
         body = request.body
         counts = Counter(topic.name for topic in body.topics)
-        slots: dict[str, object] = {}
+        slots: dict[str, KafkaError | Deferred[None]] = {}
         for topic in body.topics:
             if topic.name in slots:
                 continue
@@ -53,8 +53,10 @@ class CreatePartitionsHandler(ApiHandler):
         request.mark_local_complete()
         results = []
         for name, slot in slots.items():
-            error = slot
-            if not isinstance(slot, KafkaError):
+            error: KafkaError | None
+            if isinstance(slot, KafkaError):
+                error = slot
+            else:
                 try:
                     await slot
                     error = None

@@ -39,7 +39,7 @@ _Config = R.CreatableTopicResult.CreatableTopicConfigs
 _ZERO_UUID = uuid.UUID(int=0)
 
 
-def _error_result(name: str, error: ErrorCode, message: str | None) -> _Result:
+def _error_result(name: str, error: ErrorCode, message: str | None):
     return _Result(name=name, topic_id=_ZERO_UUID, error_code=error, error_message=message,
                    num_partitions=-1, replication_factor=-1, configs=[])
 

@@ -54,7 +54,8 @@ class DeleteTopicsHandler(ApiHandler):
         if not self.config["delete.topic.enable"]:
             error = ErrorCode.TOPIC_DELETION_DISABLED if version >= 3 else ErrorCode.INVALID_REQUEST
             return self.error_response(request, error, "Topic deletion is disabled.")
-        answers: list[tuple[str | None, uuid.UUID, ErrorCode, str | None]] = []
+        # (name, topic id, error or None: to be deleted, message)
+        answers: list[tuple[str | None, uuid.UUID, ErrorCode | None, str | None]] = []
         names: list[str] = []
         for name, topic_id in requested:
             if name is not None and topic_id != _ZERO_UUID:
@@ -80,15 +81,18 @@ class DeleteTopicsHandler(ApiHandler):
             results = await self.admin.delete_topics(names, timeout_ms=request.body.timeout_ms)
         entries = []
         seen = set()
-        for name, topic_id, error, message in answers:
-            if error is None:
+        for name, topic_id, refused, message in answers:
+            if refused is None:
+                assert name is not None   # every topic to delete was resolved to a name
                 if name in seen:
                     continue
                 seen.add(name)
                 result = results[name]
-                error, message = result.error, result.message
+                outcome, message = result.error, result.message
                 topic_id = result.topic_id or topic_id
-            entries.append(_Result(name=name, topic_id=topic_id, error_code=error, error_message=message))
+            else:
+                outcome = refused
+            entries.append(_Result(name=name, topic_id=topic_id, error_code=outcome, error_message=message))
         return R(throttle_time_ms=0, responses=entries)
 
     def error_response(self, request, error: ErrorCode, message: str | None = None):

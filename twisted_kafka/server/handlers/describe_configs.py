@@ -85,7 +85,7 @@ class DescribeConfigsHandler(ApiHandler):
     # -- encoding -----------------------------------------------------------------
 
     @staticmethod
-    def _entry(request, name: str, entry: ConfigEntry, read_only: bool, value: str | None) -> _Entry:
+    def _entry(request, name: str, entry: ConfigEntry, read_only: bool, value: str | None):
         body = request.body
         version = request.api_version
         synonyms = []
@@ -98,10 +98,11 @@ class DescribeConfigsHandler(ApiHandler):
                       config_source=entry.source.value,
                       is_default=entry.source is ConfigSource.DEFAULT_CONFIG,
                       is_sensitive=entry.sensitive, synonyms=synonyms,
-                      config_type=CONFIG_TYPE_IDS.get(entry.type, 0), documentation=documentation)
+                      config_type=CONFIG_TYPE_IDS.get(entry.type, 0) if entry.type is not None else 0,
+                      documentation=documentation)
 
     @staticmethod
-    def _result(resource, error: ErrorCode, message: str | None, configs: list) -> _Result:
+    def _result(resource, error: ErrorCode, message: str | None, configs: list):
         return _Result(error_code=error, error_message=message, resource_type=resource.resource_type,
                        resource_name=resource.resource_name, configs=configs)
 

@@ -40,9 +40,10 @@ _MESSAGES = {
 class FindCoordinatorHandler(ApiHandler):
     api_key = ApiKey.FIND_COORDINATOR
 
-    def __init__(self, group_coordinator, metadata_cache: MetadataCache):
-        """``group_coordinator``: the ``GroupCoordinatorService`` (partition_for, ensure_offsets_topic)."""
-        self.groups = group_coordinator
+    def __init__(self, offsets_topic, metadata_cache: MetadataCache):
+        """``offsets_topic``: the ``GroupCoordinatorService`` (partition_for, offsets_topic_exists,
+        ensure_offsets_topic)."""
+        self.groups = offsets_topic
         self.cache = metadata_cache
 
     async def _find(self, request, key_type: int, key: str) -> tuple[ErrorCode, tuple[int, str, int]]:

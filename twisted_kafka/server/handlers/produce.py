@@ -101,7 +101,7 @@ class ProduceHandler(ApiHandler):
             if isinstance(outcome, KafkaError):
                 entry = _partition_response(index, outcome.code, outcome.message)
             elif isinstance(outcome, Failure):
-                if outcome.check(KafkaError):
+                if isinstance(outcome.value, KafkaError):
                     entry = _partition_response(index, outcome.value.code, outcome.value.message)
                 else:
                     log.failure("Append to {topic}-{partition} failed", outcome, topic=topic,

@@ -1,0 +1,204 @@
+"""BrokerLifecycleManager: start enables the data plane; stop is controlled shutdown, then stop accepting,
+then stop processing, waiting fetches answered, and a drain bounded by its timeout -- all on the test's clock.
+
+The SocketServer is a recording stand-in (the order of its calls is the
+point); the ReplicaManager, its fetch purgatory and a long-polling Fetch are
+the real ones of the single-node harness.
+"""
+
+from __future__ import annotations
+
+import pytest
+from twisted.internet.defer import Deferred, succeed
+from twisted.logger import globalLogPublisher
+
+from twisted_kafka.config import KafkaConfig
+from twisted_kafka.controller.client import NoControllerClient
+from twisted_kafka.protocol import messages as m
+from twisted_kafka.protocol.errors import ErrorCode, KafkaError
+from twisted_kafka.server.broker_lifecycle import DRAIN_TIMEOUT_SECONDS, BrokerLifecycleManager
+
+from .helpers import decode, result_of
+
+
+class RecordingSocketServer:
+    def __init__(self, calls: list):
+        self.calls = calls
+        self.accepting_stopped: Deferred = succeed(None)
+        self.drain: Deferred = Deferred()
+        self.inflight = 3
+
+    def enable_request_processing(self, plane=None):
+        self.calls.append(f"enable {plane}")
+
+    def stop_accepting(self):
+        self.calls.append("stop accepting")
+        return self.accepting_stopped
+
+    def stop_processing_requests(self):
+        self.calls.append("stop processing")
+
+    def drained(self):
+        self.calls.append("wait for drain")
+        return self.drain
+
+    def inflight_count(self):
+        return self.inflight
+
+
+class ShutdownController(NoControllerClient):
+    """Answers ControlledShutdown with the next of ``answers`` (a list of partitions, or an exception)."""
+
+    def __init__(self, calls: list, answers):
+        self.calls = calls
+        self.answers = list(answers)
+
+    async def controlled_shutdown(self, broker_id, broker_epoch):
+        self.calls.append(f"controlled shutdown {broker_id}/{broker_epoch}")
+        answer = self.answers.pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+
+@pytest.fixture
+def logged():
+    events = []
+    globalLogPublisher.addObserver(events.append)
+    yield events
+    globalLogPublisher.removeObserver(events.append)
+
+
+def lifecycle(node, answers=((),), **props):
+    calls: list[str] = []
+    config = KafkaConfig.from_props({"controlled.shutdown.retry.backoff.ms": "5000", **props})
+    server = RecordingSocketServer(calls)
+    controller = ShutdownController(calls, answers)
+    manager = BrokerLifecycleManager(config=config, broker_id=0, broker_epoch=7, socket_server=server,
+                                     replica_manager=node.replica_manager, controller=controller,
+                                     reactor=node.reactor)
+    return manager, server, calls
+
+
+def timers(node):
+    """The delayed calls that are not the log manager's periodic tasks."""
+    return [c for c in node.reactor.getDelayedCalls() if "LogManager" not in repr(c.func)]
+
+
+def waiting_fetch(node, calls):
+    F = m.FetchRequest
+    node.create_topic("t")
+    request, pending = node.pending(F(replica_id=-1, max_wait_ms=60_000, min_bytes=1, topics=[F.FetchTopic(
+        topic="t", partitions=[F.FetchTopic.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1024)])]),
+        12)
+    pending.addCallback(lambda response: calls.append("fetch answered") or response)
+    return request, pending
+
+
+def test_starting_enables_the_data_plane(node):
+    manager, _, calls = lifecycle(node)
+    manager.startService()
+    assert calls == ["enable data"] and manager.running
+
+
+def test_stopping_goes_in_kafka_s_order_and_waits_for_the_drain_without_polling(node):
+    manager, server, calls = lifecycle(node)
+    request, fetch = waiting_fetch(node, calls)
+    manager.startService()
+    calls.clear()
+    before = timers(node)
+    stopped = manager.stopService()
+    assert calls == ["controlled shutdown 0/7", "stop accepting", "stop processing", "fetch answered",
+                     "wait for drain"]
+    assert not manager.running and not stopped.called
+    # waiting costs one timer (the drain timeout), nothing that wakes up to look
+    [timer] = [c for c in timers(node) if c not in before]
+    assert timer.getTime() == pytest.approx(node.reactor.seconds() + DRAIN_TIMEOUT_SECONDS)
+    assert decode(request, result_of(fetch)).responses[0].partitions[0].error_code == ErrorCode.NONE
+    node.reactor.advance(DRAIN_TIMEOUT_SECONDS / 2)
+    assert not stopped.called
+    server.drain.callback(None)
+    assert stopped.called and stopped.result is None
+    assert not timer.active()
+
+
+def test_the_drain_is_bounded_by_its_timeout(node, logged):
+    manager, server, calls = lifecycle(node)
+    manager.startService()
+    stopped = manager.stopService()
+    node.reactor.advance(DRAIN_TIMEOUT_SECONDS - 0.001)
+    assert not stopped.called
+    node.reactor.advance(0.001)
+    assert stopped.called
+    [warning] = [e for e in logged if e.get("log_format", "").startswith("{count} request(s) still in flight")]
+    assert (warning["count"], warning["timeout"]) == (3, DRAIN_TIMEOUT_SECONDS)
+    server.drain.callback(None)                       # a late drain changes nothing
+
+
+def test_stop_accepting_completes_before_requests_stop_being_read(node):
+    manager, server, calls = lifecycle(node)
+    server.accepting_stopped = Deferred()
+    manager.startService()
+    calls.clear()
+    manager.stopService()
+    assert calls == ["controlled shutdown 0/7", "stop accepting"]
+    server.accepting_stopped.callback(None)
+    assert calls[2:] == ["stop processing", "wait for drain"]
+
+
+def test_controlled_shutdown_is_retried_after_its_backoff(node):
+    manager, server, calls = lifecycle(node, answers=[[("t", 0)], [("t", 0)], []],
+                                       **{"controlled.shutdown.max.retries": "3"})
+    manager.startService()
+    calls.clear()
+    manager.stopService()
+    assert calls == ["controlled shutdown 0/7"]
+    node.reactor.advance(4.999)
+    assert calls == ["controlled shutdown 0/7"]
+    node.reactor.advance(0.001)
+    assert calls == ["controlled shutdown 0/7"] * 2
+    node.reactor.advance(5)
+    assert calls == ["controlled shutdown 0/7"] * 3 + ["stop accepting", "stop processing", "wait for drain"]
+
+
+def test_after_the_last_retry_the_broker_stops_anyway(node):
+    manager, _, calls = lifecycle(node, answers=[[("t", 0)]] * 2, **{"controlled.shutdown.max.retries": "2"})
+    manager.startService()
+    calls.clear()
+    manager.stopService()
+    node.reactor.advance(5)
+    assert calls == ["controlled shutdown 0/7"] * 2
+    node.reactor.advance(5)                           # Kafka backs off after the last attempt too
+    assert calls == ["controlled shutdown 0/7"] * 2 + ["stop accepting", "stop processing", "wait for drain"]
+
+
+@pytest.mark.parametrize("failure", [KafkaError(ErrorCode.NOT_CONTROLLER, "gone"), ConnectionError("refused")])
+def test_a_failed_controlled_shutdown_is_not_retried(node, failure):
+    manager, _, calls = lifecycle(node, answers=[failure], **{"controlled.shutdown.max.retries": "3"})
+    manager.startService()
+    calls.clear()
+    manager.stopService()
+    assert calls == ["controlled shutdown 0/7", "stop accepting", "stop processing", "wait for drain"]
+
+
+def test_controlled_shutdown_can_be_disabled(node):
+    manager, _, calls = lifecycle(node, answers=[], **{"controlled.shutdown.enable": "false"})
+    manager.startService()
+    calls.clear()
+    manager.stopService()
+    assert calls == ["stop accepting", "stop processing", "wait for drain"]
+
+
+def test_the_single_node_controller_lets_its_broker_stop(node):
+    """Through the real LocalControllerClient: a single replica cannot move, so nothing remains."""
+    calls: list[str] = []
+    server = RecordingSocketServer(calls)
+    node.create_topic("t", 2)
+    manager = BrokerLifecycleManager(config=node.config, broker_id=0, broker_epoch=1, socket_server=server,
+                                     replica_manager=node.replica_manager, controller=node.controller_client,
+                                     reactor=node.reactor)
+    manager.startService()
+    stopped = manager.stopService()
+    assert calls == ["enable data", "stop accepting", "stop processing", "wait for drain"]
+    server.drain.callback(None)
+    assert stopped.called

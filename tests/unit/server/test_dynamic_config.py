@@ -1,0 +1,194 @@
+"""DynamicBrokerConfig: broker resource names, which keys may change at runtime, and applying stored layers.
+
+Only the keys a registered ``Reconfigurable`` declares are dynamic; anything
+else is refused when altered and skipped (with a warning) when it arrives
+from the controller, as Kafka ignores invalid dynamic configs at startup.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from twisted_kafka.config import BROKER_CONFIG, ConfigError, ConfigSource, KafkaConfig
+from twisted_kafka.protocol.errors import ErrorCode, KafkaError
+from twisted_kafka.server.config_repository import ConfigRepository
+from twisted_kafka.server.dynamic_config import ConnectionLimits, DynamicBrokerConfig, LogDefaults
+
+from .helpers import RecordingQuotas
+
+
+def raises(code, f, *args):
+    with pytest.raises(KafkaError) as info:
+        f(*args)
+    assert info.value.code == code
+    return info.value.message
+
+
+class RecordingLogManager:
+    def __init__(self):
+        self.config = None
+        self.updated = []
+
+    def all_logs(self):
+        return []
+
+    def update_topic_config(self, topic, overrides):
+        self.updated.append((topic, overrides))
+
+
+class Component:
+    """A Reconfigurable that records what it is asked, and may refuse or fail."""
+
+    def __init__(self, keys, *, refuse=None, fail=False):
+        self.reconfigurable_keys = frozenset(keys)
+        self.refuse = refuse
+        self.fail = fail
+        self.validated: list[KafkaConfig] = []
+        self.applied: list[KafkaConfig] = []
+
+    def validate_reconfiguration(self, config):
+        self.validated.append(config)
+        if self.refuse is not None and self.refuse(config):
+            raise ConfigError("component", "refused by the component")
+
+    def reconfigure(self, config):
+        self.applied.append(config)
+        if self.fail:
+            raise RuntimeError("cannot apply")
+
+
+def dynamic(props=None, broker_id=0, repository=None):
+    """A DynamicBrokerConfig with the broker's two real reconfigurables."""
+    config = DynamicBrokerConfig(KafkaConfig.from_props(props or {}), broker_id)
+    log_manager, quotas = RecordingLogManager(), RecordingQuotas()
+    config.add_reconfigurable(LogDefaults(log_manager, repository or ConfigRepository()))
+    config.add_reconfigurable(ConnectionLimits(quotas))
+    return config, log_manager, quotas
+
+
+def test_broker_resource_names():
+    config = DynamicBrokerConfig(KafkaConfig.from_props({}), 3)
+    assert config.entity("") == "" and config.entity(None) == ""
+    assert config.entity("3") == "3" and config.entity("03") == "3"
+    assert raises(ErrorCode.INVALID_REQUEST, config.entity, "4") == \
+        "Unexpected broker id, expected 3 or empty string, but received 4"
+    assert raises(ErrorCode.INVALID_REQUEST, config.entity, "three") == \
+        "Broker id must be an integer, but it is: three"
+
+
+def test_the_dynamic_keys_are_those_of_the_registered_components():
+    config = DynamicBrokerConfig(KafkaConfig.from_props({}), 0)
+    assert config.dynamic_keys == frozenset()
+    config.add_reconfigurable(LogDefaults(RecordingLogManager(), ConfigRepository()))
+    config.add_reconfigurable(ConnectionLimits(RecordingQuotas()))
+    assert config.dynamic_keys == LogDefaults.reconfigurable_keys | ConnectionLimits.reconfigurable_keys
+    assert all(BROKER_CONFIG[key].update_mode.value != "read-only" for key in config.dynamic_keys)
+    with pytest.raises(ValueError, match="no.such.key"):
+        config.add_reconfigurable(Component({"log.retention.ms", "no.such.key"}))
+
+
+def test_validate_accepts_only_dynamic_keys_with_valid_values():
+    config, log_manager, quotas = dynamic({"log.retention.hours": "10", "num.io.threads": "8"})
+    static = config.current
+    updated = config.validate("0", {"log.retention.ms": "1000", "max.connections": "50"})
+    assert updated["log.retention.ms"] == 1000 and updated.log_retention_ms == 1000
+    assert updated.source("max.connections") is ConfigSource.DYNAMIC_BROKER_CONFIG
+    assert static["max.connections"] != 50                                  # the old config is untouched
+    assert config.current is static and log_manager.config is None and quotas.updates == []   # nothing applied
+
+    config.apply({"0": {"log.retention.ms": "1000"}})
+    default = config.validate("", {"log.segment.bytes": "2048"})
+    assert default.source("log.segment.bytes") is ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+    assert default["log.retention.ms"] == 1000                              # the per-broker layer stays
+
+    message = raises(ErrorCode.INVALID_REQUEST, config.validate, "0",
+                     {"num.io.threads": "2", "log.retention.hours": "1", "log.retention.ms": "5"})
+    assert message == "Cannot update these configs dynamically: log.retention.hours, num.io.threads"
+    assert "log.segment.bytes" in raises(ErrorCode.INVALID_REQUEST, config.validate, "0",
+                                         {"log.segment.bytes": "10"})      # below its minimum of 14
+    assert raises(ErrorCode.INVALID_REQUEST, config.validate, "0", {"log.retention.ms": None}) == \
+        "Null value not supported for : log.retention.ms"
+    assert "max.connections.per.ip.overrides" in raises(
+        ErrorCode.INVALID_REQUEST, config.validate, "0",
+        {"max.connections.per.ip.overrides": "no-such-host.invalid:3"})
+
+
+def test_a_component_may_refuse_a_change_it_is_affected_by():
+    config = DynamicBrokerConfig(KafkaConfig.from_props({}), 0)
+    picky = Component({"log.retention.ms"}, refuse=lambda c: c["log.retention.ms"] < 1000)
+    bystander = Component({"max.connections"})
+    config.add_reconfigurable(picky)
+    config.add_reconfigurable(bystander)
+    assert "refused by the component" in raises(ErrorCode.INVALID_REQUEST, config.validate, "",
+                                                {"log.retention.ms": "5"})
+    config.validate("", {"log.retention.ms": "5000"})
+    assert len(picky.validated) == 2 and bystander.validated == []         # only the affected are asked
+
+
+def test_stored_broker_configs_are_applied_skipping_bad_ones():
+    repository = ConfigRepository()
+    repository.set_topic_overrides("t", {"retention.ms": "5"})
+    config, log_manager, quotas = dynamic({"log.retention.hours": "10"}, broker_id=7, repository=repository)
+    config.apply({"": {"log.roll.ms": "5000", "num.io.threads": "3"},
+                  "7": {"log.retention.bytes": "100", "log.segment.bytes": "1"},
+                  "8": {"log.retention.bytes": "999"}})
+    current = config.current
+    assert current["log.roll.ms"] == 5000
+    assert current.source("log.roll.ms") is ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+    assert current["log.retention.bytes"] == 100                 # our own entity ("7"), not broker 8's
+    assert current.source("log.segment.bytes") is ConfigSource.DEFAULT_CONFIG   # invalid stored value skipped
+    assert current.source("num.io.threads") is ConfigSource.DEFAULT_CONFIG      # not a dynamic key: skipped
+    assert config.layer("") == {"log.roll.ms": "5000"} and config.layer("7") == {"log.retention.bytes": "100"}
+    assert config["log.roll.ms"] == 5000
+    assert log_manager.config is current
+    assert log_manager.updated == [("t", {"retention.ms": "5"})]
+    assert quotas.updates == []                                  # connection keys unchanged: left alone
+
+
+def test_applying_replaces_a_layer_and_reconfigures_only_what_changed():
+    config, log_manager, quotas = dynamic()
+    config.apply({"": {"log.roll.ms": "5000", "max.connections": "10"}})
+    assert quotas.updates[-1] is config.current and log_manager.config is config.current
+    first = config.current
+
+    config.apply({"": {"log.roll.ms": "5000"}})                  # max.connections removed from the layer
+    assert config.current.source("max.connections") is ConfigSource.DEFAULT_CONFIG
+    assert len(quotas.updates) == 2 and log_manager.config is first   # the log defaults did not change
+
+    config.apply({"": {"log.roll.ms": "5000"}})                  # the same again: nothing to reconfigure
+    config.apply({"9": {"log.roll.ms": "1"}})                    # another broker's layer: ignored
+    assert len(quotas.updates) == 2 and log_manager.config is first
+    assert config.layer("") == {"log.roll.ms": "5000"} and config.layer("0") == {}
+
+
+def test_a_component_that_fails_to_apply_does_not_stop_the_others():
+    config = DynamicBrokerConfig(KafkaConfig.from_props({}), 0)
+    broken = Component({"log.retention.ms"}, fail=True)
+    working = Component({"log.retention.ms"})
+    config.add_reconfigurable(broken)
+    config.add_reconfigurable(working)
+    config.apply({"0": {"log.retention.ms": "5000"}})
+    assert config.current["log.retention.ms"] == 5000
+    assert broken.applied == [config.current] and working.applied == [config.current]
+
+
+def test_a_component_refusing_a_stored_key_skips_only_that_key():
+    config = DynamicBrokerConfig(KafkaConfig.from_props({}), 0)
+    config.add_reconfigurable(Component({"log.retention.ms"}, refuse=lambda c: c["log.retention.ms"] < 1000))
+    config.add_reconfigurable(Component({"log.roll.ms"}))
+    config.apply({"0": {"log.retention.ms": "5", "log.roll.ms": "7000"}})
+    assert config.layer("0") == {"log.roll.ms": "7000"}
+
+
+def test_log_defaults_reach_every_topic_with_its_own_overrides(tmp_path):
+    from .helpers import Broker
+
+    node = Broker(tmp_path)
+    node.create_topic("plain")
+    node.create_topic("tuned", configs={"retention.ms": "777"})
+    node.dynamic_config.apply({"": {"log.retention.ms": "1234", "log.segment.bytes": "4096"}})
+    assert node.log_manager.config is node.dynamic_config.current
+    assert (node.log("plain").config.retention_ms, node.log("plain").config.segment_bytes) == (1234, 4096)
+    assert (node.log("tuned").config.retention_ms, node.log("tuned").config.segment_bytes) == (777, 4096)
+    node.dynamic_config.apply({"": {}})
+    assert node.log("plain").config.retention_ms == 7 * 24 * 3600 * 1000
