@@ -19,12 +19,13 @@ process of the machine) as its first field:
 * ``FIRST t`` when the first message arrives;
 * ``MSG partition offset`` for every committed message (not with ``--quiet``);
 * ``PROGRESS t n`` after each commit with ``--quiet``: n messages committed so far;
-* ``ERR t text`` for a failed commit (the batch is not reported);
+* ``ERR t text`` for a failed commit (a rebalance may fail one): the batch is not
+  reported, and the member reads it again if it still owns its partitions;
 * ``CLOSING t`` on SIGTERM, before closing the consumer (leaving the group);
 * ``CLOSED t`` after a clean close;
 * ``COUNT t n seconds`` at exit.
 
-``--max-messages N`` makes it exit cleanly after N messages,
+``--poll-ms`` is the poll timeout (100 ms), ``--max-messages N`` makes it exit cleanly after N messages,
 ``--commit-every N`` commits every N messages instead of after every batch
 (the benchmark's consumers), and ``--quiet`` leaves out the ``MSG`` lines.
 """
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -49,6 +51,15 @@ def _on_term(signum, frame):
 def out(kind: str, rest: str = "") -> None:
     sys.stdout.write(f"{kind} {time.monotonic():.6f} {rest}".rstrip() + "\n")
     sys.stdout.flush()
+
+
+def rewind(batch: list[tuple[int, int]]) -> dict[int, int]:
+    """The first offset of each partition in a batch whose commit failed: a member that keeps the
+    partition (an incremental rebalance) reads from there again, as a new owner would."""
+    first: dict[int, int] = {}
+    for p, o in batch:
+        first.setdefault(p, o)
+    return first
 
 
 class Reporter:
@@ -104,7 +115,7 @@ def run_confluent(args, report: Reporter) -> None:
     batch: list[tuple[int, int]] = []
     try:
         while not stop and not report.done:
-            messages = consumer.consume(1000, timeout=0.1)
+            messages = consumer.consume(1000, timeout=args.poll_ms / 1000)
             report.assigned(tp.partition for tp in consumer.assignment())
             for msg in messages:
                 if msg.error() is not None:
@@ -118,6 +129,9 @@ def run_confluent(args, report: Reporter) -> None:
                                     asynchronous=False)
                 except KafkaException as exc:
                     out("ERR", f"commit {exc}")
+                    for p, o in rewind(batch).items():     # read them again if the partition stays ours
+                        with contextlib.suppress(KafkaException):
+                            consumer.seek(TopicPartition(args.topic, p, o))
                 else:
                     report.committed(batch)
                 pending, batch = {}, []
@@ -151,7 +165,7 @@ def run_kafka_python(args, report: Reporter) -> None:
     batch: list[tuple[int, int]] = []
     try:
         while not stop and not report.done:
-            records = consumer.poll(timeout_ms=100, max_records=1000)
+            records = consumer.poll(timeout_ms=args.poll_ms, max_records=1000)
             report.assigned(tp.partition for tp in consumer.assignment())
             got = False
             for tp, msgs in records.items():
@@ -166,6 +180,9 @@ def run_kafka_python(args, report: Reporter) -> None:
                                      for p, o in pending.items()})
                 except KafkaError as exc:
                     out("ERR", f"commit {exc!r}")
+                    for p, o in rewind(batch).items():
+                        with contextlib.suppress(Exception):
+                            consumer.seek(TopicPartition(args.topic, p), o)
                 else:
                     report.committed(batch)
                 pending, batch = {}, []
@@ -197,7 +214,7 @@ def run_aiokafka(args, report: Reporter) -> None:
         batch: list[tuple[int, int]] = []
         try:
             while not stop and not report.done:
-                records = await consumer.getmany(timeout_ms=100, max_records=1000)
+                records = await consumer.getmany(timeout_ms=args.poll_ms, max_records=1000)
                 report.assigned(tp.partition for tp in consumer.assignment())
                 got = False
                 for tp, msgs in records.items():
@@ -211,6 +228,9 @@ def run_aiokafka(args, report: Reporter) -> None:
                         await consumer.commit({TopicPartition(args.topic, p): o for p, o in pending.items()})
                     except KafkaError as exc:
                         out("ERR", f"commit {exc!r}")
+                        for p, o in rewind(batch).items():
+                            with contextlib.suppress(Exception):
+                                consumer.seek(TopicPartition(args.topic, p), o)
                     else:
                         report.committed(batch)
                     pending, batch = {}, []
@@ -235,6 +255,7 @@ def main(argv=None) -> int:
     parser.add_argument("--max-messages", type=int, default=0)
     parser.add_argument("--commit-every", type=int, default=1)
     parser.add_argument("--quiet", action="store_true")
+    parser.add_argument("--poll-ms", type=int, default=100)
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, _on_term)
     report = Reporter(args)
