@@ -10,20 +10,28 @@ it): Kafka's default of 3 s would otherwise be most of the first figure, and
 Tansu has no such delay.
 
 The members are processes (``tests/integration/groups/member.py``, one
-confluent-kafka consumer each, the range assignor), so their CPU can be
-measured; each prints its events with ``time.monotonic()``, a clock shared by
-every process of the machine.  For each broker:
+confluent-kafka consumer each, the range assignor, librdkafka's default
+session timeout of 45 s and heartbeat interval of 3 s), so their CPU can be
+measured.  Members learn of a rebalance at their next heartbeat, so the
+join and rebalance figures include up to one heartbeat interval of the
+client's.  Each member prints its events with ``time.monotonic()``, a clock
+shared by every process of the machine.  For each broker:
 
 1. **join**: an 8-partition topic holds N messages; four members start and
-   subscribe.  Measured from the last member's ``subscribe()`` to the moment
-   every member has received its first message (and from the first
-   ``subscribe()``, which includes process start-up differences).
-2. **consume**: the four members read the N messages, each committing its
-   offsets synchronously every 1000 messages.  Measured from the first
-   message any member received to the last commit that completes N;
-   reported as messages/s, with broker and client CPU per message.  The
-   phase runs twice, with N and 2N messages on a new group and topic: the
-   time should scale with N (the ratio is printed).
+   subscribe, holding their partitions paused (so the first to arrive do not
+   read everything before the others join).  Measured from the last
+   member's ``subscribe()`` to the moment the group is formed -- every member
+   holds its partitions, which together are all of them -- and, separately,
+   from there (GO) to the moment every member has its first messages: the
+   two add up to "subscribing to all four consuming".  The time from the
+   first ``subscribe()`` is printed as well (it includes process start-up
+   differences).
+2. **consume**: on GO the four members read the N messages, each committing
+   its offsets synchronously every 1000 messages.  Measured from GO to the
+   commit that completes N; reported as messages/s, with broker and client
+   CPU per message.  Everything runs twice, with N and 2N messages on a new
+   group and topic: the consume time should scale with N (the ratio is
+   printed).
 3. **rebalance**: one member of the four leaves (its consumer closes: a
    LeaveGroup); measured from its close to the moment the other three hold
    every partition between them (members look at their assignment after
@@ -38,6 +46,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from dataclasses import dataclass
 
 import psutil
@@ -57,6 +66,7 @@ MEMBERS = 4
 COMMIT_EVERY = 1000
 MESSAGE_SIZE = 100
 PHASE_LIMIT = 120.0
+SESSION_MS, HEARTBEAT_MS = 45000, 3000      # librdkafka's defaults
 
 
 class Ours:
@@ -108,6 +118,7 @@ def members_cpu(group: Group) -> float:
 class Run:
     join_from_last: float
     join_from_first: float
+    first_fetch: float
     messages: int
     consume_seconds: float
     broker_cpu_us: float
@@ -120,40 +131,47 @@ def run_group(broker, tag: str, count: int) -> Run:
     create_topic(broker.bootstrap, topic, PARTITIONS)
     fill(broker.bootstrap, topic, count)
     group = Group(broker.bootstrap, f"bench-{tag}", topic, PARTITIONS)
-    extra = ("--quiet", "--commit-every", str(COMMIT_EVERY), "--poll-ms", "20")
+    extra = ("--quiet", "--commit-every", str(COMMIT_EVERY), "--poll-ms", "20", "--hold",
+             "--heartbeat-ms", str(HEARTBEAT_MS))
     try:
-        members = [group.add("confluent", assignor="range", name=f"m{i}", extra=extra) for i in range(MEMBERS)]
-        wait_for(lambda: all(m.event_time("FIRST") is not None for m in members), PHASE_LIMIT,
-                 "every member's first message", group.describe)
+        # 1. join: four members subscribe (holding their partitions paused) until the group is formed
+        members = [group.add("confluent", assignor="range", name=f"m{i}", session_ms=SESSION_MS, extra=extra)
+                   for i in range(MEMBERS)]
+        wait_for(group.settled, PHASE_LIMIT, "the four members to hold every partition", group.describe)
         ready = [m.event_time("READY") for m in members]
-        first = [m.event_time("FIRST") for m in members]
-        join_from_last = max(first) - max(ready)
-        join_from_first = max(first) - min(ready)
+        formed = max(at for m in members for kind, at, _ in m.events if kind == "ASSIGN")
+        join_from_last = formed - max(ready)
+        join_from_first = formed - min(ready)
 
+        # 2. consume: go, and wait until the N messages are committed
         cpu_broker0, cpu_clients0 = cpu_seconds(broker.pid), members_cpu(group)
+        go_at = time.monotonic()
+        for m in members:
+            m.go()
         wait_for(lambda: sum(m.progress for m in members) >= count, PHASE_LIMIT,
                  f"{count} committed messages", group.describe)
         cpu_broker, cpu_clients = cpu_seconds(broker.pid) - cpu_broker0, members_cpu(group) - cpu_clients0
+        first_fetch = max(m.event_time("FIRST", go_at) or go_at for m in members) - go_at
         last_commit = max(at for m in members for kind, at, _ in m.events if kind == "PROGRESS")
-        consume_seconds = last_commit - min(first)
+        consume_seconds = last_commit - go_at
         if sum(m.progress for m in members) != count:
             raise RuntimeError(f"committed {sum(m.progress for m in members)} of {count}: some twice")
 
-        group.wait_settled(PHASE_LIMIT)
+        # 3. rebalance: one member leaves
         leaver = members[-1]
         leaver.stop()
         left_at = leaver.event_time("CLOSING")
         wait_for(group.settled, PHASE_LIMIT, "the three members to hold every partition", group.describe)
         settled_at = max(at for m in group.live for kind, at, _ in m.events if kind == "ASSIGN" and at >= left_at)
-        rebalance = settled_at - left_at
-        return Run(join_from_last, join_from_first, count, consume_seconds, cpu_broker / count * 1e6,
-                   cpu_clients / count * 1e6, rebalance)
+        return Run(join_from_last, join_from_first, first_fetch, count, consume_seconds,
+                   cpu_broker / count * 1e6, cpu_clients / count * 1e6, settled_at - left_at)
     finally:
         group.stop_all()
 
 
 def best(runs: list[Run]) -> Run:
-    return Run(min(r.join_from_last for r in runs), min(r.join_from_first for r in runs), runs[0].messages,
+    return Run(min(r.join_from_last for r in runs), min(r.join_from_first for r in runs),
+               min(r.first_fetch for r in runs), runs[0].messages,
                min(r.consume_seconds for r in runs), min(r.broker_cpu_us for r in runs),
                min(r.client_cpu_us for r in runs), min(r.rebalance_seconds for r in runs))
 
@@ -186,7 +204,8 @@ def main() -> None:
                 result = best(runs)
                 rows.append((broker.name, result))
                 print(f"  {broker.name:15} N={count:7}  join {result.join_from_last * 1000:7.0f} ms "
-                      f"(from first subscribe {result.join_from_first * 1000:6.0f} ms) | consume "
+                      f"(from first subscribe {result.join_from_first * 1000:6.0f} ms) + first fetch "
+                      f"{result.first_fetch * 1000:4.0f} ms | consume "
                       f"{result.messages / result.consume_seconds:9.0f} msg/s in {result.consume_seconds:6.2f} s, "
                       f"CPU broker {result.broker_cpu_us:5.1f} us/msg clients {result.client_cpu_us:5.1f} us/msg | "
                       f"rebalance after a leave {result.rebalance_seconds * 1000:6.0f} ms", flush=True)
@@ -197,11 +216,13 @@ def main() -> None:
           f"partitions, {MESSAGE_SIZE} B messages, a synchronous commit every {COMMIT_EVERY} messages per member, "
           f"on the same {os.cpu_count()}-core machine as the broker")
     print()
-    print("| broker | N | join: last subscribe -> all consuming (ms) | from first subscribe (ms) | consume msg/s "
-          "| consume s | broker CPU µs/msg | clients CPU µs/msg | rebalance after a leave (ms) |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| broker | N | join: last subscribe -> group formed (ms) | from first subscribe (ms) "
+          "| then first messages (ms) | consume msg/s | consume s | broker CPU µs/msg | clients CPU µs/msg "
+          "| rebalance after a leave (ms) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, r in rows:
         print(f"| {name} | {r.messages} | {r.join_from_last * 1000:.0f} | {r.join_from_first * 1000:.0f} | "
+              f"{r.first_fetch * 1000:.0f} | "
               f"{r.messages / r.consume_seconds:,.0f} | {r.consume_seconds:.2f} | {r.broker_cpu_us:.1f} | "
               f"{r.client_cpu_us:.1f} | {r.rebalance_seconds * 1000:.0f} |")
     print()

@@ -25,7 +25,10 @@ process of the machine) as its first field:
 * ``CLOSED t`` after a clean close;
 * ``COUNT t n seconds`` at exit.
 
-``--poll-ms`` is the poll timeout (100 ms), ``--max-messages N`` makes it exit cleanly after N messages,
+``--hold`` (librdkafka only) keeps assigned partitions paused until a ``GO``
+line arrives on stdin (then ``GO t``): the whole group is formed before
+anyone consumes.  ``--poll-ms`` is the poll timeout (100 ms),
+``--max-messages N`` makes it exit cleanly after N messages,
 ``--commit-every N`` commits every N messages instead of after every batch
 (the benchmark's consumers), and ``--quiet`` leaves out the ``MSG`` lines.
 """
@@ -38,6 +41,7 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 import time
 
 stop = False
@@ -53,6 +57,10 @@ def out(kind: str, rest: str = "") -> None:
     sys.stdout.flush()
 
 
+def heartbeat_ms(args) -> int:
+    return args.heartbeat_ms or max(100, args.session_ms // 4)
+
+
 def rewind(batch: list[tuple[int, int]]) -> dict[int, int]:
     """The first offset of each partition in a batch whose commit failed: a member that keeps the
     partition (an incremental rebalance) reads from there again, as a new owner would."""
@@ -60,6 +68,13 @@ def rewind(batch: list[tuple[int, int]]) -> dict[int, int]:
     for p, o in batch:
         first.setdefault(p, o)
     return first
+
+
+def _wait_for_go(go: threading.Event) -> None:
+    for line in sys.stdin:
+        if line.strip() == "GO":
+            go.set()
+            return
 
 
 class Reporter:
@@ -102,19 +117,37 @@ def run_confluent(args, report: Reporter) -> None:
 
     conf = {"bootstrap.servers": args.bootstrap, "group.id": args.group, "client.id": args.name,
             "auto.offset.reset": "earliest", "enable.auto.commit": False,
-            "session.timeout.ms": args.session_ms, "heartbeat.interval.ms": max(100, args.session_ms // 4),
+            "session.timeout.ms": args.session_ms, "heartbeat.interval.ms": heartbeat_ms(args),
             "fetch.wait.max.ms": 100, "topic.metadata.refresh.interval.ms": 2000}
     if args.assignor:
         conf["partition.assignment.strategy"] = args.assignor
     if args.instance_id:
         conf["group.instance.id"] = args.instance_id
     consumer = Consumer(conf)
-    consumer.subscribe([args.topic])
+    go = threading.Event()
+    held = False
+
+    def on_assign(c, partitions):
+        # With --hold, assigned partitions are paused before their first fetch, until GO.
+        c.assign(partitions)
+        if not go.is_set():
+            c.pause(partitions)
+
+    if args.hold:
+        threading.Thread(target=_wait_for_go, args=(go,), daemon=True).start()
+        held = True
+        consumer.subscribe([args.topic], on_assign=on_assign)
+    else:
+        consumer.subscribe([args.topic])
     out("READY")
     pending: dict[int, int] = {}
     batch: list[tuple[int, int]] = []
     try:
         while not stop and not report.done:
+            if held and go.is_set():
+                held = False
+                consumer.resume(consumer.assignment())
+                out("GO")
             messages = consumer.consume(1000, timeout=args.poll_ms / 1000)
             report.assigned(tp.partition for tp in consumer.assignment())
             for msg in messages:
@@ -150,7 +183,7 @@ def run_kafka_python(args, report: Reporter) -> None:
 
     conf = dict(bootstrap_servers=args.bootstrap, group_id=args.group, client_id=args.name,
                 auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=args.session_ms,
-                heartbeat_interval_ms=max(100, args.session_ms // 4), fetch_max_wait_ms=100,
+                heartbeat_interval_ms=heartbeat_ms(args), fetch_max_wait_ms=100,
                 metadata_max_age_ms=2000)
     if args.assignor:
         conf["partition_assignment_strategy"] = [
@@ -200,7 +233,7 @@ def run_aiokafka(args, report: Reporter) -> None:
     async def main():
         conf = dict(bootstrap_servers=args.bootstrap, group_id=args.group, client_id=args.name,
                     auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=args.session_ms,
-                    heartbeat_interval_ms=max(100, args.session_ms // 4), fetch_max_wait_ms=100,
+                    heartbeat_interval_ms=heartbeat_ms(args), fetch_max_wait_ms=100,
                     metadata_max_age_ms=2000)
         if args.assignor:
             conf["partition_assignment_strategy"] = (RoundRobinPartitionAssignor,)
@@ -256,6 +289,8 @@ def main(argv=None) -> int:
     parser.add_argument("--commit-every", type=int, default=1)
     parser.add_argument("--quiet", action="store_true")
     parser.add_argument("--poll-ms", type=int, default=100)
+    parser.add_argument("--hold", action="store_true")
+    parser.add_argument("--heartbeat-ms", type=int, default=0, help="default: a quarter of the session timeout")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, _on_term)
     report = Reporter(args)

@@ -41,8 +41,9 @@ class Member:
             cmd += ["--assignor", assignor]
         if instance_id:
             cmd += ["--instance-id", instance_id]
-        self.process = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, text=True)
+        self.process = subprocess.Popen(cmd, cwd=REPO_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+                                        text=True)
         self.assignment: tuple[int, ...] | None = None
         self.messages: list[tuple[int, int]] = []
         self.errors: list[str] = []
@@ -91,6 +92,12 @@ class Member:
     @property
     def alive(self) -> bool:
         return self.process.poll() is None
+
+    def go(self) -> None:
+        """Let a member started with ``--hold`` consume."""
+        assert self.process.stdin is not None
+        self.process.stdin.write("GO\n")
+        self.process.stdin.flush()
 
     def stop(self, timeout: float = 20) -> int:
         """SIGTERM: the member closes its consumer (it leaves the group) and exits."""
