@@ -11,7 +11,7 @@ BIN    := $(VENV)/bin
 CONFIG ?= etc/server.properties
 PYTEST_ARGS ?=
 
-.PHONY: run lint test test-slow bench-codec bench-log bench-network bench-produce system-deps clean
+.PHONY: run lint test test-slow bench-codec bench-log bench-network bench-produce bench-groups system-deps clean
 
 run: $(VENV)/.base-installed
 	bin/twisted-kafka-server-start $(CONFIG) $(ARGS)
@@ -38,6 +38,9 @@ bench-network: $(VENV)/.test-installed
 
 bench-produce: $(VENV)/.test-installed
 	$(BIN)/python bench/produce_consume.py
+
+bench-groups: $(VENV)/.test-installed
+	$(BIN)/python bench/groups.py
 
 system-deps:
 	@bin/install-system-deps
