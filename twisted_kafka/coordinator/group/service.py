@@ -50,6 +50,7 @@ class GroupCoordinatorService(Service):
         self.coordinator = GroupCoordinator(group_config=self.group_config, offset_config=self.offset_config,
                                             writer=writer, clock=reactor, broker_id=broker_id)
         replica_manager.add_leadership_listener(self)
+        admin_manager.register_internal_topic(OFFSETS_TOPIC, self.offsets_topic_spec)
         self._expiration: LoopingCall | None = None
         self._creating: Deferred | None = None
 
@@ -80,6 +81,7 @@ class GroupCoordinatorService(Service):
     def on_leader(self, partition) -> None:
         if partition.topic != OFFSETS_TOPIC:
             return
+        self._follow_partition_count()
         unified_log = partition.log
         buffer_size = self.offset_config.load_buffer_size
         self.coordinator.on_election(
@@ -104,6 +106,24 @@ class GroupCoordinatorService(Service):
     def offsets_topic_exists(self) -> bool:
         return OFFSETS_TOPIC in self.metadata_cache.topics
 
+    def _follow_partition_count(self) -> None:
+        """Groups map to the partitions the offsets topic has, as in Kafka: once created, its
+        partition count wins over a changed ``offsets.topic.num.partitions``."""
+        topic = self.metadata_cache.topics.get(OFFSETS_TOPIC)
+        if topic is not None and topic.partitions and len(topic.partitions) != self.coordinator.manager.num_partitions:
+            log.warn("{topic} has {n} partitions (offsets.topic.num.partitions is {configured}); groups follow the "
+                     "topic", topic=OFFSETS_TOPIC, n=len(topic.partitions),
+                     configured=self.offset_config.topic_num_partitions)
+            self.coordinator.manager.num_partitions = len(topic.partitions)
+
+    def offsets_topic_spec(self) -> NewTopic:
+        """``__consumer_offsets`` as it is created: ``offsets.topic.num.partitions``, replication factor
+        ``offsets.topic.replication.factor`` capped at the brokers alive, compacted."""
+        alive = max(1, len(self.metadata_cache.brokers))
+        factor = min(self.offset_config.topic_replication_factor, alive)
+        return NewTopic(OFFSETS_TOPIC, self.offset_config.topic_num_partitions, factor,
+                        configs=dict(offsets_topic_configs(self.offset_config.topic_segment_bytes)))
+
     async def ensure_offsets_topic(self) -> ErrorCode:
         """Create ``__consumer_offsets`` unless it exists; NONE once it does (concurrent callers
         share one creation)."""
@@ -123,10 +143,7 @@ class GroupCoordinatorService(Service):
         creating.callback(result)
 
     async def _create_offsets_topic(self) -> ErrorCode:
-        alive = max(1, len(self.metadata_cache.brokers))
-        factor = min(self.offset_config.topic_replication_factor, alive)
-        topic = NewTopic(OFFSETS_TOPIC, self.offset_config.topic_num_partitions, factor,
-                         configs=dict(offsets_topic_configs(self.offset_config.topic_segment_bytes)))
+        topic = self.offsets_topic_spec()
         try:
             (result,) = await self.admin_manager.create_topics([topic], timeout_ms=self.offset_config.commit_timeout_ms)
         except KafkaError as exc:
@@ -140,7 +157,7 @@ class GroupCoordinatorService(Service):
                      message=result.message or "")
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         log.info("Created {topic} with {n} partition(s), replication factor {factor}", topic=OFFSETS_TOPIC,
-                 n=self.offset_config.topic_num_partitions, factor=factor)
+                 n=topic.num_partitions, factor=topic.replication_factor)
         return ErrorCode.NONE if self.offsets_topic_exists() else ErrorCode.COORDINATOR_NOT_AVAILABLE
 
 
