@@ -180,7 +180,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", choices=["ours", "tansu"], help="run one broker only")
     parser.add_argument("--quick", action="store_true", help="small counts (a smoke run)")
-    parser.add_argument("--messages", type=int, default=200_000, help="N, the messages of the first consume run")
+    parser.add_argument("--messages", type=int, default=1_000_000, help="N, the messages of the first consume run")
     parser.add_argument("--repeat", type=int, default=1, help="runs per case; the best is reported")
     parser.add_argument("--initial-delay-ms", type=int, default=0,
                         help="twisted_kafka's group.initial.rebalance.delay.ms")
