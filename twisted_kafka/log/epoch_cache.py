@@ -16,7 +16,10 @@ Writes of the checkpoint happen on the caller's thread without fsync (a new
 epoch is rare: once per leader change), through an atomic rename;
 ``flush()`` makes it durable together with the log, and recovery re-derives
 the epochs of every batch it re-reads, so an unflushed checkpoint loses
-nothing that recovery cannot restore.
+nothing that recovery cannot restore.  For the same reason a write that
+fails (a full disk) is only logged: the cache stays right in memory and the
+next ``flush()`` writes it again — and fails, so the recovery point does not
+move past epochs the file does not hold.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from bisect import bisect_right
 
 from twisted.logger import Logger
 
+from twisted_kafka.log.disk_space import LogDirSpace
 from twisted_kafka.log.checkpoints import (
     CheckpointError,
     read_epoch_checkpoint,
@@ -44,6 +48,10 @@ class LeaderEpochCache:
 
     def __init__(self, path: str | None, entries: list[tuple[int, int]] | None = None):
         self.path = path
+        #: The log dir's ``LogDirSpace`` (set by ``LogManager``): writes may use its reserve.
+        self.space: LogDirSpace | None = None
+        #: The checkpoint file could not be read (see ``load``).
+        self.damaged = False
         self._lock = threading.RLock()   # flush() runs in the thread pool
         self._epochs: list[int] = []
         self._starts: list[int] = []
@@ -53,13 +61,19 @@ class LeaderEpochCache:
 
     @classmethod
     def load(cls, path: str) -> LeaderEpochCache:
-        """Read the checkpoint; an unreadable one is discarded (recovery refills it)."""
+        """Read the checkpoint.  An unreadable one is discarded and the cache comes
+        back with ``damaged`` set: the loader then rebuilds it from the batches."""
+        damaged = False
         try:
             entries = read_epoch_checkpoint(path)
         except (CheckpointError, OSError) as e:
-            log.warn("ignoring leader epoch checkpoint {path}: {e}", path=path, e=e)
+            log.warn("discarding the damaged leader epoch checkpoint {e}; rebuilding it from the "
+                     "batches' leader epochs", e=e)
             entries = []
-        return cls(path, entries)
+            damaged = True
+        cache = cls(path, entries)
+        cache.damaged = damaged
+        return cache
 
     # -- queries ------------------------------------------------------------
 
@@ -166,10 +180,19 @@ class LeaderEpochCache:
     # -- persistence --------------------------------------------------------
 
     def write(self, *, fsync: bool = False) -> None:
+        """Write the checkpoint; with ``fsync`` durably (BLOCKING), raising on failure.
+        Without, a failure is logged and left to the next ``flush()``."""
         if self.path is None:
             return
         with self._lock:
-            write_epoch_checkpoint(self.path, self.entries, fsync=fsync)
+            try:
+                write_epoch_checkpoint(self.path, self.entries, fsync=fsync, space=self.space)
+            except OSError as e:
+                if fsync:
+                    raise
+                log.warn("cannot write {path}: {e}; it is written again at the next flush",
+                         path=self.path, e=e)
+                return
             if fsync:
                 self._dirty = False
 

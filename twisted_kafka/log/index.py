@@ -26,6 +26,7 @@ then rebuilds it from the segment's batches.
 
 from __future__ import annotations
 
+import errno
 import os
 from abc import ABC, abstractmethod
 import struct
@@ -34,6 +35,10 @@ import threading
 from array import array
 from bisect import bisect_right
 import contextlib
+
+from twisted.logger import Logger
+
+log = Logger()
 
 
 class CorruptIndexError(Exception):
@@ -57,6 +62,7 @@ class _SparseIndex(ABC):
         self._values: array | None = array(self.VALUE_TYPECODE) if loaded else None
         self._fd: int | None = None
         self._last_raw: tuple | None = None    # last file entry, known without loading
+        self._write_failed = False             # warned about a failed entry write
         self._load_lock = threading.Lock()
 
     # -- construction -------------------------------------------------------
@@ -146,9 +152,23 @@ class _SparseIndex(ABC):
 
     def _append(self, key: int, value: int, entry: bytes) -> None:
         keys, values = self._ensure_loaded()
-        if self._fd is None:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        os.write(self._fd, entry)
+        try:
+            if self._fd is None:
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            if os.write(self._fd, entry) != len(entry):
+                raise OSError(errno.ENOSPC, "short write")
+        except OSError as e:
+            # The index is sparse: an entry that cannot be written (a full disk)
+            # is skipped — lookups land a little earlier and scan forward.  The
+            # file must keep whole entries only.
+            if self._fd is not None:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(self._fd, self._count * self.ENTRY.size)
+            if not self._write_failed:
+                self._write_failed = True
+                log.warn("cannot add to {path}: {e}; entries are skipped while writes fail",
+                         path=self.path, e=e)
+            return
         # Value first: a reader on a pool thread that finds a key by bisection
         # (lookups run there too) must find its value in place.
         values.append(value)

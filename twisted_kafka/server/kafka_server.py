@@ -40,6 +40,7 @@ from twisted.python.threadpool import ThreadPool
 
 from twisted_kafka.config import ConfigError
 from twisted_kafka.controller.controller_service import ControllerService
+from twisted_kafka.errors import StartupError
 from twisted_kafka.controller.kafka_controller import LiveBroker
 from twisted_kafka.coordinator.group.service import GroupCoordinatorService
 from twisted_kafka.log import LogManager
@@ -115,7 +116,8 @@ class KafkaServer(MultiService):
         self.apis.request_metrics = self.socket_server.data_plane.request_metrics
         self.controller_service = ControllerService(
             config=config, broker_id=broker_id, cluster_id=self.broker.cluster_id, metadata_dir=self.log_dirs[0],
-            reactor=reactor, threadpool=pool, registration=self._registration)
+            log_dirs=self.log_dirs, reactor=reactor, threadpool=pool, registration=self._registration,
+            space=self.log_manager.dir_space(self.log_dirs[0]))
         controller = self.controller_service.client
         self.controller_guard = ControllerRequestGuard(
             broker_id=broker_id, cluster_id=self.broker.cluster_id, broker_epoch=self.broker_epoch,
@@ -194,7 +196,12 @@ class KafkaServer(MultiService):
         first): the stop is then scheduled for when it does.
         """
         self._startup_failed = True
-        self.log.critical("Broker startup failed: {reason}", reason=failure.getErrorMessage(), log_failure=failure)
+        if failure.check(StartupError, ConfigError):
+            # A reason an operator can act on, complete in one line: no traceback.
+            self.log.critical("Broker startup failed: {reason}", reason=failure.getErrorMessage())
+        else:
+            self.log.critical("Broker startup failed: {reason}", reason=failure.getErrorMessage(),
+                              log_failure=failure)
         self.started.errback(failure)
         self.started.addErrback(lambda _: None)
         if hasattr(self.reactor, "addSystemEventTrigger"):

@@ -296,3 +296,16 @@ def test_a_deleted_partition_can_be_created_again_at_once(tmp_path):
     new.append_as_leader(batch(1), 0)
     assert old.committed_end_offset == 3 and new.log_end_offset == 1
     assert [o for o, _ in records_of(_result(new.read(0, 1 << 20)))] == [0]
+
+
+def test_the_recovery_point_is_checkpointed_once_a_finished_segment_is_flushed(tmp_path):
+    # After a crash, recovery then starts past every finished segment, whatever
+    # log.flush.offset.checkpoint.interval.ms says.
+    manager, _ = _started(tmp_path, log_segment_bytes=500)
+    log = manager.create_log("t", 0)
+    path = os.path.join(manager.log_dirs[0], "recovery-point-offset-checkpoint")
+    for _ in range(6):
+        _result(log.append_as_leader(batch(3, value_size=40), 0))
+    bases = [s.base_offset for s in log.local_log.segments]
+    assert len(bases) > 2
+    assert read_offset_checkpoint(path) == {("t", 0): bases[-1]}
