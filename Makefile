@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 # generators wait on sockets much of the time.  PYTEST_PARALLEL= runs it serially.
 PYTEST_PARALLEL ?= -n 3 --dist loadfile
 
-.PHONY: run lint test test-slow bench-codec bench-log bench-network bench-planes bench-produce system-deps clean
+.PHONY: run lint test test-slow bench-codec bench-log bench-network bench-planes bench-produce bench-groups system-deps clean
 
 run: $(VENV)/.base-installed
 	bin/twisted-kafka-server-start $(CONFIG) $(ARGS)
@@ -46,6 +46,9 @@ bench-planes: $(VENV)/.test-installed
 
 bench-produce: $(VENV)/.test-installed
 	$(BIN)/python bench/produce_consume.py
+
+bench-groups: $(VENV)/.test-installed
+	$(BIN)/python bench/groups.py
 
 system-deps:
 	@bin/install-system-deps

@@ -2,7 +2,7 @@
 
 Every Kafka broker key is defined so that a ``server.properties`` written for
 Kafka loads unchanged.  Some of them govern features this broker does not
-have yet (TLS, SASL, groups, replication, ...) or concepts a single reactor
+have yet (TLS, SASL, transactions, replication, ...) or concepts a single reactor
 does not have (network threads).  Accepting such a key silently would let an
 operator believe it works: the docs mark each one, and a key set explicitly
 is warned about at startup.  A test keeps this table honest both ways — a key
@@ -17,7 +17,6 @@ about as deprecated when set (``deprecation``), saying whether it still acts.
 from __future__ import annotations
 
 SECURITY = "TLS, SASL and ACLs are not built yet (security issue)"
-GROUPS = "consumer groups and offset storage are not built yet (groups issue)"
 TRANSACTIONS = "idempotence and transactions are not built yet"
 REPLICATION = "replication between brokers is not built yet (cluster issue)"
 ZOOKEEPER = "ZooKeeper-coordinated clusters are not built yet; setting zookeeper.connect fails startup"
@@ -34,8 +33,6 @@ ID_GENERATION = "broker ids are generated only for a single node (reserved.broke
 _PREFIXES = {
     "ssl.": SECURITY,
     "sasl.": SECURITY,
-    "group.": GROUPS,
-    "offsets.": GROUPS,
     "transaction.": TRANSACTIONS,
     "replica.": REPLICATION,
     "leader.imbalance.": REPLICATION,
@@ -51,7 +48,6 @@ _KEYS = {
     "principal.builder.class": SECURITY,
     "security.providers": SECURITY,
     "super.users": SECURITY,
-    "offset.metadata.max.bytes": GROUPS,
     "producer.id.expiration.ms": TRANSACTIONS,
     "transactional.id.expiration.ms": TRANSACTIONS,
     "num.replica.fetchers": REPLICATION,

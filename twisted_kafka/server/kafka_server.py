@@ -7,18 +7,22 @@ finished starting (its ``startService`` Deferred fired):
 
 1. the I/O thread pool;
 2. the ``LogManager`` (logs loaded and, after a crash, recovered);
-3. the handler pools of both planes;
-4. the ``SocketServer``: every listener bound (so ports -- even port 0 -- are
+3. the ``GroupCoordinatorService``, ready before the first LeaderAndIsr makes
+   this broker the leader of ``__consumer_offsets`` partitions (whose groups it
+   then loads);
+4. the handler pools of both planes;
+5. the ``SocketServer``: every listener bound (so ports -- even port 0 -- are
    known before they are advertised), the control plane accepting;
-5. the ``ControllerService`` (a single node is its own controller): it tells
+6. the ``ControllerService`` (a single node is its own controller): it tells
    this broker, over its control plane, its topic and broker configs and
    which partitions it hosts;
-6. the ``BrokerLifecycleManager``: the data plane starts accepting clients.
+7. the ``BrokerLifecycleManager``: the data plane starts accepting clients.
 
 Children stop in the reverse order, each after the one before has finished
-stopping: controlled shutdown and draining (6), the controller (5), every
-connection closed (4), the handlers (3), the logs flushed with their
-checkpoints and clean-shutdown marker (2), the pool (1).
+stopping: controlled shutdown and draining (7), the controller (6), every
+connection closed (5), the handlers (4), the group coordinator's timers (3),
+the logs flushed with their checkpoints and clean-shutdown marker (2), the
+pool (1).
 
 The broker's identity (``meta.properties``) is read when the server is built,
 so every part is built with the broker id it runs as.
@@ -37,6 +41,7 @@ from twisted.python.threadpool import ThreadPool
 from twisted_kafka.config import ConfigError
 from twisted_kafka.controller.controller_service import ControllerService
 from twisted_kafka.controller.kafka_controller import LiveBroker
+from twisted_kafka.coordinator.group.service import GroupCoordinatorService
 from twisted_kafka.log import LogManager
 from twisted_kafka.metrics import MetricsRegistry
 from twisted_kafka.network.listeners import parse_listeners
@@ -120,11 +125,16 @@ class KafkaServer(MultiService):
         self.admin_manager = AdminManager(controller=controller, metadata_cache=self.metadata_cache,
                                           config_repository=self.config_repository,
                                           dynamic_config=self.dynamic_config)
+        self.group_coordinator = GroupCoordinatorService(
+            config=config, replica_manager=self.replica_manager, admin_manager=self.admin_manager,
+            metadata_cache=self.metadata_cache, reactor=reactor, broker_id=broker_id)
         for handler in broker_handlers(
                 advertised_keys=lambda context: self.socket_server.plane(context.plane).served_keys(),
                 replica_manager=self.replica_manager, metadata_cache=self.metadata_cache,
                 admin_manager=self.admin_manager, config_repository=self.config_repository,
-                dynamic_config=self.dynamic_config, controller=controller, controller_guard=self.controller_guard):
+                dynamic_config=self.dynamic_config, controller=controller, controller_guard=self.controller_guard,
+                group_coordinator=self.group_coordinator.coordinator, offsets_topic=self.group_coordinator,
+                clock=reactor):
             self.apis.register(handler)
         self.dynamic_config.add_reconfigurable(LogDefaults(self.log_manager, self.config_repository))
         self.dynamic_config.add_reconfigurable(ConnectionLimits(self.socket_server.quotas))
@@ -140,8 +150,8 @@ class KafkaServer(MultiService):
                                                 socket_server=self.socket_server,
                                                 replica_manager=self.replica_manager, controller=controller,
                                                 reactor=reactor)
-        for child in (self.io_threads, self.log_manager, *pools, self.socket_server, self.controller_service,
-                      self.lifecycle):
+        for child in (self.io_threads, self.log_manager, self.group_coordinator, *pools, self.socket_server,
+                      self.controller_service, self.lifecycle):
             child.setServiceParent(self)
         self.started: Deferred = Deferred()
         self._startup_failed = False

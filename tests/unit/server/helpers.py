@@ -34,6 +34,7 @@ from twisted_kafka.config import KafkaConfig
 from twisted_kafka.controller.client import LocalControllerClient, NewTopic
 from twisted_kafka.controller.kafka_controller import KafkaController, LiveBroker
 from twisted_kafka.controller.metadata_store import JsonFileMetadataStore
+from twisted_kafka.coordinator.group.service import GroupCoordinatorService
 from twisted_kafka.log import LogManager
 from twisted_kafka.network.listeners import parse_listeners
 from twisted_kafka.network.request import Request, RequestContext, SendResponse
@@ -281,11 +282,16 @@ class Broker:
         self.dynamic_config.add_reconfigurable(LogDefaults(self.log_manager, self.config_repository))
         self.dynamic_config.add_reconfigurable(ConnectionLimits(self.quotas))
         self.served: dict[str, list[int]] = {}
+        self.group_coordinator = GroupCoordinatorService(
+            config=self.config, replica_manager=self.replica_manager, admin_manager=self.admin_manager,
+            metadata_cache=self.metadata_cache, reactor=self.reactor, broker_id=BROKER_ID)
         self.apis = KafkaApis(broker_handlers(
             advertised_keys=self._advertised_keys, replica_manager=self.replica_manager,
             metadata_cache=self.metadata_cache, admin_manager=self.admin_manager,
             config_repository=self.config_repository, dynamic_config=self.dynamic_config,
-            controller=self.controller_client, controller_guard=self.guard))
+            controller=self.controller_client, controller_guard=self.guard,
+            group_coordinator=self.group_coordinator.coordinator, offsets_topic=self.group_coordinator,
+            clock=self.reactor))
         self.channels.brokers[BROKER_ID] = self.apis
         if start:
             self.start()
@@ -299,6 +305,7 @@ class Broker:
 
     def start(self) -> None:
         result_of(self.log_manager.startService())
+        self.group_coordinator.startService()
         result_of(self.controller.startup([self.registration()]))
 
     # -- requests -----------------------------------------------------------------------
@@ -368,4 +375,5 @@ def served_api_keys() -> list[int]:
     """The API keys of the broker's handler table (its handlers only store their collaborators)."""
     return sorted(handler.api_key for handler in broker_handlers(
         advertised_keys=None, replica_manager=None, metadata_cache=None, admin_manager=None,  # type: ignore[arg-type]
-        config_repository=None, dynamic_config=None, controller=None, controller_guard=None))  # type: ignore[arg-type]
+        config_repository=None, dynamic_config=None, controller=None, controller_guard=None,  # type: ignore[arg-type]
+        group_coordinator=None, offsets_topic=None, clock=None))  # type: ignore[arg-type]

@@ -21,6 +21,7 @@ from twisted.internet.defer import gatherResults
 
 from twisted_kafka.controller.client import ControllerClient
 from twisted_kafka.controller.kafka_controller import LEADER_DURING_DELETE
+from twisted_kafka.controller.topic_names import INTERNAL_TOPICS
 from twisted_kafka.network.listeners import EndPoint
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
@@ -136,7 +137,7 @@ class UpdateMetadataHandler(ApiHandler):
         cache.remove_topics(set(deleted))
         for topic in set(deleted):
             self.configs.remove_topic(topic)
-        cache.update_partitions(live, topic_ids)
+        cache.update_partitions(live, topic_ids, INTERNAL_TOPICS)   # internal by name, as Kafka's Topic.isInternal
         if request.api_version >= 6:
             self._apply_configs(body)
         return m.UpdateMetadataResponse(error_code=ErrorCode.NONE)
