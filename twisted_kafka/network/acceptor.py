@@ -32,6 +32,7 @@ from twisted.internet.protocol import ServerFactory
 from twisted.logger import Logger
 
 from .connection_quotas import ConnectionQuotas, TooManyConnections
+from .connection_events import ConnectionEvent, ConnectionEventKind, ConnectionEvents
 from .connections import ConnectionRegistry
 from .endpoints import SASL_PROTOCOLS, server_endpoint
 from .listeners import EndPoint
@@ -47,8 +48,9 @@ class Acceptor(ServerFactory):
     noisy = False
 
     def __init__(self, *, endpoint: EndPoint, plane, quotas: ConnectionQuotas, registry: ConnectionRegistry,
-                 reactor, config, processor_class, protected: bool):
+                 reactor, config, processor_class, protected: bool, events: ConnectionEvents | None = None):
         self.endpoint = endpoint
+        self.events = events
         self.listener_name = endpoint.listener_name
         self.security_protocol = endpoint.security_protocol
         self.authentication_required = endpoint.security_protocol in SASL_PROTOCOLS
@@ -181,8 +183,10 @@ class Acceptor(ServerFactory):
             self.log.info("Rejected connection from {peer} on listener {listener}: {reason} "
                           "(max.connections.per.ip)", peer=processor.peer, listener=self.listener_name,
                           reason=exc)
+            self._emit(ConnectionEventKind.REJECTED, processor, "max.connections.per.ip")
             return False
         processor.admit(slot)
+        self._emit(ConnectionEventKind.ACCEPTED, processor)
         if self.protected and self.quotas.over_broker_limit():
             victim = self.registry.least_recently_used(
                 exclude_listeners=self.quotas.listeners.protected_listeners | {self.listener_name})
@@ -232,5 +236,13 @@ class Acceptor(ServerFactory):
                 self._parked.remove(processor)
             return
         self.registry.remove(processor)
-        if processor.slot is not None:
+        if processor.slot is not None and not processor.slot.released:
             processor.slot.release(reason)
+            self._emit(ConnectionEventKind.CLOSED, processor, reason)
+
+    def _emit(self, kind: ConnectionEventKind, processor, reason: str | None = None) -> None:
+        if self.events is not None:
+            self.events.emit(ConnectionEvent(
+                kind=kind, timestamp_ms=int(self.reactor.seconds() * 1000), listener=self.listener_name,
+                plane=self.plane.name, ip=processor.client_host, port=processor.client_port,
+                connection_id=processor.connection_id, principal=processor.principal, reason=reason))

@@ -46,6 +46,7 @@ from twisted_kafka.protocol.registry import CONTROLLER_API_KEYS, ApiSpec
 
 from .acceptor import Acceptor
 from .connection_quotas import ConnectionQuotas
+from .connection_events import ConnectionEvents
 from .connections import ConnectionRegistry
 from .listeners import EndPoint, ListenerConfig
 from .close_reasons import CloseReason
@@ -105,6 +106,7 @@ class SocketServer(Service):
         self.metrics = metrics
         self.quotas = ConnectionQuotas(config, listeners, reactor)
         self.registry = ConnectionRegistry()
+        self.connection_events = ConnectionEvents()   # every accept, rejection and close, for subscribers
         request_metrics = RequestMetrics(metrics)
         has_control_plane = listeners.control_plane_listener is not None
         self.data_plane = Plane(
@@ -127,7 +129,7 @@ class SocketServer(Service):
             self.acceptors[ep.listener_name] = Acceptor(
                 endpoint=ep, plane=plane, quotas=self.quotas, registry=self.registry, reactor=reactor,
                 config=config, processor_class=plane.processor_class,
-                protected=listeners.is_protected(ep.listener_name))
+                protected=listeners.is_protected(ep.listener_name), events=self.connection_events)
         self.max_idle_seconds = config["connections.max.idle.ms"] / 1000.0
         self._reaper: LoopingCall | None = None
         self._register_gauges()

@@ -245,3 +245,23 @@ def test_connection_ids_are_unique_across_listeners_bound_to_port_zero():
     stack.serve(count=2)
     assert client.transport.value() and internal.transport.value(), "each connection gets its own answer"
     assert len(stack.server.registry) == 2
+
+
+def test_every_accept_rejection_and_close_is_one_event_on_the_bus():
+    from twisted_kafka.network.connection_events import ConnectionEventKind
+
+    stack = Stack(max_connections_per_ip="1")
+    events = []
+    stack.server.connection_events.subscribe(events.append)
+    first = stack.connect()
+    assert stack.connect() is None                      # over 127.0.0.1's limit
+    first.close(CloseReason.IDLE)
+    stack.flush()
+    first.transport.client_closes()                     # a second close path: still one event
+    assert [(e.kind, e.listener, e.plane, e.ip, e.reason) for e in events] == [
+        (ConnectionEventKind.ACCEPTED, "PLAINTEXT", "data", "127.0.0.1", None),
+        (ConnectionEventKind.REJECTED, "PLAINTEXT", "data", "127.0.0.1", "max.connections.per.ip"),
+        (ConnectionEventKind.CLOSED, "PLAINTEXT", "data", "127.0.0.1", CloseReason.IDLE),
+    ]
+    assert events[0].connection_id == events[2].connection_id == first.connection_id
+    assert events[0].principal == "User:ANONYMOUS" and events[0].timestamp_ms == int(stack.clock.seconds() * 1000)
