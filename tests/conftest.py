@@ -1,7 +1,8 @@
 """Fixtures shared by the whole suite.
 
 * ``broker`` — a started ``BrokerProcess`` with the default configuration
-  (data plane PLAINTEXT and control plane CONTROLLER on free loopback ports);
+  (data plane PLAINTEXT and control plane CONTROLLER on loopback, on the
+  ports the kernel gave the broker; it reports them when it is ready);
   stopped with SIGTERM at teardown, which must exit 0.
 * ``broker_factory(overrides=None, *, control_plane=True, start=True)`` —
   brokers with overrides; every broker it made is stopped at teardown.

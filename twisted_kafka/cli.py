@@ -2,7 +2,7 @@
 
 Kafka's ``kafka-server-start.sh`` for this broker: a thin front to
 ``twistd -n kafka --config FILE``, so the twistd plugin stays the one way a
-broker is started.  Installed as a console script, and used by
+broker is started.  ``--version`` prints ``twisted_kafka <version>``.  Installed as a console script, and used by
 ``bin/twisted-kafka-server-start`` in a checkout.
 """
 
@@ -10,11 +10,24 @@ from __future__ import annotations
 
 import sys
 
-USAGE = "usage: twisted-kafka-server-start CONFIG_FILE [--override key=value ...]"
+USAGE = "usage: twisted-kafka-server-start CONFIG_FILE [--override key=value ...] | --version | --help"
 
 
 def twistd_argv(args: list[str]) -> list[str]:
-    """The twistd command line for ``args`` (the config file, then twistd-kafka options)."""
+    """The twistd command line for ``args`` (the config file, then twistd-kafka options).
+
+    ``--version`` prints ``twisted_kafka <version>`` and ``--help`` the usage
+    line, both exiting 0; anything else that is not a config file first is a
+    usage error (exit status 1).
+    """
+    if args and args[0] == "--version":
+        from twisted_kafka import __version__
+
+        print(f"twisted_kafka {__version__}")
+        raise SystemExit(0)
+    if args and args[0] in ("--help", "-h"):
+        print(USAGE)
+        raise SystemExit(0)
     if not args or args[0].startswith("-"):
         raise SystemExit(USAGE)
     config, rest = args[0], args[1:]

@@ -10,22 +10,35 @@ to it over loopback sockets with real clients.
     assert broker.stop() == 0
 
 The configuration file is ``etc/server.properties`` with the listeners moved
-to free loopback ports (PLAINTEXT for the data plane, CONTROLLER for the
-control plane unless ``control_plane=False``) and ``log.dirs`` under
-``tmp_path``.  ``overrides`` go on the command line as ``--override``.  An
-override value may ask for a free port with ``{port:NAME}``, which is chosen
-once per BrokerProcess and kept across restarts (``broker.ports[NAME]``), e.g.
+to loopback port 0 (PLAINTEXT for the data plane, CONTROLLER for the control
+plane unless ``control_plane=False``) and ``log.dirs`` under ``tmp_path``.
+``overrides`` go on the command line as ``--override``.
+
+Ports: the kernel picks them.  Every listener binds port 0, and the broker
+reports what it bound in the line it logs once it is ready (``Broker <id> of
+cluster <cid> started in ...; listeners: NAME=host:port(plane), ...``); the
+harness reads that line, so no port is ever chosen here and handed to the
+broker later (another process could take it in between).  After the first
+start, ``ports`` maps each listener to its port (``port(name)``,
+``data_port``, ``control_port``, ``bootstrap``), and a restart asks for the
+same ports again, explicitly: clients reconnect where they were.  An override
+value names a listener's port with ``{port:NAME}`` (0 on the first start, the
+port listener NAME bound on later ones), e.g.
 
     {"listeners": "CLIENT://127.0.0.1:{port:CLIENT},INTERNAL://127.0.0.1:{port:INTERNAL}",
      "listener.security.protocol.map": "CLIENT:PLAINTEXT,INTERNAL:PLAINTEXT",
      "inter.broker.listener.name": "INTERNAL", "control.plane.listener.name": ""}
 
+``ports={"PLAINTEXT": 12345}`` asks for given ports from the first start (a
+test checking what happens when a port is taken passes one it holds itself).
 When ``listeners`` is overridden and ``advertised.listeners`` is not, the
-advertised listeners follow ``listeners``.  ``data_port`` is then the first
-listener that is not the control plane.
+advertised listeners follow ``listeners`` (port 0 is advertised as the port
+bound, as Kafka does).  ``data_port`` is the PLAINTEXT listener's, else the
+first listener that is not the control plane's.
 
 Everything the broker prints (stdout and stderr) goes to ``broker.log`` in the
-broker's directory: ``log_text()`` reads it, ``wait_for_log()`` polls it.
+broker's directory: ``log_text()`` reads it, ``wait_for_log()`` waits for a
+line.
 
 A broker still running when the Python process exits (a script that raised
 before ``stop()``, an interrupted test run) is killed then, so none is left
@@ -41,11 +54,12 @@ import signal
 import socket
 import struct
 import subprocess
-import time
 import weakref
 from pathlib import Path
 
-__all__ = ["BrokerProcess", "BrokerExited", "free_port", "REPO_ROOT"]
+from tests.support.wait import WaitTimeout, wait_until
+
+__all__ = ["BrokerProcess", "BrokerExited", "REPO_ROOT", "answers_api_versions"]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 START_SCRIPT = REPO_ROOT / "bin" / "twisted-kafka-server-start"
@@ -58,7 +72,10 @@ STARTUP_FAILURE_EXIT_GRACE = 5.0
 _MANAGED_KEYS = ("listeners", "advertised.listeners", "listener.security.protocol.map",
                  "inter.broker.listener.name", "control.plane.listener.name", "log.dirs")
 _PORT_PLACEHOLDER = re.compile(r"\{port:([A-Za-z0-9_.-]+)\}")
-_LISTENER = re.compile(r"^\s*([A-Za-z0-9_.-]+)://(\[[^\]]*\]|[^:]*):(\d+)\s*$")
+_LISTENER_NAME = re.compile(r"^\s*([A-Za-z0-9_.-]+)://")
+# The broker's ready line (KafkaServer) and one "NAME=host:port(plane)" entry of it.
+_STARTED = re.compile(r"Broker \S+ of cluster \S+ started in \S+; listeners: (?P<listeners>[^\n]*)")
+_BOUND = re.compile(r"([A-Za-z0-9_.-]+)=(\S+):(\d+)\((\w+)\)")
 # ApiVersions v0, correlation id 0x7eadbeef, client id "broker-process".
 _PROBE = (struct.pack(">hhih", 18, 0, 0x7EADBEEF, 14) + b"broker-process")
 _PROBE = struct.pack(">i", len(_PROBE)) + _PROBE
@@ -93,6 +110,14 @@ def answers_api_versions(port: int, host: str = "127.0.0.1") -> bool:
         return False
 
 
+def bound_listeners(started_line: str) -> dict[str, int]:
+    """``{listener: port}`` from the broker's "started ...; listeners: ..." line."""
+    match = _STARTED.search(started_line)
+    if match is None:
+        raise ValueError(f"not a broker started line: {started_line!r}")
+    return {name.upper(): int(port) for name, _host, port, _plane in _BOUND.findall(match["listeners"])}
+
+
 class BrokerExited(RuntimeError):
     """The broker process exited (or reported a startup failure) before it was ready."""
 
@@ -102,11 +127,8 @@ class BrokerExited(RuntimeError):
         self.log = log
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nobody listens on right now (the kernel's pick)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
+class NotStarted(RuntimeError):
+    """A port was asked for before the broker reported the ports it bound."""
 
 
 def _next_dir(tmp_path: Path) -> Path:
@@ -121,48 +143,43 @@ def _next_dir(tmp_path: Path) -> Path:
 
 
 class BrokerProcess:
-    def __init__(self, tmp_path, overrides: dict[str, str] | None = None, *, control_plane: bool = True):
+    def __init__(self, tmp_path, overrides: dict[str, str] | None = None, *, control_plane: bool = True,
+                 ports: dict[str, int] | None = None):
         self.dir = _next_dir(Path(tmp_path))
         self.config_path = str(self.dir / "server.properties")
         self.log_path = str(self.dir / "broker.log")
         self.log_dirs = [str(self.dir / "kafka-logs")]
-        self.ports: dict[str, int] = {"PLAINTEXT": free_port()}
-        if control_plane:
-            self.ports["CONTROLLER"] = free_port()
         self.control_plane = control_plane
-        self.overrides: dict[str, str] = {k: self._substitute(str(v)) for k, v in (overrides or {}).items()}
-        if "listeners" in self.overrides and "advertised.listeners" not in self.overrides:
-            self.overrides["advertised.listeners"] = self.overrides["listeners"]
-        self._write_config()
-        self.listener_ports: dict[str, int] = self._listener_ports()
+        #: The overrides as given ({port:NAME} placeholders kept): rendered at every start, so a
+        #: test may change one between a stop and the next start.
+        self.overrides: dict[str, str] = {k: str(v) for k, v in (overrides or {}).items()}
+        # The port each listener asks for at the next start: 0 (the kernel picks) until the
+        # broker has reported what it bound, then that port.
+        self._requested: dict[str, int] = {name.upper(): int(port) for name, port in (ports or {}).items()}
+        #: ``{listener: port}`` as the broker reported it at its latest successful start.
+        self.ports: dict[str, int] = {}
+        self.listener_names: list[str] = self._listener_names()
         control = self.effective("control.plane.listener.name").upper()
-        self.control_listener: str | None = control if control in self.listener_ports else None
-        data = [name for name in self.listener_ports if name != self.control_listener]
+        self.control_listener: str | None = control if control in self.listener_names else None
+        data = [name for name in self.listener_names if name != self.control_listener]
         if not data:
             raise ValueError("no data-plane listener in the configuration")
         self.data_listener = "PLAINTEXT" if "PLAINTEXT" in data else data[0]
-        self.data_port: int = self.listener_ports[self.data_listener]
-        self.control_port: int | None = (self.listener_ports.get(self.control_listener) if self.control_listener
-                                         else None)
-        self.bootstrap = f"127.0.0.1:{self.data_port}"
         self.process: subprocess.Popen | None = None
         self.returncode: int | None = None
         self.starts = 0
+        self._log_offset_at_start = 0
+        self._write_config()
 
     # -- configuration --------------------------------------------------------------
 
-    def _substitute(self, value: str) -> str:
-        def port(match: re.Match) -> str:
-            name = match[1].upper()
-            if name not in self.ports:
-                self.ports[name] = free_port()
-            return str(self.ports[name])
-        return _PORT_PLACEHOLDER.sub(port, value)
+    def _render(self, value: str) -> str:
+        return _PORT_PLACEHOLDER.sub(lambda match: str(self._requested.get(match[1].upper(), 0)), value)
 
     def _base_values(self) -> dict[str, str]:
-        plaintext = f"PLAINTEXT://127.0.0.1:{self.ports['PLAINTEXT']}"
+        plaintext = "PLAINTEXT://127.0.0.1:{port:PLAINTEXT}"
         if self.control_plane:
-            listeners = f"{plaintext},CONTROLLER://127.0.0.1:{self.ports['CONTROLLER']}"
+            listeners = f"{plaintext},CONTROLLER://127.0.0.1:{{port:CONTROLLER}}"
             return {"listeners": listeners, "advertised.listeners": listeners,
                     "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
                     "inter.broker.listener.name": "PLAINTEXT", "control.plane.listener.name": "CONTROLLER",
@@ -170,6 +187,12 @@ class BrokerProcess:
         return {"listeners": plaintext, "advertised.listeners": plaintext,
                 "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT",
                 "inter.broker.listener.name": "PLAINTEXT", "log.dirs": ",".join(self.log_dirs)}
+
+    def _rendered_overrides(self) -> dict[str, str]:
+        rendered = {key: self._render(value) for key, value in self.overrides.items()}
+        if "listeners" in rendered and "advertised.listeners" not in rendered:
+            rendered["advertised.listeners"] = rendered["listeners"]
+        return rendered
 
     def _write_config(self) -> None:
         kept = []
@@ -181,38 +204,60 @@ class BrokerProcess:
                 kept.append(line)
         kept.append("")
         kept.append("############################# Test harness #############################")
-        kept.extend(f"{key}={value}" for key, value in self._base_values().items())
+        kept.extend(f"{key}={self._render(value)}" for key, value in self._base_values().items())
         Path(self.config_path).write_text("\n".join(kept) + "\n", encoding="utf-8")
 
     def effective(self, key: str) -> str:
-        """The value of ``key`` as the broker will see it (override, else the harness/base file; '' if unset)."""
-        if key in self.overrides:
-            return self.overrides[key]
+        """The value of ``key`` as the broker will see it at its next start (override, else the
+        harness/base file; '' if unset)."""
+        overrides = self._rendered_overrides()
+        if key in overrides:
+            return overrides[key]
         base = self._base_values()
         if key in base:
-            return base[key]
-        for line in Path(self.config_path).read_text(encoding="utf-8").splitlines():
+            return self._render(base[key])
+        for line in BASE_CONFIG.read_text(encoding="utf-8").splitlines():
             parts = re.split(r"\s*[=:]\s*", line.strip(), maxsplit=1)
             if len(parts) == 2 and parts[0] == key:
                 return parts[1]
         return ""
 
-    def _listener_ports(self) -> dict[str, int]:
-        ports: dict[str, int] = {}
+    def _listener_names(self) -> list[str]:
+        names = []
         for entry in self.effective("listeners").split(","):
-            match = _LISTENER.match(entry)
+            match = _LISTENER_NAME.match(entry)
             if match:
-                ports[match[1].upper()] = int(match[3])
-        return ports
+                names.append(match[1].upper())
+        return names
+
+    # -- ports (as the broker reported them) ----------------------------------------
 
     def port(self, listener_name: str) -> int:
-        """The port of a listener (by name, any case)."""
-        return self.listener_ports[listener_name.upper()]
+        """The port a listener (by name, any case) bound, as the broker reported it."""
+        if not self.ports:
+            raise NotStarted(f"{self!r} has not reported its ports yet: start() it first")
+        return self.ports[listener_name.upper()]
+
+    @property
+    def listener_ports(self) -> dict[str, int]:
+        return dict(self.ports)
+
+    @property
+    def data_port(self) -> int:
+        return self.port(self.data_listener)
+
+    @property
+    def control_port(self) -> int | None:
+        return self.port(self.control_listener) if self.control_listener else None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.data_port}"
 
     @property
     def command(self) -> list[str]:
         args = [str(START_SCRIPT), self.config_path]
-        for key, value in self.overrides.items():
+        for key, value in self._rendered_overrides().items():
             args += ["--override", f"{key}={value}"]
         return args
 
@@ -230,6 +275,7 @@ class BrokerProcess:
         """Start the process without waiting for it to be ready."""
         if self.running:
             raise RuntimeError("broker already running")
+        self._write_config()
         with open(self.log_path, "ab") as log_file:        # the child keeps its own descriptor
             self._log_offset_at_start = log_file.tell()
             self.returncode = None
@@ -240,32 +286,44 @@ class BrokerProcess:
         return self
 
     def start(self, timeout: float = 30) -> BrokerProcess:
-        """Spawn the broker and wait until its data port answers ApiVersions."""
-        self.spawn()
-        deadline = time.monotonic() + timeout
-        while True:
-            code = self.process.poll()
-            if code is not None:
-                self._reap(code)
-                raise BrokerExited(f"broker exited with status {code} during startup", code, self.log_text())
-            if "Broker startup failed" in self.log_text(since_start=True):
-                # It should exit by itself with a non-zero status; if it hangs, kill it
-                # (the status is then -9, which tests can tell from a proper exit).
-                try:
-                    self._reap(self.process.wait(STARTUP_FAILURE_EXIT_GRACE))
-                except subprocess.TimeoutExpired:
-                    self.kill()
-                raise BrokerExited("broker reported a startup failure", self.returncode, self.log_text())
-            if self._probe():
-                return self
-            if time.monotonic() > deadline:
-                self.kill()
-                raise BrokerExited(f"broker did not answer ApiVersions on {self.bootstrap} within {timeout}s",
-                                   self.returncode, self.log_text())
-            time.sleep(0.05)
+        """Spawn the broker and wait until it is ready; a restart asks for the ports of the previous start.
 
-    def _probe(self) -> bool:
-        return answers_api_versions(self.data_port)
+        Ready is the broker's own word: it logs the started line (with the
+        ports it bound) once every listener accepts.  The harness opens no
+        connection of its own, so when a test begins, the only connection
+        the broker holds is its controller's, to its own control plane (or
+        data plane without one) -- connection limits can be tested exactly.
+        """
+        self.spawn()
+        try:
+            line = wait_until(self._started_line, timeout, what="the broker's started line")
+        except WaitTimeout:
+            self.kill()
+            raise BrokerExited(f"broker did not report being started within {timeout}s",
+                               self.returncode, self.log_text()) from None
+        self.ports = bound_listeners(line)
+        self._requested.update(self.ports)
+        return self
+
+    def _started_line(self) -> str | None:
+        """The started line of the current run; raises BrokerExited if the run failed instead."""
+        code = self.process.poll()
+        text = self.log_text(since_start=True)
+        match = _STARTED.search(text)
+        if match is not None:
+            return match[0]
+        if code is not None:
+            self._reap(code)
+            raise BrokerExited(f"broker exited with status {code} during startup", code, self.log_text())
+        if "Broker startup failed" in text:
+            # It should exit by itself with a non-zero status; if it hangs, kill it
+            # (the status is then -9, which tests can tell from a proper exit).
+            try:
+                self._reap(self.process.wait(STARTUP_FAILURE_EXIT_GRACE))
+            except subprocess.TimeoutExpired:
+                self.kill()
+            raise BrokerExited("broker reported a startup failure", self.returncode, self.log_text())
+        return None
 
     def stop(self, timeout: float = 30) -> int:
         """SIGTERM (a clean shutdown); returns the exit status."""
@@ -314,7 +372,7 @@ class BrokerProcess:
         try:
             with open(self.log_path, "rb") as fh:
                 if since_start:
-                    fh.seek(getattr(self, "_log_offset_at_start", 0))
+                    fh.seek(self._log_offset_at_start)
                 return fh.read().decode("utf-8", "replace")
         except FileNotFoundError:
             return ""
@@ -326,19 +384,23 @@ class BrokerProcess:
     def wait_for_log(self, pattern: str, timeout: float = 10, *, after: int = 0) -> str:
         """Wait for a line matching the regex ``pattern``; returns that line."""
         regex = re.compile(pattern)
-        deadline = time.monotonic() + timeout
-        while True:
+
+        def matching_line() -> str | None:
             text = self.log_text()[after:]
             match = regex.search(text)
-            if match:
-                start = text.rfind("\n", 0, match.start()) + 1
-                end = text.find("\n", match.end())
-                return text[start:end if end >= 0 else len(text)]
-            if time.monotonic() > deadline:
-                raise AssertionError(f"no line matching {pattern!r} in the broker output within {timeout}s\n"
-                                     f"--- broker output ---\n{text[-4000:]}")
-            time.sleep(0.05)
+            if match is None:
+                return None
+            start = text.rfind("\n", 0, match.start()) + 1
+            end = text.find("\n", match.end())
+            return text[start:end if end >= 0 else len(text)]
+
+        try:
+            return wait_until(matching_line, timeout, what=f"a line matching {pattern!r}")
+        except WaitTimeout:
+            raise AssertionError(f"no line matching {pattern!r} in the broker output within {timeout}s\n"
+                                 f"--- broker output ---\n{self.log_text()[after:][-4000:]}") from None
 
     def __repr__(self) -> str:
+        where = self.bootstrap if self.ports else "(no ports yet)"
         state = f"pid {self.pid}" if self.running else f"exit {self.returncode}"
-        return f"<BrokerProcess {self.bootstrap} {state} dir={self.dir}>"
+        return f"<BrokerProcess {where} {state} dir={self.dir}>"

@@ -116,6 +116,9 @@ class CapturePeer:
     def stop(self) -> None:
         self._stopping = True
         if self._listener is not None:
+            # close() alone does not wake the thread blocked in accept() (Linux); shutdown() does.
+            with contextlib.suppress(OSError):
+                self._listener.shutdown(socket.SHUT_RDWR)
             self._listener.close()
         with self._lock:
             connections = list(self._connections)

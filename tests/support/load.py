@@ -1,18 +1,25 @@
 """Raw-socket load generators, run in their own processes so the client is not the bottleneck.
 
-Used by the plane-isolation tests and by ``bench/network.py``:
+Used by the network integration tests and by ``bench/network.py`` and ``bench/planes.py``:
 
     python -m tests.support.load pipeline --port 9092 --connections 10 --depth 5 --duration 5 --api metadata
     python -m tests.support.load accept --port 9092 --concurrency 16 --duration 5
     python -m tests.support.load latency --port 9093 --duration 3 --interval 0.01
 
-Each prints one JSON object.  ``pipeline`` keeps ``depth`` requests in flight
-on each of ``connections`` connections for ``duration`` seconds, then stops
+Each prints one JSON object (its last line of output).  ``pipeline`` keeps
+``depth`` requests in flight on each of ``connections`` connections for
+``duration`` seconds or until it receives SIGTERM (``stop()``), then stops
 sending and waits for every outstanding response; it checks that each
-connection's responses come back in request order.  ``accept`` opens
-connections as fast as ``concurrency`` slots allow; each sends one ApiVersions
-request, reads the answer and closes.  ``latency`` sends one request at a
-time on one connection and reports the round-trip times.
+connection's responses come back in request order.  Before its result it
+prints ``{"connected": true}`` once every connection is open (from then on
+SIGTERM stops it cleanly) and ``{"answering": true}`` once every connection
+has had an answer, so a test can wait for the flood to be under way
+(``wait_connected()``, ``wait_answering()``) instead of sleeping.
+``accept`` opens connections as fast as ``concurrency`` slots allow; each
+sends one ApiVersions request, reads the answer and closes.
+``latency`` sends one request at a time on one connection, every
+``interval`` seconds (the generator's own pace), and reports the round-trip
+times.
 
 The requests are hand-built (no encoder in the loop): ApiVersions v0, and
 Metadata v1 with a null topic list (every topic).
@@ -25,7 +32,9 @@ import errno
 import json
 import math
 import os
+import select
 import selectors
+import signal
 import socket
 import struct
 import subprocess
@@ -67,11 +76,22 @@ def _connect(host: str, port: int, source: str | None = None) -> socket.socket:
     return sock
 
 
+_stop_requested = False
+
+
+def _request_stop(signum, frame) -> None:
+    global _stop_requested
+    _stop_requested = True
+
+
 def pipeline(host: str, port: int, connections: int, depth: int, duration: float, api: str,
              drain_timeout: float = 30.0) -> dict:
+    signal.signal(signal.SIGTERM, _request_stop)
     selector = selectors.DefaultSelector()
     conns = [_Conn(_connect(host, port)) for _ in range(connections)]
+    print(json.dumps({"connected": True}), flush=True)
     sent = received = out_of_order = closed = dropped = partial = 0
+    announced = False
 
     def send(conn: _Conn, count: int) -> None:
         nonlocal sent
@@ -84,7 +104,7 @@ def pipeline(host: str, port: int, connections: int, depth: int, duration: float
             try:
                 n = conn.sock.send(view)
             except BlockingIOError:  # the broker is not reading: wait for room in the socket buffer
-                time.sleep(0.0005)
+                select.select([], [conn.sock], [], 1.0)
                 continue
             view = view[n:]
 
@@ -96,7 +116,7 @@ def pipeline(host: str, port: int, connections: int, depth: int, duration: float
     sending = True
     while True:
         now = time.monotonic()
-        if sending and (now >= deadline or closed == len(conns)):
+        if sending and (now >= deadline or closed == len(conns) or _stop_requested):
             sending = False
             stop_sending_at = now
         if not sending and (all(c.outstanding == 0 for c in conns) or now > stop_sending_at + drain_timeout):
@@ -135,6 +155,9 @@ def pipeline(host: str, port: int, connections: int, depth: int, duration: float
             received += answered
             if sending and answered:
                 send(conn, answered)
+        if not announced and all(c.received for c in conns):
+            announced = True
+            print(json.dumps({"answering": True}), flush=True)
     elapsed_sending = stop_sending_at - start
     for conn in conns:
         conn.sock.close()
@@ -220,9 +243,8 @@ def accept(host: str, port: int, concurrency: int, duration: float) -> dict:
             "seconds": elapsed}
 
 
-def latency(host: str, port: int, duration: float, interval: float, api: str, delay: float = 0.0) -> dict:
+def latency(host: str, port: int, duration: float, interval: float, api: str) -> dict:
     """One connection, one request at a time every ``interval`` s: the round-trip times in ms."""
-    time.sleep(delay)
     sock = socket.create_connection((host, port), timeout=30)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     samples = []
@@ -241,7 +263,7 @@ def latency(host: str, port: int, duration: float, interval: float, api: str, de
         samples.append((time.perf_counter() - started) * 1000.0)
         if struct.unpack_from(">i", buf, 4)[0] != correlation_id:
             raise AssertionError("response out of order")
-        time.sleep(interval)
+        time.sleep(interval)            # the probe's own pace between requests
     sock.close()
     ordered = sorted(samples)
     return {"mode": "latency", "api": api, "count": len(samples), "samples_ms": samples,
@@ -263,6 +285,48 @@ def spawn(mode: str, **kwargs) -> subprocess.Popen:
     root = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root, env=env)
+
+
+def _wait_for(process: subprocess.Popen, event: str, timeout: float) -> None:
+    """Read a ``pipeline`` generator's progress lines until ``{event: true}``."""
+    fd = process.stdout.fileno()
+    deadline = time.monotonic() + timeout
+    while True:
+        line = b""
+        while not line.endswith(b"\n"):      # byte by byte: what follows is left for collect()
+            readable, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            if not readable:
+                raise TimeoutError(f"the load generator did not report {event!r} within {timeout}s")
+            byte = os.read(fd, 1)
+            if not byte:
+                raise RuntimeError(f"the load generator ended before reporting {event!r}: "
+                                   f"{process.stderr.read()[-2000:]}")
+            line += byte
+        progress = json.loads(line)
+        if progress.get(event):
+            return
+        if set(progress) - {"connected", "answering"}:
+            raise RuntimeError(f"unexpected line from the load generator: {line!r}")
+
+
+def wait_connected(process: subprocess.Popen, timeout: float = 30) -> None:
+    """Wait until every connection of a ``pipeline`` generator is open (it then stops cleanly on ``stop()``)."""
+    _wait_for(process, "connected", timeout)
+
+
+def wait_answering(process: subprocess.Popen, timeout: float = 30) -> None:
+    """Wait until every connection of a ``pipeline`` generator has had an answer."""
+    _wait_for(process, "answering", timeout)
+
+
+def stop(process: subprocess.Popen) -> None:
+    """Ask a ``pipeline`` generator to stop sending (it then drains and prints its result).
+
+    Only once it reported ``connected`` (``wait_connected()``/``wait_answering()``):
+    before, SIGTERM would end it without a result.
+    """
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
 
 
 def collect(process: subprocess.Popen, timeout: float = 120) -> dict:
@@ -292,13 +356,12 @@ def main(argv=None) -> None:
     lat.add_argument("--port", type=int, required=True)
     lat.add_argument("--duration", type=float, default=3.0)
     lat.add_argument("--interval", type=float, default=0.01)
-    lat.add_argument("--delay", type=float, default=0.0, help="seconds to wait before connecting")
     lat.add_argument("--api", choices=sorted(API_KEYS), default="api_versions")
     args = parser.parse_args(argv)
     if args.mode == "pipeline":
         result = pipeline(args.host, args.port, args.connections, args.depth, args.duration, args.api)
     elif args.mode == "latency":
-        result = latency(args.host, args.port, args.duration, args.interval, args.api, args.delay)
+        result = latency(args.host, args.port, args.duration, args.interval, args.api)
     else:
         result = accept(args.host, args.port, args.concurrency, args.duration)
     print(json.dumps(result), flush=True)

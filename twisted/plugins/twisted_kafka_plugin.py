@@ -3,8 +3,12 @@
     twistd -n kafka --config etc/server.properties [--override key=value ...]
 
 The configuration is loaded and validated while options are parsed, so a bad
-value stops twistd with a one-line message naming the key (exit status 1)
-before anything is bound or written.
+value stops twistd before anything is bound or written.  Every startup
+failure -- a bad value, a port in use, an unusable log directory -- is one
+line, ``Broker startup failed: ...`` naming the key, the value and the
+reason, and exit status 1; ``TWISTED_KAFKA_DEBUG=1`` adds the traceback
+(``twisted_kafka/server/startup.py``).  ``twistd kafka --version`` prints
+``twisted_kafka <version>``.
 
 SIGTERM (or SIGINT) shuts the broker down cleanly and the process then exits
 with status 0, as Kafka's does.  twistd's own handlers would record the
@@ -22,6 +26,9 @@ from zope.interface import implementer
 
 class Options(usage.Options):
     synopsis = "--config FILE [--override key=value ...]"
+    # Shown with the option list on a usage error; without it, usage.Options would
+    # show the docstring of whatever module runs as __main__.
+    longdesc = "Run a broker that speaks Apache Kafka's wire protocol (twisted_kafka)."
     optParameters = [
         ["config", "c", None, "Broker configuration (.properties), e.g. etc/server.properties"],
     ]
@@ -34,9 +41,17 @@ class Options(usage.Options):
         """Override one configuration key (key=value); may be repeated."""
         self["override"].append(value)
 
+    def opt_version(self):
+        """Print twisted_kafka's version and exit."""
+        import twisted_kafka
+
+        print(f"twisted_kafka {twisted_kafka.__version__}")
+        raise SystemExit(0)
+
     def postOptions(self):
         from twisted_kafka.config import ConfigError, KafkaConfig
         from twisted_kafka.network.listeners import parse_listeners
+        from twisted_kafka.server.startup import exit_with
 
         if not self["config"]:
             raise usage.UsageError("--config FILE is required")
@@ -44,7 +59,8 @@ class Options(usage.Options):
             self["kafka_config"] = KafkaConfig.load(self["config"], self["override"])
             parse_listeners(self["kafka_config"])
         except ConfigError as exc:
-            raise usage.UsageError(str(exc)) from None
+            # One line and status 1, not twistd's usage text: the command line was fine.
+            raise exit_with(exc) from None
 
 
 @implementer(IServiceMaker, IPlugin)
@@ -55,20 +71,19 @@ class KafkaServiceMaker:
 
     def makeService(self, options):
         import signal
-        import sys
 
         from twisted.internet import reactor
         from twisted.logger import Logger
 
-        from twisted_kafka.config import ConfigError
         from twisted_kafka.server.kafka_server import KafkaServer
+        from twisted_kafka.server.startup import exit_with
 
+        config = options["kafka_config"]
         try:
-            server = KafkaServer(options["kafka_config"])
-        except (ConfigError, OSError) as exc:
+            server = KafkaServer(config)
+        except Exception as exc:
             # Logging is not running yet: one line on stderr, and exit status 1.
-            print(f"Broker startup failed: {exc}", file=sys.stderr)
-            raise SystemExit(1) from None
+            raise exit_with(exc, config.log_dirs) from None
 
         stopping = []
 

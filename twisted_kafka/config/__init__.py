@@ -9,7 +9,7 @@ imported from Twisted, for the unknown-key warnings.
 
 from .broker import BROKER_CONFIG
 from .definition import NO_DEFAULT, ConfigDef, ConfigKey, Importance, UpdateMode
-from .errors import ConfigError
+from .errors import ConfigError, StartupError
 from .kafka_config import KafkaConfig
 from .properties import load_properties, parse_override, parse_properties
 from .sources import ConfigEntry, ConfigSource, ConfigSynonym
@@ -31,6 +31,7 @@ __all__ = [
     "Importance",
     "KafkaConfig",
     "Password",
+    "StartupError",
     "TopicConfig",
     "Type",
     "UpdateMode",

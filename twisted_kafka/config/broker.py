@@ -14,7 +14,7 @@ from typing import Any
 
 from .definition import ConfigDef, ConfigKey, Importance, UpdateMode
 from .types import Type
-from .validators import at_least, between, one_of, valid_list
+from .validators import at_least, between, metadata_version, one_of, valid_list
 
 __all__ = [
     "BROKER_CONFIG",
@@ -203,7 +203,9 @@ _define("control.plane.listener.name", STRING, None, HIGH,
 _group = "Connection quotas"
 _define("max.connections.per.ip", INT, INT_MAX, MEDIUM,
         "Most connections allowed from one IP address; a further connection is "
-        "accepted and closed at once. 0 is allowed only with overrides.",
+        "accepted and closed at once. 0 is allowed only with overrides. "
+        "Connections on the control-plane listener (the controller's) are not "
+        "counted.",
         validator=at_least(0), mode=CLUSTER_WIDE)
 _define("max.connections.per.ip.overrides", STRING, "", MEDIUM,
         "Per-host or per-IP exceptions to max.connections.per.ip, as "
@@ -211,8 +213,9 @@ _define("max.connections.per.ip.overrides", STRING, "", MEDIUM,
         mode=CLUSTER_WIDE)
 _define("max.connections", INT, INT_MAX, MEDIUM,
         "Most connections the broker holds; at the limit, listeners stop "
-        "accepting until one closes. With the listener.name.<l>. prefix: a "
-        "limit for that listener.",
+        "accepting until one closes. The inter-broker and control-plane "
+        "listeners are exempt (with more than one listener). With the "
+        "listener.name.<l>. prefix: a limit for that listener.",
         validator=at_least(0), mode=CLUSTER_WIDE, listener=True)
 _define("max.connection.creation.rate", INT, INT_MAX, MEDIUM,
         "Most new connections accepted per second (KIP-612), broker-wide or, "
@@ -453,6 +456,16 @@ _define("log.message.timestamp.after.max.ms", LONG, LONG_MAX, MEDIUM,
         "With CreateTime, reject batches whose timestamp is further than this "
         "in the future (KIP-937).",
         validator=at_least(0), mode=CLUSTER_WIDE)
+_define("log.message.timestamp.difference.max.ms", LONG, LONG_MAX, MEDIUM,
+        "With CreateTime, reject batches whose timestamp is further than this "
+        "from the broker's clock; stands for "
+        "log.message.timestamp.before.max.ms and .after.max.ms when they are "
+        "left at their default. Topic key message.timestamp.difference.max.ms.",
+        validator=at_least(0), mode=CLUSTER_WIDE)
+_define("log.message.format.version", STRING, "3.0-IV1", MEDIUM,
+        "The message format of appended batches: ignored, batches are stored "
+        "in message format v2. Topic key message.format.version.",
+        validator=metadata_version())
 _define("num.recovery.threads.per.data.dir", INT, 1, HIGH,
         "Workers per log directory that load logs at startup and flush them at "
         "shutdown.",

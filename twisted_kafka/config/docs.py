@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .broker import BROKER_CONFIG, MECHANISM_PREFIX_REQUIRED
-from .effect import not_effective_reason
+from .effect import deprecation, not_effective_reason
 from .definition import ConfigDef, ConfigKey
 from .topic import TOPIC_CONFIG, TOPIC_SYNONYMS
 from .types import format_value
@@ -47,6 +47,9 @@ Kafka means the same here. At startup:
 * a key marked **accepted, no effect yet** below (a feature not built yet, or
   a concept this design does not have) loads as in Kafka but is warned about
   when set, so a Kafka configuration never silently means less here;
+* a key marked **deprecated** (deprecated by Kafka 3.x, which still accepts
+  it) is accepted and warned about when set, saying what it still does; so
+  are the deprecated topic keys, when a topic is created or altered with them;
 * values of *password* keys are never shown: not in logs, errors or here.
 
 **Per-listener keys.** Keys marked *per listener* may also be written as
@@ -111,8 +114,11 @@ def _key_section(key: ConfigKey) -> list[str]:
     if overrides:
         facts.append(overrides)
     lines = [f"### `{key.name}`", "", _text(key.doc), "", " · ".join(facts), ""]
+    deprecated = deprecation(key.name)
     reason = not_effective_reason(key.name)
-    if reason is not None:
+    if deprecated is not None:
+        lines += [f"**Deprecated:** this key is {_text(deprecated)}.", ""]
+    elif reason is not None:
         lines += [f"**Accepted, no effect yet:** {reason}.", ""]
     return lines
 

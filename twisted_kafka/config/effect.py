@@ -2,18 +2,21 @@
 
 Every Kafka broker key is defined so that a ``server.properties`` written for
 Kafka loads unchanged.  Some of them govern features this broker does not
-have yet (TLS, SASL, groups, replication, ...) or concepts a single reactor
+have yet (TLS, SASL, transactions, replication, ...) or concepts a single reactor
 does not have (network threads).  Accepting such a key silently would let an
 operator believe it works: the docs mark each one, and a key set explicitly
 is warned about at startup.  A test keeps this table honest both ways — a key
 listed here must not be read by the broker, and a key the broker never reads
 must be listed here.
+
+Keys Kafka 3.x has deprecated but still accepts are accepted too, so a
+configuration or a tool written for Kafka 3.x keeps working: each is warned
+about as deprecated when set (``deprecation``), saying whether it still acts.
 """
 
 from __future__ import annotations
 
 SECURITY = "TLS, SASL and ACLs are not built yet (security issue)"
-GROUPS = "consumer groups and offset storage are not built yet (groups issue)"
 TRANSACTIONS = "idempotence and transactions are not built yet"
 REPLICATION = "replication between brokers is not built yet (cluster issue)"
 ZOOKEEPER = "ZooKeeper-coordinated clusters are not built yet; setting zookeeper.connect fails startup"
@@ -30,8 +33,6 @@ ID_GENERATION = "broker ids are generated only for a single node (reserved.broke
 _PREFIXES = {
     "ssl.": SECURITY,
     "sasl.": SECURITY,
-    "group.": GROUPS,
-    "offsets.": GROUPS,
     "transaction.": TRANSACTIONS,
     "replica.": REPLICATION,
     "leader.imbalance.": REPLICATION,
@@ -47,7 +48,6 @@ _KEYS = {
     "principal.builder.class": SECURITY,
     "security.providers": SECURITY,
     "super.users": SECURITY,
-    "offset.metadata.max.bytes": GROUPS,
     "producer.id.expiration.ms": TRANSACTIONS,
     "transactional.id.expiration.ms": TRANSACTIONS,
     "num.replica.fetchers": REPLICATION,
@@ -65,6 +65,28 @@ _KEYS = {
 }
 
 
+#: Why a deprecated key is deprecated, and what it still does here.
+MESSAGE_FORMAT = ("deprecated since Kafka 3.0 (KIP-724) and ignored, as Kafka ignores it from inter-broker "
+                  "protocol 3.0: batches are stored in message format v2, as produced")
+TIMESTAMP_DIFFERENCE = ("deprecated since Kafka 3.6 (KIP-937): the message.timestamp.before.max.ms and "
+                        "message.timestamp.after.max.ms keys replace it; it still stands for either of them "
+                        "left at its default")
+
+#: Keys Kafka 3.x deprecated but still accepts (broker and topic keys) -> (why, whether they act).
+_DEPRECATED: dict[str, tuple[str, bool]] = {
+    "log.message.format.version": (MESSAGE_FORMAT, False),
+    "message.format.version": (MESSAGE_FORMAT, False),
+    "log.message.timestamp.difference.max.ms": (TIMESTAMP_DIFFERENCE, True),
+    "message.timestamp.difference.max.ms": (TIMESTAMP_DIFFERENCE, True),
+}
+
+
+def deprecation(name: str) -> str | None:
+    """Why key ``name`` (broker or topic key) is deprecated, or None if it is not."""
+    entry = _DEPRECATED.get(name)
+    return entry[0] if entry else None
+
+
 # Read although a prefix above matches: zookeeper.connect, when set, fails startup with a clear message.
 _EFFECTIVE = frozenset({"zookeeper.connect"})
 
@@ -73,6 +95,9 @@ def not_effective_reason(name: str) -> str | None:
     """Why the broker does not act on key ``name``, or None if it does."""
     if name in _EFFECTIVE:
         return None
+    deprecated = _DEPRECATED.get(name)
+    if deprecated is not None:
+        return None if deprecated[1] else deprecated[0]
     reason = _KEYS.get(name)
     if reason is not None:
         return reason

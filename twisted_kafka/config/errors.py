@@ -1,9 +1,11 @@
-"""The one exception type of the configuration subsystem.
+"""The exception types of the configuration subsystem.
 
 Startup must fail with a message an operator can act on: which key, and why.
 Callers that only want to report the problem print the exception; callers
 that want to react to it (AlterConfigs answering INVALID_CONFIG, a test
-asserting the key) read ``key`` and ``reason``.
+asserting the key) read ``key`` and ``reason``.  ``ConfigError`` is a value
+Kafka would refuse; ``StartupError`` a valid setting the environment refuses
+(a port in use, a log directory that is a file).
 """
 
 from __future__ import annotations
@@ -55,3 +57,21 @@ class ConfigError(ValueError):
 
 def _rebuild(key: str, reason: str, value: Any, message: str) -> ConfigError:
     return ConfigError(key, reason, value, message=message)
+
+
+class StartupError(Exception):
+    """The broker cannot start because of one setting: its key, its value, and why.
+
+    For what the environment refuses (a listener's port in use, a log
+    directory that cannot be created or loaded); a value Kafka itself would
+    refuse is a ``ConfigError``.  ``str()`` is ``<key>: <value>: <reason>``.
+    """
+
+    def __init__(self, key: str, value: Any, reason: str) -> None:
+        super().__init__(key, value, reason)
+        self.key = key
+        self.value = value
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.value}: {self.reason}"

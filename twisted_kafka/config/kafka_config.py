@@ -24,7 +24,7 @@ from . import derived
 from .broker import BROKER_CONFIG, MECHANISM_PREFIX_REQUIRED
 from .checks import check
 from .definition import ConfigKey
-from .effect import not_effective_reason
+from .effect import deprecation, not_effective_reason
 from .prefixes import NotAListenerKey, split_listener_key
 from .properties import load_properties, parse_override
 from .sources import ConfigEntry, ConfigSource
@@ -139,15 +139,21 @@ class KafkaConfig(Mapping[str, Any]):
 
     @staticmethod
     def _warn_ineffective(merged: Mapping[str, Any], listener_raw, already_warned: frozenset[str]) -> list[str]:
-        """Warn once about each key set explicitly that the broker does not act on (config/effect.py)."""
+        """Warn once about each key set explicitly that the broker does not act on, or that Kafka
+        deprecated (config/effect.py); returns them."""
         ineffective = []
         for name in merged:
             base = name if name in BROKER_CONFIG else listener_raw.get(name, (None, None, None))[2]
+            deprecated = deprecation(base) if base else None
             reason = not_effective_reason(base) if base else None
-            if reason is None:
+            if reason is None and deprecated is None:
                 continue
             ineffective.append(name)
-            if name not in already_warned:
+            if name in already_warned:
+                continue
+            if deprecated is not None:
+                log.warn("Configuration {key}={value} is {reason}", key=name, value=merged[name], reason=deprecated)
+            else:
                 log.warn("Configuration {key} is accepted but has no effect: {reason}", key=name, reason=reason)
         return ineffective
 

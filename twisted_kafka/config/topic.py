@@ -17,11 +17,14 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from .broker import BROKER_CONFIG, COMPRESSION_TYPES
+from twisted.logger import Logger
+
 from .definition import ConfigDef, ConfigKey, Importance
+from .effect import deprecation
 from .errors import ConfigError
 from .sources import ConfigEntry, ConfigSource, ConfigSynonym
 from .types import Type
-from .validators import at_least, between, one_of, valid_list
+from .validators import at_least, between, metadata_version, one_of, valid_list
 
 if TYPE_CHECKING:  # pragma: no cover
     from .kafka_config import KafkaConfig
@@ -33,7 +36,10 @@ __all__ = [
     "TopicConfig",
     "topic_config",
     "validate_topic_overrides",
+    "warn_deprecated_topic_configs",
 ]
+
+log = Logger(namespace="twisted_kafka.config")
 
 MEDIUM, LOW = Importance.MEDIUM, Importance.LOW
 LONG_MAX = 2**63 - 1
@@ -118,6 +124,10 @@ TOPIC_SYNONYMS: Mapping[str, tuple[BrokerSynonym, ...]] = MappingProxyType(
         "message.timestamp.after.max.ms": (
             BrokerSynonym("log.message.timestamp.after.max.ms"),
         ),
+        "message.timestamp.difference.max.ms": (
+            BrokerSynonym("log.message.timestamp.difference.max.ms"),
+        ),
+        "message.format.version": (BrokerSynonym("log.message.format.version"),),
     }
 )
 
@@ -166,6 +176,15 @@ TOPIC_CONFIG = ConfigDef(
         _topic("message.timestamp.after.max.ms", Type.LONG, LONG_MAX,
                "How far in the future a CreateTime timestamp may be.",
                at_least(0)),
+        _topic("message.timestamp.difference.max.ms", Type.LONG, LONG_MAX,
+               "Deprecated (KIP-937): how far from the broker's clock a CreateTime "
+               "timestamp may be; stands for the before/after keys left at their "
+               "default.",
+               at_least(0)),
+        _topic("message.format.version", Type.STRING, "3.0-IV1",
+               "Deprecated (KIP-724) and ignored: batches are stored in message "
+               "format v2.",
+               metadata_version()),
         _topic("min.insync.replicas", Type.INT, 1,
                "In-sync replicas an acks=all write needs.",
                at_least(1)),
@@ -229,6 +248,19 @@ def validate_topic_overrides(overrides: Mapping[str, Any]) -> dict[str, Any]:
             overrides["min.compaction.lag.ms"],
         )
     return typed
+
+
+def warn_deprecated_topic_configs(topic: str, overrides: Mapping[str, Any]) -> None:
+    """Log a warning for each key of a topic's overrides that Kafka deprecated (config/effect.py).
+
+    Called where a topic's overrides are set (CreateTopics, AlterConfigs), so
+    each setting is warned about once, when it is made.
+    """
+    for name, value in overrides.items():
+        reason = deprecation(name)
+        if reason is not None:
+            log.warn("Topic configuration {key}={value} of topic {topic} is {reason}",
+                     key=name, value=value, topic=topic, reason=reason)
 
 
 class TopicConfig(Mapping[str, Any]):

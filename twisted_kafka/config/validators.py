@@ -22,6 +22,7 @@ __all__ = [
     "one_of",
     "valid_list",
     "non_empty_string",
+    "metadata_version",
     "custom",
     "describe",
 ]
@@ -130,6 +131,32 @@ class _NonEmptyString(Validator):
 def non_empty_string() -> Validator:
     """A string with at least one character (Kafka's ``NonEmptyString``)."""
     return _NonEmptyString()
+
+
+#: Kafka releases a ``MetadataVersion`` string may name (Kafka 3.9's list, release part only).
+KAFKA_RELEASES = ("0.8.0", "0.8.1", "0.8.2", "0.9.0", "0.10.0", "0.10.1", "0.10.2", "0.11.0", "1.0", "1.1",
+                  *(f"2.{minor}" for minor in range(9)), *(f"3.{minor}" for minor in range(10)))
+
+
+class _MetadataVersion(Validator):
+    description = f"[{', '.join(KAFKA_RELEASES)}], each optionally with -IV<n>"
+
+    def __call__(self, value: Any) -> None:
+        # As Kafka's MetadataVersion.fromVersionString: "0.x" versions keep three
+        # segments, later ones two, so 0.8.2.1 is 0.8.2 and 2.8.1 is 2.8.
+        text = str(value)
+        segments = text.split(".")
+        kept = 3 if text.startswith("0.") else 2
+        release, _, iv = ".".join(segments[:kept]).partition("-")
+        if release not in KAFKA_RELEASES or (iv and not (iv.startswith("IV") and iv[2:].isdigit())):
+            raise ValueError(f"Version {text} is not a valid version")
+
+
+def metadata_version() -> Validator:
+    """A Kafka version as ``message.format.version`` takes it (Kafka's
+    ``MetadataVersionValidator``): a release such as 2.8 or 0.10.2, or an
+    inter-broker protocol version such as 3.0-IV1."""
+    return _MetadataVersion()
 
 
 class _Custom(Validator):

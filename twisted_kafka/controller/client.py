@@ -70,6 +70,13 @@ class TopicResult:
 class ControllerClient(ABC):
     """The controller's operations, as a broker calls them; each raises ``KafkaError`` on failure."""
 
+    @property
+    @abstractmethod
+    def controller_id(self) -> int | None:
+        """The broker id of the active controller as this broker knows it (ZooKeeper's
+        ``/controller`` in a cluster), or None: the only sender whose controller
+        requests this broker accepts."""
+
     @abstractmethod
     async def create_topics(self, topics: list[NewTopic], *, validate_only: bool = False,
                             wait_for_brokers: bool = True, timeout_ms: int | None = None) -> list[TopicResult]:
@@ -105,6 +112,10 @@ class LocalControllerClient(ControllerClient):
     def __init__(self, controller: KafkaController):
         self._controller = controller
 
+    @property
+    def controller_id(self) -> int | None:
+        return self._controller.broker_id if self._controller.active else None
+
     async def create_topics(self, topics, *, validate_only=False, wait_for_brokers=True, timeout_ms=None):
         return await self._controller.create_topics(topics, validate_only=validate_only,
                                                     wait_for_brokers=wait_for_brokers, timeout_ms=timeout_ms)
@@ -129,6 +140,10 @@ class LocalControllerClient(ControllerClient):
 
 class NoControllerClient(ControllerClient):
     """No controller is reachable from this broker: every operation is NOT_CONTROLLER."""
+
+    @property
+    def controller_id(self) -> int | None:
+        return None
 
     @staticmethod
     def _refuse():

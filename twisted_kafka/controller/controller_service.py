@@ -26,12 +26,15 @@ from .metadata_store import ClusterMetadataStore, JsonFileMetadataStore
 class ControllerService(Service):
     name = "controller"
 
-    def __init__(self, *, config, broker_id: int, metadata_dir: str, reactor, threadpool,
-                 registration: Callable[[], LiveBroker]):
+    def __init__(self, *, config, broker_id: int, cluster_id: str, metadata_dir: str, reactor, threadpool,
+                 registration: Callable[[], LiveBroker], space=None, log_dirs: list[str] | None = None):
+        """``space``: the ``LogDirSpace`` of ``metadata_dir`` (its reserve serves writes on a full disk);
+        ``log_dirs``: where to find the partition directories should the metadata file be lost."""
         self._registration = registration
-        store: ClusterMetadataStore = JsonFileMetadataStore(metadata_dir, reactor=reactor, threadpool=threadpool)
+        store: ClusterMetadataStore = JsonFileMetadataStore(metadata_dir, reactor=reactor, threadpool=threadpool,
+                                                            space=space, log_dirs=log_dirs, broker_id=broker_id)
         self.controller = KafkaController(
-            config=config, broker_id=broker_id, store=store,
+            config=config, broker_id=broker_id, cluster_id=cluster_id, store=store,
             channels=ControllerChannelManager(reactor=reactor, controller_id=broker_id,
                                               timeout_ms=config["controller.socket.timeout.ms"]))
         self.client = LocalControllerClient(self.controller)

@@ -8,8 +8,12 @@ LeaderAndIsr (replicas learn their role and create their logs),
 UpdateMetadata (every broker's metadata cache, and the topic and dynamic
 broker configs brokers apply) and StopReplica (replicas stop and delete) —
 sent through the ``ControllerChannelManager`` to each broker's control-plane
-listener, the controller's own broker included.  Brokers reach the
-controller only through a ``ControllerClient``.
+listener, the controller's own broker included, at the endpoint the broker
+registered.  Every request carries the receiver's broker epoch (KIP-380),
+broker id and cluster id (this project's tagged fields 1002/1003), so a broker
+refuses one meant for another; if the controller's own broker refuses its
+first UpdateMetadata, startup fails (its advertised control plane is someone
+else's).  Brokers reach the controller only through a ``ControllerClient``.
 
 Changes are processed one at a time (Kafka's single controller event
 thread), so concurrent CreateTopics and DeleteTopics never interleave.
@@ -33,8 +37,8 @@ from twisted.internet.defer import Deferred, DeferredLock, gatherResults
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from twisted_kafka.config import ConfigError
-from twisted_kafka.config.topic import validate_topic_overrides
+from twisted_kafka.config import ConfigError, StartupError
+from twisted_kafka.config.topic import validate_topic_overrides, warn_deprecated_topic_configs
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
@@ -80,9 +84,11 @@ def _in_time(timeout_ms: int | None) -> str:
 class KafkaController:
     log = Logger(namespace="twisted_kafka.controller.KafkaController")
 
-    def __init__(self, *, config, broker_id: int, store: ClusterMetadataStore, channels: ControllerChannelManager):
+    def __init__(self, *, config, broker_id: int, cluster_id: str, store: ClusterMetadataStore,
+                 channels: ControllerChannelManager):
         self.config = config
         self.broker_id = broker_id
+        self.cluster_id = cluster_id  # sent with every request, so a broker of another cluster refuses it
         self._store = store
         self._channels = channels
         self.live_brokers: dict[int, LiveBroker] = {}
@@ -109,8 +115,11 @@ class KafkaController:
                 self._register(broker)
             partitions = [(t, i) for t in self.topics.values() for i in t.partitions]
             # Configs first, so every log is created with its topic's overrides.
-            await self._send_update_metadata(self.live_brokers, partitions, topic_configs=list(self.topics.values()),
-                                             dynamic_broker_configs=True)
+            receivers = list(self.live_brokers)
+            responses = await self._send_update_metadata(receivers, partitions,
+                                                         topic_configs=list(self.topics.values()),
+                                                         dynamic_broker_configs=True)
+            self._check_own_broker_accepted(dict(zip(receivers, responses, strict=True)).get(self.broker_id))
             await self._send_leader_and_isr(partitions, is_new=False)
             self.log.info("Controller {broker_id} active with epoch {epoch}: {topics} topic(s), "
                           "{partitions} partition(s)", broker_id=self.broker_id, epoch=self.epoch,
@@ -118,10 +127,29 @@ class KafkaController:
         finally:
             self._lock.release()
 
+    def _check_own_broker_accepted(self, response) -> None:
+        """The controller's own broker refused its state: the endpoint it registered leads to
+        another broker (or another cluster's), which must not be managed from here."""
+        if response is None or not response.error_code:
+            return
+        broker = self.live_brokers[self.broker_id]
+        ep = broker.endpoint(broker.control_listener)
+        self.active = False
+        # A setting the running cluster refuses: startup fails naming it (key, value, reason).
+        raise StartupError("advertised.listeners", ep.connection_string,
+                           f"{ErrorCode(response.error_code).name}: the broker at {ep.host}:{ep.port} (listener "
+                           f"{ep.listener_name}, as this broker advertises it) refused this broker's controller; "
+                           f"advertised.listeners must name this broker's own listeners")
+
     def _register(self, broker: LiveBroker) -> None:
         self.live_brokers[broker.broker_id] = broker
         ep = broker.endpoint(broker.control_listener)
         self._channels.add_broker(broker.broker_id, ep.host, ep.port)
+        # As Kafka's broker registration logs it ("czxid (broker epoch)"): for the operator, whose
+        # log this is; clients never see it.
+        self.log.info("Registered broker {broker_id} with addresses: {endpoints}, broker epoch: {epoch}",
+                      broker_id=broker.broker_id, epoch=broker.epoch,
+                      endpoints=", ".join(e.connection_string for e in broker.endpoints))
 
     def shutdown(self) -> None:
         self.active = False
@@ -184,6 +212,7 @@ class KafkaController:
             await self._store.create_topics(created)
             for record in created:
                 self.topics[record.name] = record
+                warn_deprecated_topic_configs(record.name, record.configs)
             partitions = [(t, i) for t in created for i in t.partitions]
             # Per broker the channel is a FIFO: the configs arrive before LeaderAndIsr
             # creates the logs, and the partition states last.
@@ -449,6 +478,7 @@ class KafkaController:
                 raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
             if validate_only:
                 return
+            warn_deprecated_topic_configs(name, configs)
             await self._store.set_topic_configs(name, configs)
             topic = self.topics[name] = topic.with_configs(configs)
             propagated = self._send_topic_configs(self.live_brokers, [topic])
@@ -489,8 +519,9 @@ class KafkaController:
         broker = self.live_brokers.get(broker_id)
         if broker is None:
             raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE, f"Broker {broker_id} is not registered")
-        if broker_epoch not in (-1, broker.epoch):
-            raise KafkaError(ErrorCode.STALE_BROKER_EPOCH, f"Broker epoch {broker_epoch} is not {broker.epoch}")
+        if broker_epoch != broker.epoch:   # KIP-380; "no epoch" (-1) included: it cannot be checked
+            raise KafkaError(ErrorCode.STALE_BROKER_EPOCH,
+                             f"Broker epoch {broker_epoch} is not broker {broker_id}'s current epoch")
         remaining = []
         for topic in self.topics.values():
             for index, record in topic.partitions.items():
@@ -532,7 +563,8 @@ class KafkaController:
                     ep = broker.endpoint(self.config_inter_broker_listener(broker))
                     live_leaders.append(R.LeaderAndIsrLiveLeader(broker_id=leader, host_name=ep.host, port=ep.port))
             request = R(controller_id=self.broker_id, is_k_raft_controller=False, controller_epoch=self.epoch,
-                        broker_epoch=self.live_brokers[broker_id].epoch, request_type=0,
+                        broker_epoch=self.live_brokers[broker_id].epoch, broker_id=broker_id,
+                        cluster_id=self.cluster_id, request_type=0,
                         topic_states=[R.LeaderAndIsrTopicState(
                             topic_name=name, topic_id=topics[name].topic_id,
                             partition_states=[self._partition_state(
@@ -582,7 +614,8 @@ class KafkaController:
         for broker_id in list(brokers):
             with_configs = {t.name for t in topic_configs}
             request = U(controller_id=self.broker_id, is_k_raft_controller=False, controller_epoch=self.epoch,
-                        broker_epoch=self.live_brokers[broker_id].epoch,
+                        broker_epoch=self.live_brokers[broker_id].epoch, broker_id=broker_id,
+                        cluster_id=self.cluster_id,
                         topic_states=[U.UpdateMetadataTopicState(
                             topic_name=name, topic_id=topic.topic_id,
                             partition_states=[self._partition_state(
@@ -608,7 +641,8 @@ class KafkaController:
         sends = []
         for broker_id, by_topic in per_broker.items():
             request = S(controller_id=self.broker_id, is_k_raft_controller=False, controller_epoch=self.epoch,
-                        broker_epoch=self.live_brokers[broker_id].epoch,
+                        broker_epoch=self.live_brokers[broker_id].epoch, broker_id=broker_id,
+                        cluster_id=self.cluster_id,
                         topic_states=[S.StopReplicaTopicState(
                             topic_name=name,
                             partition_states=[S.StopReplicaTopicState.StopReplicaPartitionState(

@@ -17,6 +17,7 @@ writes through the store first, so a failed write changes nothing.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import uuid
@@ -27,9 +28,20 @@ from collections.abc import Callable, Mapping
 
 from twisted.internet.defer import DeferredLock
 from twisted.internet.threads import deferToThreadPool
+from twisted.logger import Logger
+
+from twisted_kafka.config import StartupError
+from twisted_kafka.log.checkpoints import write_atomically
+from twisted_kafka.log.inventory import PartitionOnDisk, partitions_on_disk
+from twisted_kafka.log.layout import PARTITION_METADATA
 
 STORE_FILE = "cluster-metadata.json"
+BACKUP_SUFFIX = ".bak"          # the version the last write replaced
+DAMAGED_SUFFIX = ".damaged"     # a main file found damaged, kept for inspection
 FORMAT_VERSION = 1
+MISSING = "missing"
+
+log = Logger()
 
 
 @dataclass(frozen=True)
@@ -76,6 +88,10 @@ class ClusterState:
     broker_configs: Mapping[str, Mapping[str, str]]   # "<broker id>" or "" (the cluster default)
 
 
+def _describe(topics: Mapping[str, TopicRecord]) -> str:
+    return ", ".join(f"{name} ({len(t.partitions)} partition(s), id {t.topic_id})" for name, t in topics.items())
+
+
 class ClusterMetadataStore(ABC):
     """Durable cluster state; see the module docstring."""
 
@@ -115,14 +131,40 @@ class JsonFileMetadataStore(ClusterMetadataStore):
     so a crash leaves either the old or the new state, never a torn one.
     Writes run in the I/O thread pool (an fsync can take milliseconds) and are
     serialised, so the file's last write is always the latest state.
+
+    Damage from outside is survived too:
+
+    * every write keeps the version it replaces as ``cluster-metadata.json.bak``
+      (a hard link: no copy, no extra space while writing);
+    * a main file that is empty, truncated or not the store's JSON is moved
+      aside (``.damaged``) and the previous version is used, with a warning
+      naming both files; the last change before the damage may be lost, and
+      topics found in the partition directories but not in that version are
+      added back;
+    * with no usable file at all while partition directories exist, the
+      topics are rebuilt from them (``twisted_kafka.log.inventory``): names,
+      ids from ``partition.metadata``, partition counts, leader epochs from
+      ``leader-epoch-checkpoint``, this broker as the only replica; topic
+      configs and dynamic broker configs are lost, and the warning says so.
+      If the directories disagree about a topic's id the broker refuses to
+      start (``StartupError``), naming the file and what to do.
     """
 
-    def __init__(self, log_dir: str, *, reactor, threadpool):
+    def __init__(self, log_dir: str, *, reactor, threadpool, space=None, log_dirs: list[str] | None = None,
+                 broker_id: int | None = None):
+        """``space`` (the log dir's ``LogDirSpace``) lets a write on a full disk use the
+        directory's space reserve, so DeleteTopics works when the disk is full;
+        ``log_dirs`` and ``broker_id`` are what a rebuild needs (default: ``log_dir``, broker 0)."""
         self.path = os.path.join(log_dir, STORE_FILE)
+        self.backup_path = self.path + BACKUP_SUFFIX
+        self.space = space
+        self.log_dirs = list(log_dirs) if log_dirs else [log_dir]
+        self.broker_id = 0 if broker_id is None else broker_id
         self.reactor = reactor
         self.threadpool = threadpool
         self._state = ClusterState(0, MappingProxyType({}), MappingProxyType({}))
         self._loaded = False
+        self._keep_backup = False      # the main file on disk is a good version: back it up before replacing it
         self._lock = DeferredLock()
 
     # -- reading ----------------------------------------------------------------------
@@ -137,21 +179,108 @@ class JsonFileMetadataStore(ClusterMetadataStore):
         return self._state
 
     def _read(self) -> ClusterState:
-        if not os.path.exists(self.path):
-            return self._state
-        with open(self.path, encoding="utf-8") as fh:
-            data = json.load(fh)
+        state, problem = self._parse(self.path)
+        if state is not None:
+            self._keep_backup = True
+            return state
+        backup, backup_problem = self._parse(self.backup_path)
+        on_disk = partitions_on_disk(self.log_dirs)
+        if backup is not None:
+            self._set_aside()
+            added = self._rebuild(self._missing_from(backup, on_disk), problem)
+            log.warn("{path} is {problem}: using the previous version {backup} (the last change before the "
+                     "damage may be lost){added}", path=self.path, problem=problem, backup=self.backup_path,
+                     added=f"; added back from the partition directories: {_describe(added)}" if added else "")
+            return replace(backup, topics=MappingProxyType({**backup.topics, **added}))
+        if problem == MISSING and backup_problem == MISSING and not on_disk:
+            return self._state                   # a new broker
+        self._set_aside()
+        topics = self._rebuild(on_disk, problem)
+        log.warn("{path} is {problem} and there is no usable previous version ({backup}: {backup_problem}): "
+                 "rebuilt {n} topic(s) from the partition directories: {topics}; topic configs and dynamic "
+                 "broker configs were lost (set them again with AlterConfigs)", path=self.path, problem=problem,
+                 backup=self.backup_path, backup_problem=backup_problem, n=len(topics),
+                 topics=_describe(topics) or "none")
+        return ClusterState(0, MappingProxyType(topics), MappingProxyType({}))
+
+    def _parse(self, path: str) -> tuple[ClusterState | None, str]:
+        """(state, "") or (None, what is wrong with the file)."""
+        try:
+            with open(path, "rb") as fh:
+                raw = fh.read()
+        except FileNotFoundError:
+            return None, MISSING
+        if not raw.strip():
+            return None, "empty"
+        try:
+            data = json.loads(raw)
+        except ValueError as e:
+            return None, f"not valid JSON ({e})"
+        if not isinstance(data, dict):
+            return None, "not the store's JSON"
         if data.get("version") != FORMAT_VERSION:
-            raise ValueError(f"{self.path}: unsupported format version {data.get('version')!r}")
+            if isinstance(data.get("version"), int) and data["version"] > FORMAT_VERSION:
+                raise StartupError("log.dirs", path,
+                                   f"format version {data['version']}, newer than this broker reads "
+                                   f"({FORMAT_VERSION}); run the broker version that wrote it")
+            return None, f"not the store's JSON (format version {data.get('version')!r})"
+        try:
+            topics = {}
+            for name, topic in data["topics"].items():
+                partitions = {int(index): PartitionRecord(tuple(p["replicas"]), p["leader"], p["leader_epoch"],
+                                                          tuple(p["isr"]), p.get("partition_epoch", 0))
+                              for index, p in topic["partitions"].items()}
+                topics[name] = topic_record(name, uuid.UUID(topic["topic_id"]), partitions,
+                                            topic.get("configs", {}))
+            broker_configs = {entity: MappingProxyType(dict(values))
+                              for entity, values in data.get("broker_configs", {}).items()}
+            return ClusterState(int(data["controller_epoch"]), MappingProxyType(topics),
+                                MappingProxyType(broker_configs)), ""
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            return None, f"not the store's JSON ({type(e).__name__}: {e})"
+
+    def _set_aside(self) -> None:
+        """Keep a damaged main file for inspection as ``.damaged`` (it is never read again)."""
+        try:
+            os.replace(self.path, self.path + DAMAGED_SUFFIX)
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            log.warn("cannot move the damaged {path} aside: {e}", path=self.path, e=e)
+
+    @staticmethod
+    def _missing_from(state: ClusterState, on_disk: list[PartitionOnDisk]) -> list[PartitionOnDisk]:
+        return [p for p in on_disk if p.topic not in state.topics]
+
+    def _rebuild(self, on_disk: list[PartitionOnDisk], problem: str) -> dict[str, TopicRecord]:
+        """Topic records from the partition directories; StartupError when they disagree."""
+        by_topic: dict[str, list[PartitionOnDisk]] = {}
+        for p in on_disk:
+            by_topic.setdefault(p.topic, []).append(p)
         topics = {}
-        for name, topic in data["topics"].items():
-            partitions = {int(index): PartitionRecord(tuple(p["replicas"]), p["leader"], p["leader_epoch"],
-                                                      tuple(p["isr"]), p.get("partition_epoch", 0))
-                          for index, p in topic["partitions"].items()}
-            topics[name] = topic_record(name, uuid.UUID(topic["topic_id"]), partitions, topic.get("configs", {}))
-        broker_configs = {entity: MappingProxyType(dict(values))
-                          for entity, values in data.get("broker_configs", {}).items()}
-        return ClusterState(data["controller_epoch"], MappingProxyType(topics), MappingProxyType(broker_configs))
+        for name, parts in sorted(by_topic.items()):
+            ids = {p.topic_id for p in parts if p.topic_id is not None}
+            if len(ids) > 1:
+                which = ", ".join(f"{os.path.join(p.dir, PARTITION_METADATA)}: {p.topic_id}" for p in parts)
+                raise StartupError(
+                    "log.dirs", self.path, f"it is {problem} and cannot be rebuilt from the partition directories: the "
+                    f"partition.metadata files of topic '{name}' name different topic ids ({which}); restore "
+                    f"{self.path} from a backup, or move the partition directories that do not belong to the "
+                    f"topic out of log.dirs, and start again")
+            if ids:
+                topic_id = ids.pop()
+            else:
+                topic_id = uuid.uuid4()
+                log.warn("no partition directory of topic {topic} holds a readable partition.metadata: the "
+                         "rebuilt topic gets the new id {id}", topic=name, id=topic_id)
+            count = max(p.partition for p in parts) + 1
+            epochs = {p.partition: max(p.latest_epoch, 0) for p in parts}
+            me = (self.broker_id,)
+            topics[name] = topic_record(name, topic_id, {
+                index: PartitionRecord(replicas=me, leader=self.broker_id, leader_epoch=epochs.get(index, 0),
+                                       isr=me)
+                for index in range(count)})
+        return topics
 
     # -- writing ----------------------------------------------------------------------
 
@@ -220,17 +349,30 @@ class JsonFileMetadataStore(ClusterMetadataStore):
         return json.dumps(data, indent=1, sort_keys=True).encode("utf-8")
 
     def _write(self, payload: bytes) -> None:
-        tmp = self.path + ".tmp"
-        with open(tmp, "wb") as fh:
-            fh.write(payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.path)
-        dir_fd = os.open(os.path.dirname(self.path), os.O_RDONLY)
+        if self._keep_backup:
+            self._back_up()
+        write_atomically(self.path, payload, space=self.space)
+        self._keep_backup = True
+
+    def _back_up(self) -> None:
+        """Make the current main file the backup: a hard link renamed over the old backup
+        (no data is copied, so this needs no space); a copy where links are not possible."""
+        tmp = self.backup_path + ".tmp"
         try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            try:
+                os.link(self.path, tmp)
+            except FileNotFoundError:
+                return
+            except OSError:
+                with open(self.path, "rb") as fh:
+                    write_atomically(self.backup_path, fh.read(), space=self.space)
+                return
+            os.replace(tmp, self.backup_path)
+        except OSError as e:
+            log.warn("cannot keep the previous version of {path} as {backup}: {e}", path=self.path,
+                     backup=self.backup_path, e=e)
 
 
 __all__ = ["ClusterMetadataStore", "JsonFileMetadataStore", "ClusterState", "TopicRecord", "PartitionRecord",

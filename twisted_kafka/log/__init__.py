@@ -5,11 +5,13 @@ On disk (Kafka's layout, so operators' habits carry over)::
     <log.dir>/
       .lock                             flock-ed by the running broker (one per dir); its pid
       .kafka_cleanshutdown              marker: every log here was flushed and closed
+      .space-reserve                    preallocated room for the files below on a full disk
       recovery-point-offset-checkpoint  "0\\n<n>\\n<topic> <partition> <offset>\\n..."
       log-start-offset-checkpoint       same format
       <topic>-<partition>/
         partition.metadata              "version: 0\\ntopic_id: <base64url id>\\n"
         leader-epoch-checkpoint         "0\\n<n>\\n<epoch> <start offset>\\n..."
+        damaged-ranges                  damaged data below the recovery point (rare)
         00000000000000000000.log        record batches (v2) exactly as stored, back to back
         00000000000000000000.index      (relative offset int32, position int32), sparse
         00000000000000000000.timeindex  (timestamp int64, relative offset int32), sparse
@@ -23,6 +25,8 @@ time index, written at flush/close), ``batches`` (what
 the log uses of the record codec), ``segment`` (``LogSegment``),
 ``epoch_cache`` (``LeaderEpochCache``), ``log`` (``Log``), ``recovery``
 (loading and crash recovery), ``retention``, ``flusher`` (coalesced fsyncs),
+``disk_space`` (a full log dir: refused appends, the space reserve),
+``inventory`` (what the partition directories say about themselves),
 ``unified_log`` (``UnifiedLog``, the asynchronous per-partition API the
 broker uses) and ``log_manager`` (``LogManager``, the service: loading,
 scheduling, the registry of one ``UnifiedLog`` per partition).

@@ -20,6 +20,13 @@
       version: 0
       topic_id: <topic id in Kafka's base64url form, 22 characters>
 
+* ``damaged-ranges`` (one per partition, only when a segment holds damaged
+  data below the recovery point; this broker's own, Kafka has no such file)::
+
+      0
+      1
+      0 8192 8704 40 43    <- segment base, first byte, end byte, first offset, last offset
+
 * ``.kafka_cleanshutdown`` (one per log dir) is a marker: present means every
   log in that dir was flushed and closed; its content is
   ``{"version":0,"brokerEpoch":N}`` as in Kafka 3.7+.
@@ -33,11 +40,13 @@ the safe choice (recover everything, rebuild from the segments).
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import uuid
 from collections.abc import Iterable
 
+from twisted_kafka.log.disk_space import is_out_of_space
 from twisted_kafka.log.file_handles import OPEN_FILES
 from twisted_kafka.log.layout import TMP_SUFFIX, fsync_dir
 
@@ -46,33 +55,56 @@ class CheckpointError(ValueError):
     """A checkpoint file exists but its content is not in the expected format."""
 
 
-def write_atomically(path: str, data: bytes, *, fsync: bool = True) -> None:
+def write_atomically(path: str, data: bytes, *, fsync: bool = True, space=None) -> None:
     """Replace ``path`` with ``data`` so a crash leaves old or new content, never a mix.
 
     ``fsync=False`` keeps the rename (never a torn file) but skips the disk
-    barriers; used where a later flush makes the content durable.
+    barriers; used where a later flush makes the content durable.  With
+    ``space`` (the log dir's ``LogDirSpace``) a write that runs out of space
+    releases the directory's space reserve and is tried once more.  A failed
+    write leaves no temporary file behind.
     """
-    tmp = path + TMP_SUFFIX
-    fd = OPEN_FILES.os_open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        if fsync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        _write_atomically(path, data, fsync)
+    except OSError as e:
+        if space is None or not is_out_of_space(e) or \
+                not space.release_reserve(os.path.relpath(path, space.path)):
+            raise
+        _write_atomically(path, data, fsync)
+
+
+def _write_atomically(path: str, data: bytes, fsync: bool) -> None:
+    tmp = path + TMP_SUFFIX
+    try:
+        fd = OPEN_FILES.os_open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     if fsync:
         fsync_dir(os.path.dirname(path) or ".")
 
 
 def _lines(path: str) -> list[str] | None:
+    """The file's lines; None when it does not exist; CheckpointError when it is not text."""
     try:
-        with open(path, encoding="utf-8") as f:
-            return f.read().splitlines()
+        with open(path, "rb") as f:
+            raw = f.read()
     except FileNotFoundError:
         return None
+    try:
+        return raw.decode("ascii").splitlines()
+    except UnicodeDecodeError:
+        raise CheckpointError(f"{path}: not a text file") from None
 
 
 def _header(path: str, lines: list[str]) -> int:
@@ -107,10 +139,10 @@ def read_offset_checkpoint(path: str) -> dict[tuple[str, int], int]:
 
 
 def write_offset_checkpoint(path: str, offsets: dict[tuple[str, int], int], *,
-                            fsync: bool = True) -> None:
+                            fsync: bool = True, space=None) -> None:
     lines = ["0", str(len(offsets))]
     lines += [f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())]
-    write_atomically(path, ("\n".join(lines) + "\n").encode(), fsync=fsync)
+    write_atomically(path, ("\n".join(lines) + "\n").encode(), fsync=fsync, space=space)
 
 
 def read_epoch_checkpoint(path: str) -> list[tuple[int, int]]:
@@ -133,10 +165,40 @@ def read_epoch_checkpoint(path: str) -> list[tuple[int, int]]:
 
 
 def write_epoch_checkpoint(path: str, entries: Iterable[tuple[int, int]], *,
-                           fsync: bool = True) -> None:
+                           fsync: bool = True, space=None) -> None:
     entries = list(entries)
     lines = ["0", str(len(entries))] + [f"{e} {o}" for e, o in entries]
-    write_atomically(path, ("\n".join(lines) + "\n").encode(), fsync=fsync)
+    write_atomically(path, ("\n".join(lines) + "\n").encode(), fsync=fsync, space=space)
+
+
+def read_damaged_ranges(path: str) -> dict[int, list[tuple[int, int, int, int]]]:
+    """``{segment base: [(start, end, first offset, last offset), ...]}``; empty when absent."""
+    lines = _lines(path)
+    if lines is None:
+        return {}
+    count = _header(path, lines)
+    out: dict[int, list[tuple[int, int, int, int]]] = {}
+    for line in lines[2:2 + count]:
+        try:
+            base, start, end, first, last = (int(x) for x in line.split(" "))
+        except ValueError:
+            raise CheckpointError(f"{path}: malformed entry {line!r}") from None
+        if not 0 <= start < end or last < first - 1:
+            raise CheckpointError(f"{path}: malformed entry {line!r}")
+        out.setdefault(base, []).append((start, end, first, last))
+    return out
+
+
+def write_damaged_ranges(path: str, ranges: dict[int, list[tuple[int, int, int, int]]], *,
+                         fsync: bool = True, space=None) -> None:
+    """Write the damaged ranges; with none left the file is removed."""
+    entries = [(base, *r) for base, rs in sorted(ranges.items()) for r in sorted(rs)]
+    if not entries:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        return
+    lines = ["0", str(len(entries))] + [" ".join(str(x) for x in entry) for entry in entries]
+    write_atomically(path, ("\n".join(lines) + "\n").encode(), fsync=fsync, space=space)
 
 
 def topic_id_to_str(topic_id: uuid.UUID) -> str:
@@ -168,11 +230,12 @@ def read_partition_metadata(path: str) -> uuid.UUID | None:
         raise CheckpointError(f"{path}: {e}") from None
 
 
-def write_partition_metadata(path: str, topic_id: uuid.UUID, *, fsync: bool = True) -> None:
+def write_partition_metadata(path: str, topic_id: uuid.UUID, *, fsync: bool = True,
+                             space=None) -> None:
     text = f"version: 0\ntopic_id: {topic_id_to_str(topic_id)}\n"
-    write_atomically(path, text.encode(), fsync=fsync)
+    write_atomically(path, text.encode(), fsync=fsync, space=space)
 
 
-def write_clean_shutdown_marker(path: str, broker_epoch: int = -1) -> None:
+def write_clean_shutdown_marker(path: str, broker_epoch: int = -1, *, space=None) -> None:
     write_atomically(path, json.dumps({"version": 0, "brokerEpoch": broker_epoch},
-                                      separators=(",", ":")).encode())
+                                      separators=(",", ":")).encode(), space=space)

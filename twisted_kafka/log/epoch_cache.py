@@ -16,12 +16,16 @@ Writes of the checkpoint happen on the caller's thread without fsync (a new
 epoch is rare: once per leader change), through an atomic rename;
 ``flush()`` makes it durable together with the log, and recovery re-derives
 the epochs of every batch it re-reads, so an unflushed checkpoint loses
-nothing that recovery cannot restore.  Content the file already holds is not
-written again, and loading trims the cache without writing (the file may keep
-entries the log no longer has; loading trims them again): an atomic rename
-costs milliseconds, and a restart with tens of thousands of partitions would
-otherwise write every checkpoint twice -- the loader drops the entry an empty
-log's epoch has at its end, and becoming leader adds it back.
+nothing that recovery cannot restore.  For the same reason a write that
+fails (a full disk) is only logged: the cache stays right in memory and the
+next ``flush()`` writes it again — and fails, so the recovery point does not
+move past epochs the file does not hold.  Content the file already holds is
+not written again, and loading trims the cache without writing (the file may
+keep entries the log no longer has; loading trims them again): an atomic
+rename costs milliseconds, and a restart with tens of thousands of
+partitions would otherwise write every checkpoint twice -- the loader drops
+the entry an empty log's epoch has at its end, and becoming leader adds it
+back.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from bisect import bisect_right
 
 from twisted.logger import Logger
 
+from twisted_kafka.log.disk_space import LogDirSpace
 from twisted_kafka.log.checkpoints import (
     CheckpointError,
     read_epoch_checkpoint,
@@ -49,6 +54,10 @@ class LeaderEpochCache:
 
     def __init__(self, path: str | None, entries: list[tuple[int, int]] | None = None):
         self.path = path
+        #: The log dir's ``LogDirSpace`` (set by ``LogManager``): writes may use its reserve.
+        self.space: LogDirSpace | None = None
+        #: The checkpoint file could not be read (see ``load``).
+        self.damaged = False
         self._lock = threading.RLock()   # flush() runs in the thread pool
         self._epochs: list[int] = []
         self._starts: list[int] = []
@@ -60,7 +69,8 @@ class LeaderEpochCache:
 
     @classmethod
     def load(cls, path: str, *, durable: bool = False) -> LeaderEpochCache:
-        """Read the checkpoint; an unreadable one is discarded (recovery refills it).
+        """Read the checkpoint.  An unreadable one is discarded and the cache comes
+        back with ``damaged`` set: the loader then rebuilds it from the batches.
 
         ``durable``: the file is known to be on disk (the last shutdown flushed
         it); else the next ``flush()`` makes it so.
@@ -68,8 +78,11 @@ class LeaderEpochCache:
         try:
             entries = read_epoch_checkpoint(path)
         except (CheckpointError, OSError) as e:
-            log.warn("ignoring leader epoch checkpoint {path}: {e}", path=path, e=e)
-            return cls(path, [])
+            log.warn("discarding the damaged leader epoch checkpoint {e}; rebuilding it from the "
+                     "batches' leader epochs", e=e)
+            cache = cls(path, [])
+            cache.damaged = True
+            return cache
         cache = cls(path, entries)
         cache._on_disk = entries
         if durable:
@@ -186,13 +199,22 @@ class LeaderEpochCache:
     # -- persistence --------------------------------------------------------
 
     def write(self, *, fsync: bool = False) -> None:
+        """Write the checkpoint; with ``fsync`` durably (BLOCKING), raising on failure.
+        Without, a failure is logged and left to the next ``flush()``."""
         if self.path is None:
             return
         with self._lock:
             entries = self.entries
             if not fsync and entries == self._on_disk:
                 return
-            write_epoch_checkpoint(self.path, entries, fsync=fsync)
+            try:
+                write_epoch_checkpoint(self.path, entries, fsync=fsync, space=self.space)
+            except OSError as e:
+                if fsync:
+                    raise
+                log.warn("cannot write {path}: {e}; it is written again at the next flush",
+                         path=self.path, e=e)
+                return
             self._on_disk = entries
             if fsync:
                 self._durable = entries

@@ -22,6 +22,7 @@ from twisted.internet.defer import Deferred, succeed
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from twisted_kafka.log.disk_space import is_out_of_space
 from twisted_kafka.log.log import Log
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
@@ -56,7 +57,7 @@ class LogFlusher:
         target = committed if up_to_offset is None else min(up_to_offset, committed)
         if not self._running and not self._waiters and target <= self.log.recovery_point:
             return succeed(self.log.recovery_point)
-        d = Deferred()
+        d: Deferred[int] = Deferred()
         self._waiters.append((target, d))
         if not self._running:
             self._start()
@@ -66,7 +67,7 @@ class LogFlusher:
         """Fires when no fsync is running or queued."""
         if not self._running and not self._waiters:
             return succeed(None)
-        d = Deferred()
+        d: Deferred[None] = Deferred()
         self._idle_waiters.append(d)
         return d
 
@@ -80,7 +81,13 @@ class LogFlusher:
         self._running = False
         self.fsyncs += 1
         if isinstance(result, Failure):
-            log.failure("fsync of {log} failed", failure=result, log=self.log)
+            if is_out_of_space(result.value):
+                # A full disk (index entries could not be written): said once per flush,
+                # without a traceback; the next flush tries again (``index``).
+                log.warn("fsync of {log} failed: {e}; the recovery point stays at {point}",
+                         log=self.log, e=result.value, point=self.log.recovery_point)
+            else:
+                log.failure("fsync of {log} failed", failure=result, log=self.log)
             error = KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
                                f"flush of {self.log.topic}-{self.log.partition} failed: "
                                f"{result.getErrorMessage()}")
@@ -106,7 +113,8 @@ class LogFlusher:
 
     def _take(self, satisfied) -> list[Deferred]:
         """Remove and return, in request order, the waiters whose offset is ``satisfied``."""
-        ready, keep = [], deque()
+        ready: list[Deferred] = []
+        keep: deque[tuple[int, Deferred]] = deque()
         for offset, d in self._waiters:
             if satisfied(offset):
                 ready.append(d)

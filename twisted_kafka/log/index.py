@@ -25,8 +25,12 @@ with thousands of partitions would otherwise hold two more per active
 segment), and appending an entry is no system call.  Losing entries not yet
 written is harmless: an index is sparse (a lookup lands at or before the
 batch wanted and scans forward), and a segment that was not flushed is
-recovered after a crash, which rebuilds its indexes anyway.  An index is
-full at ``segment.index.bytes``, which makes the segment roll.
+recovered after a crash, which rebuilds its indexes anyway.  A write of
+them that fails (a full disk) leaves the file with its whole entries and the
+entries pending: the flush that needed them fails, so the recovery point
+never passes a segment whose index is not on disk, and the next flush writes
+them.  An index is full at ``segment.index.bytes``, which makes the segment
+roll.
 
 An index that fails its sanity check raises ``CorruptIndexError``; recovery
 then rebuilds it from the segment's batches.
@@ -43,7 +47,11 @@ from array import array
 from bisect import bisect_right
 import contextlib
 
+from twisted.logger import Logger
+
 from twisted_kafka.log.file_handles import OPEN_FILES
+
+log = Logger()
 
 #: Entries waiting for the file are written once this many bytes of them pile up.
 PENDING_WRITE_BYTES = 64 * 1024
@@ -78,6 +86,8 @@ class _SparseIndex(ABC):
         self._pending = bytearray()            # entries after those, not written yet
         self._write_lock = threading.Lock()
         self._last_raw: tuple | None = None    # last file entry, known without loading
+        self._write_failed = False             # warned about a failed write of pending entries
+        self._torn = False                     # a failed write may have left a partial entry
         self._load_lock = threading.Lock()
 
     # -- construction -------------------------------------------------------
@@ -137,10 +147,11 @@ class _SparseIndex(ABC):
 
     def _ensure_loaded(self) -> tuple[array, array]:
         keys, values = self._keys, self._values
-        if keys is not None:
+        if keys is not None and values is not None:
             return keys, values
         with self._load_lock:
-            if self._keys is None:
+            keys, values = self._keys, self._values
+            if keys is None or values is None:
                 if not self._count:
                     data = b""
                 else:
@@ -154,7 +165,7 @@ class _SparseIndex(ABC):
                 keys, values = self._decode(data)
                 self._values = values
                 self._keys = keys
-        return self._keys, self._values
+        return keys, values
 
     def __len__(self) -> int:
         return self._count
@@ -182,51 +193,83 @@ class _SparseIndex(ABC):
         keys.append(key)
         self._count += 1
         if len(self._pending) >= PENDING_WRITE_BYTES:
-            # Out of descriptors, say: they stay pending for the next try.
-            with contextlib.suppress(OSError):
-                self.write_pending()
+            self.write_pending()      # a failure (a full disk, say) leaves them pending for the next try
 
-    def write_pending(self) -> None:
-        """Write the entries not in the file yet (no fsync).  BLOCKING, but only a page-cache write."""
+    def write_pending(self) -> bool:
+        """Write the entries not in the file yet (no fsync).  BLOCKING, but only a page-cache write.
+
+        Returns whether the file holds every entry now.  A write that fails (a
+        full disk, no descriptor left) is logged and changes nothing: the file
+        keeps whole entries only, and the entries stay in memory (lookups use
+        them) and pending for the next write or ``flush`` -- which raises, so a
+        segment whose index is not on disk is never counted as flushed.
+        """
         with self._write_lock:
             if not self._pending:
-                return
-            fd = self._write_pending_locked()
+                return True
+            try:
+                fd = self._write_pending_locked()
+            except OSError as e:
+                self._write_failed_warning(e)
+                return False
         if fd is not None:
             os.close(fd)
+        return True
 
     def _write_pending_locked(self) -> int | None:
-        """Open the file, append the pending entries; the descriptor (the caller closes it),
-        or None if the file is gone."""
+        """Open the file, write the pending entries after the written ones; the descriptor
+        (the caller closes it), or None if the file is gone.  Raises OSError with the
+        file cut back to its whole entries (or marked to be cut at the next write)."""
         try:
-            fd = OPEN_FILES.os_open(self.path, os.O_WRONLY | os.O_APPEND)
+            fd = OPEN_FILES.os_open(self.path, os.O_WRONLY)
         except FileNotFoundError:
             return None       # deleted (its segment or partition): never recreate it
+        end = self._written * self.ENTRY.size
         pending = self._pending
-        if pending:
-            view = memoryview(pending)
+        try:
+            if pending:
+                # A copy: a view of ``pending`` that outlives a failed write (in a traceback)
+                # would stop it from being cleared or grown.
+                view = memoryview(bytes(pending))
+                try:
+                    written = 0
+                    while written < len(view):
+                        written += os.pwrite(fd, view[written:], end + written)
+                finally:
+                    view.release()
+                self._written += len(pending) // self.ENTRY.size
+                end = self._written * self.ENTRY.size
+                pending.clear()
+            if self._torn:
+                os.ftruncate(fd, end)     # what an earlier failed write left after the entries
+                self._torn = False
+        except BaseException:
             try:
-                written = 0
-                while written < len(view):
-                    written += os.write(fd, view[written:])
-            except BaseException:
-                os.close(fd)
-                raise
-            finally:
-                view.release()
-            self._written += len(pending) // self.ENTRY.size
-            pending.clear()
+                os.ftruncate(fd, end)     # shrinking needs no space
+                self._torn = False
+            except OSError:
+                self._torn = True
+            os.close(fd)
+            raise
+        self._write_failed = False
         return fd
+
+    def _write_failed_warning(self, error: OSError) -> None:
+        if not self._write_failed:
+            self._write_failed = True
+            log.warn("cannot write index entries to {path}: {e}; they are kept in memory and "
+                     "written at the next flush", path=self.path, e=error)
 
     @property
     def pending_entries(self) -> int:
         """Entries appended but not written to the file yet."""
         return len(self._pending) // self.ENTRY.size
 
-    def _floor(self, key: int) -> int:
-        """Position in the arrays of the largest key <= ``key``, or -1."""
-        keys, _ = self._ensure_loaded()
-        return bisect_right(keys, key) - 1
+    def _floor(self, key: int) -> tuple[int, array, array]:
+        """(position in the arrays of the largest key <= ``key`` or -1, the key and value
+        columns it is a position in -- the ones loaded now, even if ``unload`` runs meanwhile)."""
+        keys, values = self._ensure_loaded()
+        return bisect_right(keys, key) - 1, keys, values
 
     def _truncate_entries(self, count: int) -> None:
         keys, values = self._ensure_loaded()
@@ -242,6 +285,7 @@ class _SparseIndex(ABC):
                 self._pending.clear()
                 os.truncate(self.path, count * self.ENTRY.size)
                 self._written = count
+                self._torn = False
 
     def reset(self) -> None:
         """Drop every entry (before a rebuild)."""
@@ -253,13 +297,21 @@ class _SparseIndex(ABC):
             self._pending.clear()
             os.truncate(self.path, 0)
             self._written = 0
+            self._torn = False
 
     # -- file lifecycle -----------------------------------------------------
 
     def flush(self) -> None:
-        """Write pending entries and fsync the file (BLOCKING).  A deleted file is skipped."""
+        """Write pending entries and fsync the file (BLOCKING).  A deleted file is skipped.
+
+        Raises OSError when the entries cannot be written (they stay pending).
+        """
         with self._write_lock:
-            fd = self._write_pending_locked()
+            try:
+                fd = self._write_pending_locked()
+            except OSError as e:
+                self._write_failed_warning(e)
+                raise
         if fd is None:
             return
         try:
@@ -333,10 +385,10 @@ class OffsetIndex(_SparseIndex):
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """(offset, position) of the largest entry at or before ``offset``, else (base, 0)."""
-        i = self._floor(offset - self.base_offset)
+        i, keys, values = self._floor(offset - self.base_offset)
         if i < 0:
             return self.base_offset, 0
-        return self._keys[i] + self.base_offset, self._values[i]
+        return keys[i] + self.base_offset, values[i]
 
     def floor_entry(self, max_offset: int, max_position: int) -> tuple[int, int] | None:
         """(offset, position) of the last entry with offset <= ``max_offset`` and position
@@ -401,10 +453,10 @@ class TimeIndex(_SparseIndex):
 
         (-1, base offset) when every entry is larger (scan from the segment start).
         """
-        i = self._floor(timestamp)
+        i, keys, values = self._floor(timestamp)
         if i < 0:
             return -1, self.base_offset
-        return self._keys[i], self._values[i] + self.base_offset
+        return keys[i], values[i] + self.base_offset
 
     @property
     def last_entry(self) -> tuple[int, int]:

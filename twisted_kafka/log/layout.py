@@ -30,6 +30,7 @@ RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 PARTITION_METADATA = "partition.metadata"
+DAMAGED_RANGES = "damaged-ranges"       # this broker's record of damaged data below the recovery point
 
 #: Topics whose directories belong to the broker itself, never to LogManager.
 RESERVED_TOPICS = frozenset({"__cluster_metadata"})

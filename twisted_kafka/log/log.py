@@ -52,7 +52,8 @@ import time
 from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from itertools import pairwise
+from typing import TYPE_CHECKING, NamedTuple
 from collections.abc import Callable
 
 from twisted.logger import Logger
@@ -67,12 +68,21 @@ from twisted_kafka.log.batches import (
     validate_batch,
     whole_batches,
 )
-from twisted_kafka.log.checkpoints import write_partition_metadata
+from twisted_kafka.log.checkpoints import write_damaged_ranges, write_partition_metadata
+from twisted_kafka.log.disk_space import LogDirSpace
 from twisted_kafka.log.epoch_cache import LeaderEpochCache
-from twisted_kafka.log.layout import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, fsync_dir
+from twisted_kafka.log.layout import (
+    DAMAGED_RANGES,
+    LEADER_EPOCH_CHECKPOINT,
+    PARTITION_METADATA,
+    fsync_dir,
+)
 from twisted_kafka.log.log_config import LogConfig
-from twisted_kafka.log.segment import BatchInfo, LogSegment
+from twisted_kafka.log.segment import BatchInfo, DamagedRange, LogSegment
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from twisted_kafka.log.recovery import RecoveryStats
 
 log = Logger()
 
@@ -146,8 +156,8 @@ class PendingAppend:
     descriptor (``fd``) stays pinned open until then.
     """
 
-    __slots__ = ("segment", "fd", "position", "data", "batches", "info", "written", "done", "error",
-                 "_callbacks")
+    __slots__ = ("segment", "fd", "position", "data", "batches", "info", "written", "write_error",
+                 "done", "error", "_callbacks")
 
     def __init__(self, segment: LogSegment | None, position: int, data, batches: list[BatchInfo],
                  info: LogAppendInfo, fd: int | None = None):
@@ -158,6 +168,7 @@ class PendingAppend:
         self.batches = batches
         self.info = info
         self.written = segment is None
+        self.write_error: BaseException | None = None
         self.done = False
         self.error: Exception | None = None
         self._callbacks: list[Callable[[Exception | None], None]] = []
@@ -247,9 +258,14 @@ class Log:
         self._leo = segments[-1].next_offset       # next offset to assign
         self._committed_leo = self._leo             # end of what readers can see
         self._pending: deque[PendingAppend] = deque()
-        #: Set when a write failed: the log refuses appends from then on
-        #: (Kafka takes the log dir offline on an I/O error).
+        #: Set when a write failed, until every append prepared before the
+        #: failure has finished and the log is rolled back to its committed
+        #: end (``_roll_back``): appends are refused meanwhile.
         self.failed: KafkaError | None = None
+        self._aborting = False        # the queue reached the failed write: the rest fail too
+        self._aborted_segments: set[LogSegment] = set()
+        #: The log dir's ``LogDirSpace`` (set by ``LogManager``): small files may use its reserve.
+        self.space: LogDirSpace | None = None
         self.log_start_offset = log_start_offset
         self.recovery_point = min(recovery_point, self._leo)
         #: Single node: the high watermark follows the log end after every
@@ -267,7 +283,7 @@ class Log:
         self._dir_flushed_generation = 0
         self.closed = False
         self.deleted = False          # set by LogManager.delete_log
-        self.recovery_stats = None    # set by the loader
+        self.recovery_stats: RecoveryStats | None = None    # set by the loader
 
     # -- construction -------------------------------------------------------
 
@@ -281,11 +297,12 @@ class Log:
     @classmethod
     def create(cls, dir: str, topic: str, partition: int, config: LogConfig, *,
                topic_id=None, now_ms: int | None = None,
-               segment_deleter: SegmentDeleter | None = None) -> Log:
+               segment_deleter: SegmentDeleter | None = None, space=None) -> Log:
         """A new empty log at offset 0 (writes ``partition.metadata`` when a topic id is given)."""
         os.makedirs(dir, exist_ok=True)
         if topic_id is not None:
-            write_partition_metadata(os.path.join(dir, PARTITION_METADATA), topic_id, fsync=False)
+            write_partition_metadata(os.path.join(dir, PARTITION_METADATA), topic_id, fsync=False,
+                                     space=space)
         now_ms = wall_clock_ms() if now_ms is None else now_ms
         segment = LogSegment.create(dir, 0, config, now_ms)
         new = cls(dir, topic, partition, config, segments=[segment], log_start_offset=0,
@@ -357,20 +374,23 @@ class Log:
         (``validate_records``: framing, CRC, sizes, codec, base offset 0,
         counts, no control batches, sequence numbers, no LogAppendTime;
         compressed batches are decompressed and their records' framing
-        checked).  The broker's own writes and replicated batches get the
-        stored-data checks only (framing, CRC, codec, counts).
+        checked; on a compacted topic every record must have a key).  The
+        broker's own writes and replicated batches get the stored-data
+        checks only (framing, CRC, codec, counts).
         """
         try:
             if origin is AppendOrigin.CLIENT:
                 return validate_records(records, max_batch_size=self.config.max_message_bytes,
                                         max_records_size=self.config.segment_bytes,
-                                        produce_version=produce_version)
+                                        produce_version=produce_version,
+                                        compacted=self.config.compact_enabled,
+                                        topic_partition=f"{self.topic}-{self.partition}")
             batches = []
             for pos, header in iter_batch_headers(records):
                 validate_batch(records, pos, header, max_size=self.config.max_message_bytes)
                 batches.append((pos, header))
         except InvalidRecordBatch as e:
-            raise KafkaError(e.error_code, str(e)) from e
+            raise KafkaError(e.error_code, str(e), record_errors=e.record_errors) from e
         if len(records) > self.config.segment_bytes:
             raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE,
                              f"{len(records)} bytes of records exceed segment.bytes "
@@ -396,7 +416,8 @@ class Log:
         CRC, partial batch), MESSAGE_TOO_LARGE (a batch over
         max.message.bytes), RECORD_LIST_TOO_LARGE (over segment.bytes),
         INVALID_RECORD (control batch from a client, count/offset mismatch,
-        base offset not 0, bad record framing in a compressed batch; with
+        base offset not 0, bad record framing in a compressed batch, a
+        record without a key on a compacted topic, with ``record_errors``; with
         ``produce_version`` >= 3 also: not exactly one batch, magic < 2),
         INVALID_TIMESTAMP (a client batch claiming LogAppendTime; a
         CreateTime batch outside message.timestamp.before/after.max.ms,
@@ -404,7 +425,8 @@ class Log:
         UNSUPPORTED_COMPRESSION_TYPE, UNSUPPORTED_FOR_MESSAGE_FORMAT (magic
         0/1 without a produce version), FENCED_LEADER_EPOCH (an epoch below
         the latest one), UNKNOWN_TOPIC_OR_PARTITION (log deleted),
-        KAFKA_STORAGE_ERROR (the write failed, or an earlier one did).
+        KAFKA_STORAGE_ERROR (the write failed, or one before it did: the next
+        append is the retry).
         """
         pending = self.prepare_append_as_leader(records, leader_epoch, now_ms, origin=origin,
                                                 produce_version=produce_version)
@@ -515,10 +537,20 @@ class Log:
 
     def _reserve(self, data, infos: list[BatchInfo], max_ts: int, now_ms: int,
                  info: LogAppendInfo) -> PendingAppend:
-        """Roll if needed, claim file space, move the log end: the append is now ordered."""
+        """Roll if needed, claim file space, move the log end: the append is now ordered.
+
+        A roll that cannot create its files (a full disk) raises
+        KAFKA_STORAGE_ERROR with nothing changed.
+        """
         segment = self.active_segment
         if segment.should_roll(self.config, len(data), max_ts, infos[-1].last_offset, now_ms):
-            segment = self.roll(now_ms, base_offset=infos[0].base_offset)
+            try:
+                segment = self.roll(now_ms, base_offset=infos[0].base_offset)
+            except OSError as e:
+                # Nothing changed: the active segment stays active; this append fails alone.
+                raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                                 f"cannot roll {self.topic}-{self.partition} to a new segment: "
+                                 f"{e.strerror or e}") from e
         try:
             fd = segment.pin()          # O(1) when open; opened here if it was closed while idle
         except OSError as e:
@@ -536,8 +568,8 @@ class Log:
             pending.write()
         except OSError as e:
             self.complete_append(pending, e)
-            raise self.failed from e
-        self.complete_append(pending)
+        else:
+            self.complete_append(pending)
         if pending.error is not None:
             raise pending.error
 
@@ -545,50 +577,81 @@ class Log:
         """Second half of an append: its bytes are written (or ``error`` says they are not).
 
         Appends become visible in the order they were prepared; one that
-        finishes early waits for those before it.  A failed write fails the
-        log (and every append still in flight) with KAFKA_STORAGE_ERROR.
+        finishes early waits for those before it.  A failed write fails its
+        append and every append prepared after it with KAFKA_STORAGE_ERROR
+        (offsets are contiguous: none of them can become visible); appends
+        prepared before it still commit when their writes succeed.  New
+        appends are refused until all of those have finished; then the log
+        drops the uncommitted bytes and takes appends again at its committed
+        end — the next append is the retry (``_roll_back``).
         """
         if pending.done:
             return
         if pending.segment is None:          # nothing to write
             pending._finish(None)
             return
-        if error is not None:
-            self._fail(error)
-            return
         pending.written = True
+        if error is not None:
+            pending.write_error = error
+            if self.failed is None:
+                log.error("write to {topic}-{partition} failed: {error}; this append and those "
+                          "queued behind it fail with KAFKA_STORAGE_ERROR", topic=self.topic,
+                          partition=self.partition, error=error)
+                self.failed = KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                                         f"write to {self.topic}-{self.partition} failed: {error}")
         while self._pending and self._pending[0].written:
             head = self._pending.popleft()
-            head.segment.commit(head.position, head.nbytes, head.batches)
-            self._committed_leo = head.info.last_offset + 1
-            if self.hw_follows_leo:
-                self._high_watermark = self._committed_leo
-            head._finish(None)
+            segment = head.segment
+            assert segment is not None           # appends with nothing to write are never queued
+            if head.write_error is None and not self._aborting:
+                segment.commit(head.position, head.nbytes, head.batches)
+                self._committed_leo = head.info.last_offset + 1
+                if self.hw_follows_leo:
+                    self._high_watermark = self._committed_leo
+                head._finish(None)
+            else:
+                self._aborting = True
+                segment.abort_write()
+                self._aborted_segments.add(segment)
+                head._finish(self.failed)
+        if not self._pending and self.failed is not None:
+            self._roll_back()
 
-    def _fail(self, error: BaseException) -> None:
-        log.error("write to {topic}-{partition} failed: {error}; the log refuses appends "
-                  "until the broker restarts", topic=self.topic, partition=self.partition,
-                  error=error)
-        self.failed = KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
-                                 f"write to {self.topic}-{self.partition} failed: {error}")
-        pending, self._pending = self._pending, deque()
-        for p in pending:
-            p._finish(self.failed)
+    def _roll_back(self) -> None:
+        """Every append in flight has finished after a failed write: back to the committed end.
+
+        Segments rolled for appends that failed, and so hold nothing, are
+        removed; the uncommitted tail of the others is cut off; the log end
+        and the leader-epoch cache return to the committed end.
+        """
+        end = self._committed_leo
+        while len(self._segments) > 1 and self._segments[-1].size == 0 \
+                and self._segments[-1].base_offset > end:
+            doomed = self._segments.pop()
+            self._bases.pop()
+            self._aborted_segments.discard(doomed)
+            self._dir_generation += 1
+            self.segment_deleter(self, [doomed])
+            self._segments[-1].reactivate()
+        for segment in self._aborted_segments:
+            segment.discard_uncommitted()
+        self._aborted_segments = set()
+        self._leo = end
+        self.epoch_cache.truncate_from_end(end + 1)
+        self._aborting = False
+        self.failed = None
 
     def roll(self, now_ms: int | None = None, *, base_offset: int | None = None) -> LogSegment:
-        """Start a new active segment at the log end (no-op when the active one is empty)."""
+        """Start a new active segment at the log end (no-op when the active one is empty).
+
+        Raises OSError (a full disk) with nothing changed.
+        """
         now_ms = wall_clock_ms() if now_ms is None else now_ms
         active = self.active_segment
         base = self._leo if base_offset is None else max(base_offset, self._leo)
         if active.reserved_size == 0 and active.base_offset == base:
             return active
-        try:
-            segment = LogSegment.create(self.dir, base, self.config, now_ms)
-        except OSError as e:
-            # Nothing changed: the active segment stays active; this append fails alone.
-            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
-                             f"cannot roll {self.topic}-{self.partition} to a new segment at "
-                             f"{base}: {e.strerror or e}") from e
+        segment = LogSegment.create(self.dir, base, self.config, now_ms)
         if active.reserved_size == 0:
             # An empty active segment at the wrong base (follower jumped ahead): replace it.
             self._segments.pop()
@@ -623,7 +686,9 @@ class Log:
         ``KafkaError(OFFSET_OUT_OF_RANGE)`` outside [log start, log end].
         ``nowait``: raise ``segment.WouldBlock`` rather than wait for the disk
         (data or index not in memory) — ``UnifiedLog.read`` then retries in
-        the thread pool.  Safe to call on a pool thread.
+        the thread pool.  Safe to call on a pool thread.  A read stops before
+        damaged data; one that starts in it raises CORRUPT_MESSAGE (see
+        ``segment.DamagedRange``).
         """
         self._check_in_range(fetch_offset)
         leo = self._leo
@@ -639,12 +704,22 @@ class Log:
         next_offset = fetch_offset
         while i < len(segments) and next_offset < limit:
             segment = segments[i]
+            if segment.damaged:
+                damage = segment.damaged_range_of(next_offset)
+                if damage is not None:
+                    if chunks:
+                        break
+                    raise KafkaError(
+                        ErrorCode.CORRUPT_MESSAGE,
+                        f"offsets {damage.first_offset}-{damage.last_offset} of {self.topic}-"
+                        f"{self.partition} are damaged on disk ({segment.log_path}, bytes "
+                        f"{damage.start}-{damage.end}); fetch from {damage.last_offset + 1} to skip them")
             found = segment.find_batch(next_offset, nowait=nowait)
             if found is None:
                 i += 1
                 continue
             position, header = found
-            end = segment.size
+            end = segment.readable_end(position) if segment.damaged else segment.size
             if header.last_offset >= limit:
                 break
             want = remaining
@@ -661,13 +736,42 @@ class Log:
             if first_offset < 0:
                 first_offset = header.base_offset
             remaining -= cut
-            if position + cut < end or remaining <= 0:
+            if position + cut < segment.size or remaining <= 0:
                 break
             i += 1
         size = max_bytes - remaining
         if not chunks:
             return FetchDataInfo(fetch_offset, [], 0, fetch_offset, fetch_offset)
         return FetchDataInfo(fetch_offset, chunks, size, first_offset, next_offset)
+
+    # -- damaged data ---------------------------------------------------------
+
+    def mark_damaged(self, segment: LogSegment, ranges: list[DamagedRange]) -> None:
+        """Damage found in ``segment`` after loading (the background check): reads of
+        those offsets fail with CORRUPT_MESSAGE from now on, and the ranges are
+        recorded in ``damaged-ranges`` so a restart knows them too."""
+        if segment not in self._segments or not ranges:
+            return
+        segment.damaged = sorted(set(segment.damaged) | set(ranges))
+        self.save_damaged_ranges(fsync=False)
+
+    def save_damaged_ranges(self, *, fsync: bool = True) -> None:
+        """Write ``damaged-ranges`` from the segments' ranges (removed when there are none)."""
+        ranges = {s.base_offset: [(d.start, d.end, d.first_offset, d.last_offset) for d in s.damaged]
+                  for s in self._segments if s.damaged}
+        path = os.path.join(self.dir, DAMAGED_RANGES)
+        if not ranges and not os.path.exists(path):
+            return
+        try:
+            write_damaged_ranges(path, ranges, fsync=fsync, space=self.space)
+        except OSError as e:
+            log.warn("cannot write {path}: {e}", path=path, e=e)
+
+    def segments_to_check(self) -> list[tuple[LogSegment, int]]:
+        """(segment, next segment's base) of every finished segment wholly below the
+        recovery point whose batches were not CRC-checked when the log was loaded."""
+        return [(s, following.base_offset) for s, following in pairwise(self._segments)
+                if following.base_offset <= self.recovery_point and not s.verified]
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """ListOffsets by time: the first record (at or after log start) with a timestamp
@@ -737,6 +841,8 @@ class Log:
         doomed = segments[:count]
         self._segments = segments[count:]
         self._bases = self._bases[count:]
+        if any(s.damaged for s in doomed):
+            self.save_damaged_ranges(fsync=False)
         new_start = self._segments[0].base_offset
         if new_start > self.log_start_offset:
             self.log_start_offset = new_start
@@ -786,11 +892,15 @@ class Log:
         doomed = self._segments[keep:]
         self._segments = self._segments[:keep]
         self._bases = self._bases[:keep]
+        had_damage = any(s.damaged for s in self._segments[-1:] + doomed)
         if doomed:
             self._dir_generation += 1
             self.segment_deleter(self, doomed)
         last = self._segments[-1]
         last.truncate_to(offset)
+        if had_damage:
+            last.damaged = [d for d in last.damaged if d.end <= last.size]
+            self.save_damaged_ranges(fsync=False)
         self._leo = self._committed_leo = last.next_offset
         self.epoch_cache.truncate_from_end(self._leo)
         self.recovery_point = min(self.recovery_point, self._leo)
@@ -804,6 +914,7 @@ class Log:
             raise RuntimeError("cannot truncate a log with writes in flight")
         now_ms = wall_clock_ms() if now_ms is None else now_ms
         doomed = self._segments
+        had_damage = any(s.damaged for s in doomed)
         for segment in doomed:
             if segment.base_offset == offset:
                 segment.rename_for_delete()   # free the name for the new segment
@@ -817,6 +928,8 @@ class Log:
         self.recovery_point = offset
         self._high_watermark = offset
         self.epoch_cache.clear()
+        if had_damage:
+            self.save_damaged_ranges(fsync=False)
 
     # -- durability and lifecycle -------------------------------------------
 

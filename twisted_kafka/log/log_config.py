@@ -131,6 +131,13 @@ class LogConfig:
         kwargs = {}
         for key, (name, conv) in _TOPIC_KEYS.items():
             kwargs[name] = conv(key, merged[key])
+        # Deprecated by KIP-937 but still applied, as Kafka 3.x applies it: it stands
+        # for whichever of the before/after bounds is left at its default.
+        difference = merged.get("message.timestamp.difference.max.ms")
+        if difference is not None:
+            for name in ("message_timestamp_before_max_ms", "message_timestamp_after_max_ms"):
+                if kwargs[name] == LONG_MAX:
+                    kwargs[name] = _as_int("message.timestamp.difference.max.ms", difference)
         return cls(**kwargs)
 
     @classmethod

@@ -61,6 +61,8 @@ from twisted.internet.defer import (
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from twisted_kafka.config import StartupError
+from twisted_kafka.log.disk_space import CHECK_INTERVAL_SECONDS, LogDirSpace, is_out_of_space
 from twisted_kafka.log.checkpoints import (
     CheckpointError,
     read_offset_checkpoint,
@@ -68,7 +70,7 @@ from twisted_kafka.log.checkpoints import (
     write_offset_checkpoint,
     write_partition_metadata,
 )
-from twisted_kafka.log.file_handles import OPEN_FILES
+from twisted_kafka.log.file_handles import OPEN_FILES, out_of_descriptors
 from twisted_kafka.log.layout import (
     CLEAN_SHUTDOWN_FILE,
     INDEX_SUFFIX,
@@ -100,7 +102,9 @@ TopicPartition = tuple[str, int]
 
 def _unwrap(failure: Failure) -> Failure:
     while failure.check(FirstError):
-        failure = failure.value.subFailure
+        error = failure.value
+        assert isinstance(error, FirstError)
+        failure = error.subFailure
     return failure
 
 
@@ -136,8 +140,11 @@ class _DirScan:
     def __init__(self, path: str):
         self.path = path
         self.clean = os.path.exists(os.path.join(path, CLEAN_SHUTDOWN_FILE))
-        self.recovery_points = self._read(RECOVERY_POINT_CHECKPOINT)
-        self.log_start_offsets = self._read(LOG_START_OFFSET_CHECKPOINT)
+        self.damaged: list[str] = []        # checkpoints discarded: written again once loaded
+        self.recovery_points = self._read(RECOVERY_POINT_CHECKPOINT,
+                                          "its logs are recovered from their first segment")
+        self.log_start_offsets = self._read(LOG_START_OFFSET_CHECKPOINT,
+                                            "its logs start at their first segment")
         self.partitions: list[tuple[str, int, str]] = []
         self.delete_dirs: list[str] = []
         for name in sorted(os.listdir(path)):
@@ -151,12 +158,16 @@ class _DirScan:
             if parsed is not None:
                 self.partitions.append((parsed[0], parsed[1], full))
 
-    def _read(self, name: str) -> dict:
+    def _read(self, name: str, consequence: str) -> dict:
+        """A checkpoint of the dir; a damaged one is discarded (it is written again
+        from the loaded logs at the next checkpoint)."""
         path = os.path.join(self.path, name)
         try:
             return read_offset_checkpoint(path)
         except (CheckpointError, OSError) as e:
-            log.warn("ignoring {path}: {e}; affected logs are fully recovered", path=path, e=e)
+            log.warn("discarding the damaged {e}: {consequence}; it is written again from the "
+                     "loaded logs", e=e, consequence=consequence)
+            self.damaged.append(name)
             return {}
 
 
@@ -186,6 +197,9 @@ class LogManager(Service):
         self._configs: dict[str, LogConfig] = {}
         self._logs: dict[TopicPartition, UnifiedLog] = {}
         self._dir_of: dict[TopicPartition, str] = {}
+        self._spaces = {d: LogDirSpace(d) for d in self.log_dirs}
+        self._recovery_checkpoints_wanted: set[str] = set()
+        self._checking: dict[str, Deferred] = {}     # background damage check running, per dir
         self._loops: list[task.LoopingCall] = []
         self._pending_deletes: dict[object, tuple[Any, Callable[[], Deferred]]] = {}
         self._running_deletes: set[Deferred] = set()
@@ -217,10 +231,18 @@ class LogManager(Service):
             self._configs[topic] = cfg
         return cfg
 
+    def dir_space(self, log_dir: str) -> LogDirSpace:
+        """The ``LogDirSpace`` (full state, space reserve) of one of ``log_dirs``."""
+        return self._spaces[os.path.abspath(log_dir)]
+
     def _register(self, local_log: Log, log_dir: str) -> UnifiedLog:
         key = (local_log.topic, local_log.partition)
+        space = self._spaces[log_dir]
         local_log.segment_deleter = self._delete_segments_later
-        unified = UnifiedLog(local_log, reactor=self._reactor, threadpool=self._threadpool)
+        local_log.space = space
+        local_log.epoch_cache.space = space
+        unified = UnifiedLog(local_log, reactor=self._reactor, threadpool=self._threadpool, space=space)
+        unified.on_flushed_roll = lambda: self._checkpoint_recovery_point_of(log_dir)
         self._logs[key] = unified
         self._dir_of[key] = log_dir
         return unified
@@ -238,9 +260,8 @@ class LogManager(Service):
             return None
 
         def failed(f):
-            f = _unwrap(f)
-            log.failure("loading logs failed", failure=f)
-            return f
+            # Reported by whoever started this service (KafkaServer: one line, then exit 1).
+            return _unwrap(f)
 
         d.addCallbacks(loaded, failed)
         self._loaded = d
@@ -250,7 +271,7 @@ class LogManager(Service):
         """A new Deferred firing when start-up loading is done (or failing like it)."""
         if self._loaded is None:
             return fail(RuntimeError("the log manager has not been started"))
-        d = Deferred()
+        d: Deferred[Any] = Deferred()
 
         def relay(result):
             if isinstance(result, Failure):
@@ -264,9 +285,17 @@ class LogManager(Service):
 
     def _load_dir(self, path: str) -> Deferred:
         os.makedirs(path, exist_ok=True)
-        d = self._blocking(_DirScan, path)
+        d = self._blocking(self._scan_dir, path)
         d.addCallback(self._load_partitions)
         return d
+
+    def _scan_dir(self, path: str) -> _DirScan:
+        """Preallocate the dir's space reserve — without room for it the dir starts
+        full: appends are refused until space is freed — and scan it (BLOCKING)."""
+        space = self._spaces[path]
+        if not space.ensure_reserve():
+            space.mark_full("no room for the space reserve at start-up")
+        return _DirScan(path)
 
     def _load_partitions(self, scan: _DirScan) -> Deferred:
         for doomed in scan.delete_dirs:
@@ -287,19 +316,65 @@ class LogManager(Service):
             for loaded in logs:
                 key = (loaded.topic, loaded.partition)
                 if key in self._logs:
-                    raise RuntimeError(f"partition {key[0]}-{key[1]} is in two log dirs: "
-                                       f"{self._dir_of[key]} and {scan.path}")
+                    raise StartupError("log.dirs", scan.path,
+                                       f"partition {key[0]}-{key[1]} is also in {self._dir_of[key]}; move the "
+                                       f"stale copy out of log.dirs and start again")
                 self._register(loaded, scan.path)
+            rewritten = gatherResults([self._write_checkpoints(
+                name, (lambda log_: log_.recovery_point) if name == RECOVERY_POINT_CHECKPOINT
+                else (lambda log_: log_.log_start_offset), [scan.path]) for name in scan.damaged],
+                consumeErrors=True)
             if scan.clean:
-                return self._blocking(self._remove_marker, scan.path)
-            if scan.partitions:
+                rewritten.addCallback(lambda _: self._blocking(self._remove_marker, scan.path))
+            elif scan.partitions:
                 log.info("{dir} had no clean shutdown: recovered {n} log(s)", dir=scan.path,
                          n=len(scan.partitions))
-            return None
+                self._reactor.callLater(0, self._check_below_recovery_points, scan.path)
+            return rewritten
 
         d = gatherResults(loads, consumeErrors=True)
         d.addCallback(register)
         return d
+
+    def _check_below_recovery_points(self, path: str) -> None:
+        """After an unclean shutdown, CRC-check in the background the finished segments
+        below each log's recovery point — recovery only checks from the recovery point
+        on — so damage that came from outside is found and reported (fetches of it
+        fail with CORRUPT_MESSAGE) rather than served.  One segment at a time."""
+        work = [(key, segment, end) for key, log_ in self._logs.items() if self._dir_of[key] == path
+                for segment, end in log_.local_log.segments_to_check()]
+        if work:
+            log.info("checking {n} segment(s) of {dir} below the recovery point for damage, in the "
+                     "background", n=len(work), dir=path)
+            self._check_next(work, path)
+
+    def _check_next(self, work: list, path: str) -> None:
+        self._checking.pop(path, None)
+        while work and self.running:
+            key, segment, end = work.pop(0)
+            unified = self._logs.get(key)
+            if unified is None or segment.deleted or segment.closed:
+                continue
+            d = self._blocking(segment.scan_for_damage, end, unified.recovery_point)
+            self._checking[path] = d
+
+            def found(ranges, unified=unified, segment=segment):
+                segment.verified = True
+                if ranges:
+                    unified.local_log.mark_damaged(segment, ranges)
+
+            def failed(f, segment=segment):
+                if segment.deleted or segment.closed:
+                    return
+                if out_of_descriptors(f.value):
+                    # Checked again after the next unclean shutdown; nothing else depends on it.
+                    log.warn("cannot check {path} for damage: {e}", path=segment.log_path, e=f.value)
+                else:
+                    log.failure("checking {path} failed", failure=f, path=segment.log_path)
+
+            d.addCallbacks(found, failed)
+            d.addBoth(lambda _: self._check_next(work, path))
+            return
 
     @staticmethod
     def _remove_marker(path: str) -> None:
@@ -323,16 +398,19 @@ class LogManager(Service):
              config_value(self.config, "log.flush.offset.checkpoint.interval.ms", 60000)),
             (self.checkpoint_log_start_offsets,
              config_value(self.config, "log.flush.start.offset.checkpoint.interval.ms", 60000)),
+            (self.check_full_dirs, CHECK_INTERVAL_SECONDS * 1000),
         ]
         for f, interval_ms in tasks:
             if not interval_ms or interval_ms <= 0:
                 continue
             loop = task.LoopingCall(self._periodic, f)
             loop.clock = self._reactor
-            loop.start(interval_ms / 1000.0, now=False).addErrback(
-                lambda failure, name=f.__name__: log.failure("periodic task {name} died",
-                                                             failure=failure, name=name))
+            loop.start(interval_ms / 1000.0, now=False).addErrback(self._task_died, f.__name__)
             self._loops.append(loop)
+
+    @staticmethod
+    def _task_died(failure: Failure, name: str) -> None:
+        log.failure("periodic task {name} died", failure=failure, name=name)
 
     @staticmethod
     def _periodic(f: Callable[[], Any]) -> Any:
@@ -343,10 +421,17 @@ class LogManager(Service):
             log.failure("periodic task {name} failed", name=f.__name__)
             return None
         if isinstance(result, Deferred):
-            result.addErrback(lambda failure: log.failure("periodic task {name} failed",
-                                                          failure=_unwrap(failure),
-                                                          name=f.__name__))
+            result.addErrback(LogManager._periodic_failed, f.__name__)
         return result
+
+    @staticmethod
+    def _periodic_failed(failure: Failure, name: str) -> None:
+        failure = _unwrap(failure)
+        if is_out_of_space(failure.value):
+            # A full disk is reported where it is found (``disk_space``): one line here.
+            log.warn("periodic task {name} failed: {e}", name=name, e=failure.value)
+        else:
+            log.failure("periodic task {name} failed", failure=failure, name=name)
 
     # -- lookup -------------------------------------------------------------
 
@@ -386,7 +471,9 @@ class LogManager(Service):
                                  f"{topic}-{partition} exists with topic id {existing.topic_id}")
             if topic_id is not None and existing.topic_id is None:
                 write_partition_metadata(os.path.join(existing.dir, PARTITION_METADATA), topic_id,
-                                         fsync=False)
+                                         fsync=False, space=existing.space)
+                log.warn("{topic}-{partition}: partition.metadata rewritten with the topic id "
+                         "{id} from the controller", topic=topic, partition=partition, id=topic_id)
                 existing.local_log.topic_id = topic_id
             return existing
         counts = {d: 0 for d in self.log_dirs}
@@ -401,7 +488,8 @@ class LogManager(Service):
                 new = Log.open(path, cfg, topic=topic, partition=partition, topic_id=topic_id,
                                now_ms=self._now_ms())
             else:
-                new = Log.create(path, topic, partition, cfg, topic_id=topic_id, now_ms=self._now_ms())
+                new = Log.create(path, topic, partition, cfg, topic_id=topic_id, now_ms=self._now_ms(),
+                                 space=self._spaces[log_dir])
         except OSError as e:
             if not existed:
                 _remove_new_dir(path)
@@ -444,7 +532,7 @@ class LogManager(Service):
         local_log.dir = target
         log.info("deleted log {topic}-{partition}; files go in {s} s", topic=topic,
                  partition=partition, s=delay_ms / 1000)
-        done = Deferred()
+        done: Deferred[None] = Deferred()
 
         def settled(_):
             self._settling.discard(d)
@@ -490,7 +578,7 @@ class LogManager(Service):
             for segment in segments:
                 segment.delete()
 
-        done = Deferred()
+        done: Deferred[None] = Deferred()
         done.addErrback(lambda f: log.failure("deleting segments failed", failure=f))
         self._schedule_delete(log_.config.file_delete_delay_ms, remove, done, None)
 
@@ -506,6 +594,13 @@ class LogManager(Service):
             if now - log_.last_flush_ms >= flush_ms:
                 log_.flush().addErrback(lambda f: None)   # logged by the flusher
 
+    def check_full_dirs(self) -> Deferred | None:
+        """Periodic: let appends resume in full dirs that have space again (see ``disk_space``)."""
+        full = [space for space in self._spaces.values() if space.full]
+        if not full:
+            return None
+        return gatherResults([self._blocking(space.try_resume) for space in full], consumeErrors=True)
+
     def cleanup_logs(self) -> int:
         """Periodic: apply retention to every log; returns segments deleted."""
         now = self._now_ms()
@@ -519,15 +614,26 @@ class LogManager(Service):
 
     # -- checkpoints --------------------------------------------------------
 
-    def _write_checkpoints(self, name: str, value: Callable[[UnifiedLog], int]) -> Deferred:
-        by_dir: dict[str, dict] = {d: {} for d in self.log_dirs}
+    def _write_checkpoints(self, name: str, value: Callable[[UnifiedLog], int],
+                           dirs: list[str] | None = None) -> Deferred:
+        dirs = self.log_dirs if dirs is None else dirs
+        by_dir: dict[str, dict] = {d: {} for d in dirs}
         for key, log_ in self._logs.items():
-            by_dir[self._dir_of[key]][key] = value(log_)
+            offsets = by_dir.get(self._dir_of[key])
+            if offsets is not None:
+                offsets[key] = value(log_)
+
+        # The space reserve is for the writes that let space be freed on a full disk
+        # (DeleteRecords needs the log start offsets on disk before it answers).  A
+        # recovery-point checkpoint that cannot be written costs nothing but a longer
+        # recovery after a crash: it must not use up the reserve those writes need.
+        use_reserve = name != RECOVERY_POINT_CHECKPOINT
 
         def write_all():
             for d, offsets in by_dir.items():
                 if os.path.isdir(d):
-                    write_offset_checkpoint(os.path.join(d, name), offsets)
+                    write_offset_checkpoint(os.path.join(d, name), offsets,
+                                            space=self._spaces[d] if use_reserve else None)
 
         return self._checkpoint_lock.run(self._blocking, write_all)
 
@@ -537,6 +643,33 @@ class LogManager(Service):
     def checkpoint_log_start_offsets(self) -> Deferred:
         return self._write_checkpoints(LOG_START_OFFSET_CHECKPOINT, lambda log_: log_.log_start_offset)
 
+    def _checkpoint_recovery_point_of(self, log_dir: str) -> None:
+        """A finished segment of a log in ``log_dir`` is on disk: checkpoint the dir's
+        recovery points, so a crash does not make recovery re-read it.  Requests
+        arriving while one waits are served by it."""
+        if log_dir in self._recovery_checkpoints_wanted or not self.running:
+            return
+        self._recovery_checkpoints_wanted.add(log_dir)
+
+        def write(_=None):
+            self._recovery_checkpoints_wanted.discard(log_dir)
+            return self._write_checkpoints(RECOVERY_POINT_CHECKPOINT,
+                                           lambda log_: log_.recovery_point, [log_dir])
+
+        d = self._checkpoint_lock.acquire()
+        d.addCallback(lambda lock: lock.release())
+        d.addCallback(write)
+        d.addErrback(self._recovery_checkpoint_failed, log_dir)
+
+    @staticmethod
+    def _recovery_checkpoint_failed(failure: Failure, log_dir: str) -> None:
+        failure = _unwrap(failure)
+        if is_out_of_space(failure.value):
+            log.warn("cannot checkpoint the recovery points of {dir}: {e}; the previous checkpoint "
+                     "stays (a crash now only makes recovery re-read more)", dir=log_dir, e=failure.value)
+        else:
+            log.failure("checkpointing the recovery points of {dir} failed", failure=failure, dir=log_dir)
+
     # -- stop ---------------------------------------------------------------
 
     def stopService(self) -> Deferred:
@@ -545,7 +678,7 @@ class LogManager(Service):
             if loop.running:
                 loop.stop()
         self._loops = []
-        d = Deferred()
+        d: Deferred[None] = Deferred()
         if self._loaded is None:
             d.callback(None)
         else:
@@ -558,7 +691,7 @@ class LogManager(Service):
                 self._close_all()
                 return None
             steps = gatherResults([log_.when_idle() for log_ in self._logs.values()]
-                                  + list(self._settling))
+                                  + list(self._settling) + list(self._checking.values()))
             steps.addCallback(lambda _: self._flush_all())
             steps.addCallback(lambda _: self.checkpoint_recovery_points())
             steps.addCallback(lambda _: self.checkpoint_log_start_offsets())
@@ -602,4 +735,5 @@ class LogManager(Service):
     def _write_markers(self) -> None:
         for d in self.log_dirs:
             if os.path.isdir(d):
-                write_clean_shutdown_marker(os.path.join(d, CLEAN_SHUTDOWN_FILE), self._broker_epoch)
+                write_clean_shutdown_marker(os.path.join(d, CLEAN_SHUTDOWN_FILE), self._broker_epoch,
+                                            space=self._spaces[d])

@@ -13,16 +13,26 @@ Steps (Kafka's ``LogLoader``, simplified where we have no compaction yet):
 3. Unclean shutdown (no ``.kafka_cleanshutdown`` marker): every segment from
    the one holding the recovery point to the end is recovered — each batch's
    framing, CRC, codec and offsets are checked, indexes are rebuilt, and the
-   file is cut after the last good batch; segments after a cut are deleted,
+   file is cut after the last good batch *at or above the recovery point*
+   (what a crash can leave unwritten); segments after a cut are deleted,
    because the log must stay contiguous.  Recovered batches feed the
    leader-epoch cache, so epochs written after the last flush come back.
-4. Segments not recovered (all of them after a clean shutdown) are only
+4. Data below the recovery point was flushed: damage there came later, from
+   outside, and is never a reason to cut the log.  Its bytes are kept and
+   recorded as ``DamagedRange``s (in ``damaged-ranges``, so they survive
+   restarts): fetches of those offsets fail with CORRUPT_MESSAGE, every
+   other offset — in that segment and all later ones — reads as before.
+5. Segments not recovered (all of them after a clean shutdown) are only
    checked cheaply: batch headers are walked from the last index entry to
    the end of the file (no CRC), which also yields the log end offset.  A
-   segment whose walk does not end exactly at the end of its file was
-   damaged from outside and is recovered after all; segments after it are
-   kept (its lost offsets become a gap).
-5. Log start offset = max(checkpoint, first segment's base); the epoch cache
+   segment whose walk does not end exactly at the end of its file is
+   checked batch by batch (4.).  After an unclean shutdown ``LogManager``
+   CRC-checks the segments below the recovery point in the background.
+6. A damaged ``leader-epoch-checkpoint`` is discarded and the cache rebuilt
+   from the batches' partition leader epochs (every header is walked); a
+   damaged ``partition.metadata`` is discarded (the controller's topic id is
+   written when the partition is assigned).
+7. Log start offset = max(checkpoint, first segment's base); the epoch cache
    is cut to [log start, log end).  The recovery point is *not* advanced by
    recovery: recovered bytes may still be only in the page cache.
 
@@ -37,10 +47,15 @@ import os
 from twisted.logger import Logger
 
 from twisted_kafka.log.batches import InvalidRecordBatch
-from twisted_kafka.log.checkpoints import CheckpointError, read_partition_metadata
+from twisted_kafka.log.checkpoints import (
+    CheckpointError,
+    read_damaged_ranges,
+    read_partition_metadata,
+)
 from twisted_kafka.log.epoch_cache import LeaderEpochCache
 from twisted_kafka.log.layout import (
     CLEANED_SUFFIX,
+    DAMAGED_RANGES,
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LEADER_EPOCH_CHECKPOINT,
@@ -55,7 +70,7 @@ from twisted_kafka.log.layout import (
 )
 from twisted_kafka.log.log import Log, SegmentDeleter, wall_clock_ms
 from twisted_kafka.log.log_config import LogConfig
-from twisted_kafka.log.segment import LogSegment
+from twisted_kafka.log.segment import DamagedRange, LogSegment
 import contextlib
 
 log = Logger()
@@ -128,8 +143,18 @@ def load_log(dir: str, config: LogConfig, *, topic: str | None = None,
         try:
             topic_id = read_partition_metadata(os.path.join(dir, PARTITION_METADATA))
         except CheckpointError as e:
-            log.warn("{e}", e=e)
-    epoch_cache = LeaderEpochCache.load(os.path.join(dir, LEADER_EPOCH_CHECKPOINT), durable=had_clean_shutdown)
+            log.warn("discarding the damaged {e}; it is written again with the topic id the "
+                     "controller knows", e=e)
+    rewrite_damage = False
+    try:
+        known_damage = read_damaged_ranges(os.path.join(dir, DAMAGED_RANGES))
+    except CheckpointError as e:
+        log.warn("discarding the damaged {e}; damaged data is found again when its segment is "
+                 "checked", e=e)
+        known_damage = {}
+        rewrite_damage = True
+    epoch_cache = LeaderEpochCache.load(os.path.join(dir, LEADER_EPOCH_CHECKPOINT),
+                                        durable=had_clean_shutdown)
     bases = _clean_leftovers(dir)
 
     def on_batch(header) -> None:
@@ -146,31 +171,34 @@ def load_log(dir: str, config: LogConfig, *, topic: str | None = None,
     segments: list[LogSegment] = []
     for i, base in enumerate(bases):
         is_last = i == len(bases) - 1
+        end_offset = None if is_last else bases[i + 1]
         segment, indexes_ok = LogSegment.open(dir, base, config, now_ms, full_index_check=is_last)
+        segment.damaged = sorted(DamagedRange(*r) for r in known_damage.get(base, ())
+                                 if r[1] <= segment.size)
         segments.append(segment)
         if not indexes_ok:
             stats.indexes_rebuilt += 1
         truncated = None
         if not indexes_ok or i >= first_to_recover:
-            truncated = segment.recover(on_batch)
+            truncated = segment.recover(on_batch, recovery_point=recovery_point, end_offset=end_offset)
             stats.segments_recovered += 1
             stats.bytes_truncated += truncated
         else:
             try:
                 segment.scan_tail()
             except InvalidRecordBatch as e:
+                # Damage from outside (this segment was complete once, below the
+                # recovery point): recovery keeps and marks what is damaged.
                 log.warn("{dir}: segment {base} does not end on a batch boundary ({e}); "
-                         "recovering it", dir=dir, base=base, e=e)
-                truncated = segment.recover(on_batch)
+                         "checking every batch", dir=dir, base=base, e=e)
+                truncated = segment.recover(on_batch, recovery_point=recovery_point,
+                                            end_offset=end_offset)
                 stats.segments_recovered += 1
                 stats.bytes_truncated += truncated
-                if not is_last:
-                    # Damage from outside (this segment was complete once):
-                    # keep the intact segments after it; the lost offsets
-                    # become a gap, which readers skip as after compaction.
-                    segment.on_become_inactive()
-                    segment.write_indexes()
-                    continue
+            else:
+                if epoch_cache.damaged:
+                    for _, header in segment.iter_headers(0):
+                        on_batch(header)
         if truncated is not None:
             segment.write_indexes()        # rebuilt: to the files now, we are in the pool anyway
         if truncated and not is_last:
@@ -203,6 +231,16 @@ def load_log(dir: str, config: LogConfig, *, topic: str | None = None,
                  recovery_point=min(recovery_point, log_end), epoch_cache=epoch_cache,
                  topic_id=topic_id, segment_deleter=segment_deleter)
     result.recovery_stats = stats
+    if rewrite_damage or known_damage or any(segment.damaged for segment in segments):
+        result.save_damaged_ranges()
+    if epoch_cache.damaged:
+        try:
+            epoch_cache.write(fsync=True)
+        except OSError as e:
+            # A full disk, say: the cache is right in memory, and the next flush writes it.
+            log.warn("cannot write the rebuilt {path}: {e}; it is written at the next flush",
+                     path=epoch_cache.path, e=e)
+        epoch_cache.damaged = False
     if stats.segments_recovered or stats.indexes_rebuilt:
         log.info("loaded {log} after recovery: {stats}", log=result, stats=stats)
     return result

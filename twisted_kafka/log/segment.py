@@ -25,6 +25,7 @@ from __future__ import annotations
 import errno
 import os
 import random
+import struct
 from typing import NamedTuple
 from collections.abc import Iterator
 
@@ -55,6 +56,7 @@ log = Logger()
 SCAN_CHUNK = 16 * 1024          # header walks read this much at a time (spans the 4 KiB index interval)
 RECOVERY_CHUNK = 1024 * 1024    # recovery reads and CRC-checks the log in chunks of this size
 MAX_RELATIVE_OFFSET = 2**31 - 1
+_MAGIC_OFFSET = 16              # a v2 batch's magic byte (2) sits here: what a resync looks for
 
 
 class WouldBlock(Exception):
@@ -92,6 +94,22 @@ def _read_nowait(fd: int, position: int, size: int, visible: int):
     if got < size:
         del buf[got:]
     return buf
+
+
+class DamagedRange(NamedTuple):
+    """Bytes of a segment below the recovery point that are not intact batches.
+
+    Kept on disk (never cut off: later data is intact), skipped by every
+    header walk, and reported to readers: a fetch of ``first_offset`` ..
+    ``last_offset`` fails with CORRUPT_MESSAGE.  ``last_offset`` is
+    ``first_offset - 1`` when the bytes held no offsets (garbage after the
+    last batch).
+    """
+
+    start: int          # file position of the first damaged byte (where a batch should start)
+    end: int            # file position of the next intact batch (or the end of the file)
+    first_offset: int
+    last_offset: int    # inclusive
 
 
 class BatchInfo(NamedTuple):
@@ -134,6 +152,10 @@ class LogSegment:
         self.roll_jitter_ms = random.randrange(jitter) if jitter > 0 else 0
         self.log_path = os.path.join(dir, segment_file_name(base_offset, LOG_SUFFIX))
         self.deleted = False
+        #: Damaged bytes below the recovery point (sorted by position); see ``DamagedRange``.
+        self.damaged: list[DamagedRange] = []
+        #: Every batch was CRC-checked since the segment was opened (``recover``).
+        self.verified = False
 
     # -- construction -------------------------------------------------------
 
@@ -141,14 +163,22 @@ class LogSegment:
     def create(cls, dir: str, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
         """A new empty segment (existing files of that name are emptied).
 
-        Raises OSError (out of descriptors, say) with no descriptor left open.
+        Raises OSError (a full disk, out of descriptors, ...) with nothing left
+        behind: no file, no descriptor.
         """
         path = os.path.join(dir, segment_file_name(base_offset, LOG_SUFFIX))
-        offset_index = OffsetIndex.create(os.path.join(dir, segment_file_name(base_offset, INDEX_SUFFIX)),
-                                          base_offset, config.max_index_size)
-        time_index = TimeIndex.create(os.path.join(dir, segment_file_name(base_offset, TIME_INDEX_SUFFIX)),
-                                      base_offset, config.max_index_size)
+        index_path = os.path.join(dir, segment_file_name(base_offset, INDEX_SUFFIX))
+        time_path = os.path.join(dir, segment_file_name(base_offset, TIME_INDEX_SUFFIX))
         fd = OPEN_FILES.os_open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+        try:
+            offset_index = OffsetIndex.create(index_path, base_offset, config.max_index_size)
+            time_index = TimeIndex.create(time_path, base_offset, config.max_index_size)
+        except OSError:
+            os.close(fd)
+            for leftover in (path, index_path, time_path):
+                with contextlib.suppress(OSError):
+                    os.unlink(leftover)
+            raise
         preallocated = False
         if config.preallocate:
             try:
@@ -234,15 +264,22 @@ class LogSegment:
         """(position, header) of each batch from ``position``; stops at a partial tail.
 
         Reads ``SCAN_CHUNK`` bytes at a time, or only a header when batches
-        are larger than that.  Raises InvalidRecordBatch on bytes that are
-        not a batch header.
+        are larger than that.  Damaged ranges are skipped.  Raises
+        InvalidRecordBatch on bytes that are not a batch header.
         """
         end = self.size if end is None else end
         buf = b""
         buf_pos = position
         pos = position
         last_size = 0
+        damaged = self.damaged
         while pos + BATCH_HEADER_SIZE <= end:
+            if damaged:
+                skip = next((d for d in damaged if d.start <= pos < d.end), None)
+                if skip is not None:
+                    pos = buf_pos = skip.end
+                    buf = b""
+                    continue
             off = pos - buf_pos
             if off + BATCH_HEADER_SIZE > len(buf):
                 want = BATCH_HEADER_SIZE if last_size > SCAN_CHUNK else SCAN_CHUNK
@@ -256,6 +293,17 @@ class LogSegment:
             yield pos, header
             last_size = header.size
             pos += header.size
+
+    def damaged_range_of(self, offset: int) -> DamagedRange | None:
+        """The damaged range holding ``offset``, if any."""
+        for d in self.damaged:
+            if d.first_offset <= offset <= d.last_offset:
+                return d
+        return None
+
+    def readable_end(self, position: int) -> int:
+        """Where a read from ``position`` must stop: the next damaged range, or the end."""
+        return min((d.start for d in self.damaged if d.start >= position), default=self.size)
 
     def find_batch(self, offset: int, *, nowait: bool = False) -> tuple[int, RecordBatchHeader] | None:
         """The first batch whose last offset is >= ``offset`` (the one holding it, if any)."""
@@ -279,9 +327,12 @@ class LogSegment:
     @property
     def next_offset(self) -> int:
         """The offset after the segment's last batch (its base offset when empty)."""
-        if self._next_offset is None:
+        next_offset = self._next_offset
+        if next_offset is None:
             self.scan_tail()
-        return self._next_offset
+            next_offset = self._next_offset
+            assert next_offset is not None      # scan_tail sets it (or raises)
+        return next_offset
 
     def scan_tail(self) -> None:
         """Learn the end of a segment opened from disk: walk headers from the last index entry.
@@ -301,6 +352,11 @@ class LogSegment:
                 self.offset_of_max_timestamp = header.base_offset
             bytes_since += header.size
             end = pos + header.size
+        for d in self.damaged:
+            # A damaged range the walk skipped at its end: the offsets it held count.
+            if d.start <= end < d.end:
+                end = d.end
+                next_offset = max(next_offset, d.last_offset + 1)
         if end != self.size:
             raise InvalidRecordBatch(f"{self.log_path}: {self.size - end} bytes after the last "
                                      "whole batch", position=end)
@@ -365,12 +421,18 @@ class LogSegment:
         self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp,
                                      skip_full_check=True)
         if self.preallocated and not self.file.closed:
-            fd = self.file.acquire()
             try:
-                os.ftruncate(fd, self.size)
-            finally:
-                self.file.release()
-            self.preallocated = False
+                fd = self.file.acquire()
+                try:
+                    os.ftruncate(fd, self.size)
+                finally:
+                    self.file.release()
+            except OSError as e:
+                # Out of descriptors, say: the trim is tried again when the segment is closed.
+                log.warn("cannot trim {path} to {size} bytes: {e}", path=self.log_path,
+                         size=self.size, e=e)
+            else:
+                self.preallocated = False
 
     # -- writing ------------------------------------------------------------
 
@@ -388,6 +450,11 @@ class LogSegment:
 
     def unpin(self) -> None:
         self.file.release()
+
+    @property
+    def closed(self) -> bool:
+        """Closed for good (the log was closed, or the segment deleted): never reopened."""
+        return self.file.closed
 
     @property
     def fd(self) -> int | None:
@@ -435,6 +502,41 @@ class LogSegment:
         if self._inactive_pending and not self._outstanding:
             self.on_become_inactive()
 
+    def abort_write(self) -> None:
+        """A reserved write will never be committed (it, or one before it, failed).
+
+        The reservation stays until ``discard_uncommitted``, which the log
+        calls once no write of the segment is in flight any more.
+        """
+        self._outstanding -= 1
+
+    def discard_uncommitted(self) -> None:
+        """Forget reservations past the committed size and cut the file back to it
+        (a shrinking truncate needs no space).  No write may be in flight."""
+        if self._outstanding:
+            raise RuntimeError(f"cannot roll back {self.log_path} with writes in flight")
+        if self._reserved != self.size:
+            self._reserved = self.size
+            if not self.preallocated and not self.file.closed:
+                try:
+                    # The descriptor may have been closed while idle (the LRU): reopened here.
+                    fd = self.file.acquire()
+                    try:
+                        os.ftruncate(fd, self.size)
+                    finally:
+                        self.file.release()
+                except OSError as e:
+                    # The next append overwrites the bytes; should the broker stop
+                    # first, recovery cuts them (they follow the last whole batch).
+                    log.warn("cannot cut {path} back to {size} bytes: {e}", path=self.log_path,
+                             size=self.size, e=e)
+        if self._inactive_pending:
+            self.on_become_inactive()
+
+    def reactivate(self) -> None:
+        """Become the active segment again (the segment rolled after it was dropped)."""
+        self._inactive_pending = False
+
     def append(self, data, batches: list[BatchInfo]) -> None:
         """Reserve, write and commit in one go (recovery tests, simple callers)."""
         position = self.reserve(len(data))
@@ -453,13 +555,23 @@ class LogSegment:
             self._bytes_since_last_index_entry = 0
         self._bytes_since_last_index_entry += header.size
 
-    def recover(self, on_batch=None) -> int:
+    def recover(self, on_batch=None, *, recovery_point: int | None = None,
+                end_offset: int | None = None) -> int:
         """Re-validate every batch, rebuild both indexes, cut the file after the last good batch.
 
         A batch is good when its framing, CRC, codec and counts check out and
         its offsets follow the previous batch's.  ``on_batch(header)`` is
         called for each good batch (the leader-epoch cache listens).  Returns
         the number of bytes truncated.  BLOCKING: reads the whole segment.
+
+        Only damage at or above ``recovery_point`` (None: anywhere) is cut
+        off — that is what a crash can leave.  Offsets below it were flushed,
+        so damage there came later, from outside: the bytes are kept and
+        recorded in ``damaged`` (reads of those offsets fail with
+        CORRUPT_MESSAGE), and the walk goes on at the next good batch, so
+        nothing intact after the damage is lost.  ``end_offset`` is the next
+        segment's base offset (None for the last segment), which bounds a
+        damaged range reaching the end of the file.
         """
         self.offset_index.reset()
         self.time_index.reset()
@@ -467,52 +579,26 @@ class LogSegment:
         self.offset_of_max_timestamp = self.base_offset
         self._bytes_since_last_index_entry = 0
         self._rolling_base_timestamp = None
-        fd = self.file.acquire()
+        fd = self.file.acquire()        # pinned for the whole walk (reads and the cut)
         try:
-            return self._recover(fd, on_batch)
+            return self._recover(fd, on_batch, recovery_point, end_offset)
         finally:
             self.file.release()
 
-    def _recover(self, fd: int, on_batch) -> int:
+    def _recover(self, fd: int, on_batch, recovery_point: int | None, end_offset: int | None) -> int:
+
+        def good(position: int, header: RecordBatchHeader, first_after_damage: bool) -> None:
+            if first_after_damage and not self.offset_index.is_full:
+                # Lookups past the damage start here, never inside it.
+                self.offset_index.append(header.base_offset, position)
+                self._bytes_since_last_index_entry = 0
+            self._index_batch(position, header)
+            if on_batch is not None:
+                on_batch(header)
+
         file_size = os.fstat(fd).st_size
-        pos = 0
-        expected = self.base_offset
-        want = RECOVERY_CHUNK
-        while pos < file_size:
-            chunk = self.read(pos, min(want, file_size - pos))
-            consumed = 0
-            bad = False
-            try:
-                for p, header in iter_batch_headers(chunk, 0, allow_partial_tail=True):
-                    validate_batch(chunk, p, header)
-                    if header.base_offset < expected or \
-                            header.last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
-                        raise InvalidRecordBatch(
-                            f"batch at {pos + p} has base offset {header.base_offset}, "
-                            f"expected at least {expected}", position=p)
-                    self._index_batch(pos + p, header)
-                    if on_batch is not None:
-                        on_batch(header)
-                    expected = header.next_offset
-                    consumed = p + header.size
-            except InvalidRecordBatch as e:
-                log.warn("{path}: invalid batch at position {pos}: {e}",
-                         path=self.log_path, pos=pos + consumed, e=e)
-                bad = True
-            pos += consumed
-            if bad:
-                break
-            if consumed == 0:
-                # The batch at pos did not fit in the chunk: a big batch, or a torn one.
-                try:
-                    header = parse_batch_header(chunk, 0)
-                except InvalidRecordBatch:
-                    break
-                if header.size > file_size - pos or header.size <= len(chunk):
-                    break
-                want = header.size
-            else:
-                want = RECOVERY_CHUNK
+        pos, expected, damaged = self._walk(good, file_size, recovery_point, end_offset)
+        self.damaged = damaged
         truncated = file_size - pos
         if truncated:
             log.warn("{path}: truncating {n} bytes after the last valid batch (position {pos})",
@@ -521,7 +607,132 @@ class LogSegment:
         self.size = self._reserved = pos
         self._next_offset = expected
         self.preallocated = False
+        self.verified = True
         return truncated
+
+    def scan_for_damage(self, end_offset: int, recovery_point: int) -> list[DamagedRange]:
+        """CRC-check a finished segment wholly below ``recovery_point`` (BLOCKING,
+        read-only): the damaged ranges found besides those already known.
+        ``end_offset`` is the next segment's base offset."""
+        known = set(self.damaged)
+        _, _, damaged = self._walk(None, self.size, max(recovery_point, end_offset), end_offset)
+        return [d for d in damaged if d not in known]
+
+    def _walk(self, on_good, file_size: int, recovery_point: int | None,
+              end_offset: int | None) -> tuple[int, int, list[DamagedRange]]:
+        """Walk and check every batch: (where the good data ends, the next offset,
+        damaged ranges).  Known ranges in ``damaged`` are kept and skipped."""
+        known = sorted(d for d in self.damaged if d.end <= file_size)
+        damaged: list[DamagedRange] = []
+        pos = 0
+        expected = self.base_offset
+        want = RECOVERY_CHUNK
+        first_after_damage = False
+        while pos < file_size:
+            skip = next((d for d in known if d.start <= pos < d.end), None)
+            if skip is not None:
+                damaged.append(skip)
+                pos, expected = skip.end, max(expected, skip.last_offset + 1)
+                first_after_damage = True
+                continue
+            stop = min((d.start for d in known if d.start > pos), default=file_size)
+            chunk = self.read(pos, min(want, stop - pos))
+            consumed = 0
+            error: InvalidRecordBatch | None = None
+            try:
+                for p, header in iter_batch_headers(chunk, 0, allow_partial_tail=True):
+                    validate_batch(chunk, p, header)
+                    if header.base_offset < expected or \
+                            header.last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
+                        raise InvalidRecordBatch(
+                            f"batch at {pos + p} has base offset {header.base_offset}, "
+                            f"expected at least {expected}", position=p)
+                    if on_good is not None:
+                        on_good(pos + p, header, first_after_damage)
+                    first_after_damage = False
+                    expected = header.next_offset
+                    consumed = p + header.size
+            except InvalidRecordBatch as e:
+                error = e
+            pos += consumed
+            if error is None:
+                if consumed:
+                    want = RECOVERY_CHUNK
+                    continue
+                # The batch at pos did not fit in the chunk: a big batch, or a torn one.
+                try:
+                    header = parse_batch_header(chunk, 0)
+                except InvalidRecordBatch as e:
+                    error = e
+                else:
+                    if header.size <= len(chunk) or header.size > stop - pos:
+                        error = InvalidRecordBatch(f"a batch of {header.size} bytes does not fit in "
+                                                   f"the {stop - pos} bytes left", position=0)
+                    else:
+                        want = header.size
+                        continue
+            if (recovery_point is None or expected >= recovery_point) and stop == file_size:
+                log.warn("{path}: invalid batch at position {pos}: {e}", path=self.log_path,
+                         pos=pos, e=error)
+                break                              # what a crash leaves: cut here
+            # Below the recovery point (or just before a known damaged range):
+            # keep the bytes, mark them, go on at the next intact batch.
+            found = self._next_good_batch(pos + 1, stop, expected, end_offset)
+            if found is not None:
+                end, last = found[0], found[1] - 1
+            elif stop < file_size:
+                end = stop
+                last = next(d.first_offset for d in known if d.start == stop) - 1
+            else:
+                end = file_size
+                last = (end_offset if end_offset is not None else max(recovery_point or 0, expected)) - 1
+            region = DamagedRange(pos, end, expected, last)
+            damaged.append(region)
+            log.warn("{path}: damaged data at bytes {start}-{end} (offsets {first}-{last}, below the "
+                     "recovery point {rp}): {e}; kept on disk, fetches of those offsets fail with "
+                     "CORRUPT_MESSAGE, the data after it is intact", path=self.log_path,
+                     start=region.start, end=region.end, first=region.first_offset,
+                     last=region.last_offset, rp=recovery_point, e=error)
+            pos, expected = end, max(expected, last + 1)
+            first_after_damage = True
+            want = RECOVERY_CHUNK
+        return pos, expected, damaged
+
+    def _next_good_batch(self, start: int, stop: int, min_offset: int,
+                         end_offset: int | None) -> tuple[int, int] | None:
+        """(position, base offset) of the first intact batch at or after ``start`` and
+        wholly before ``stop`` whose offsets are at least ``min_offset`` (and below
+        ``end_offset``): where reading can go on after damaged bytes."""
+        window = RECOVERY_CHUNK
+        pos = start
+        while pos + BATCH_HEADER_SIZE <= stop:
+            chunk = self.read(pos, min(window + BATCH_HEADER_SIZE, stop - pos))
+            i = _MAGIC_OFFSET
+            limit = min(len(chunk), window + _MAGIC_OFFSET)
+            while True:
+                i = chunk.find(b"\x02", i, limit)
+                if i < 0:
+                    break
+                q = i - _MAGIC_OFFSET
+                i += 1
+                if q + BATCH_HEADER_SIZE > len(chunk):
+                    continue
+                base, length = struct.unpack_from(">qi", chunk, q)
+                size = length + 12
+                if base < min_offset or (end_offset is not None and base >= end_offset) \
+                        or length < BATCH_HEADER_SIZE - 12 or pos + q + size > stop:
+                    continue
+                data = self.read(pos + q, size)
+                try:
+                    header = parse_batch_header(data, 0)
+                    validate_batch(data, 0, header)
+                except InvalidRecordBatch:
+                    continue
+                if end_offset is not None and header.last_offset >= end_offset:
+                    continue
+                return pos + q, base
+            pos += window
+        return None
 
     def truncate_to(self, offset: int) -> int:
         """Remove every batch whose last offset is >= ``offset``; returns bytes removed."""
@@ -567,10 +778,14 @@ class LogSegment:
         self.offset_index.flush()
         self.time_index.flush()
 
-    def write_indexes(self) -> None:
-        """Write the index entries not in the files yet (no fsync).  BLOCKING (page cache)."""
-        self.offset_index.write_pending()
-        self.time_index.write_pending()
+    def write_indexes(self) -> bool:
+        """Write the index entries not in the files yet (no fsync).  BLOCKING (page cache).
+
+        Whether both files hold every entry now: a write that fails (a full disk)
+        is logged, never raised, and leaves the entries pending (``index``).
+        """
+        written = self.offset_index.write_pending()
+        return self.time_index.write_pending() and written
 
     def close(self, *, finalize: bool = True) -> None:
         """Close the files; an active segment gets its final time-index entry first,

@@ -34,6 +34,7 @@ See ``twisted_kafka.log`` for the measurements behind these choices.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -41,6 +42,7 @@ from twisted.internet import threads
 from twisted.internet.defer import Deferred, fail, gatherResults, succeed
 from twisted.python.failure import Failure
 
+from twisted_kafka.log.disk_space import LogDirSpace, is_out_of_space
 from twisted_kafka.log.epoch_cache import LeaderEpochCache
 from twisted_kafka.log.file_handles import out_of_descriptors
 from twisted_kafka.log.flusher import LogFlusher
@@ -64,17 +66,22 @@ class UnifiedLog:
     the log's own machinery (loading, retention, checkpoints, deletion).
     """
 
-    __slots__ = ("local_log", "inline_write_max_bytes", "_reactor", "_blocking", "_flusher",
-                 "_writes")
+    __slots__ = ("local_log", "inline_write_max_bytes", "space", "on_flushed_roll", "_reactor",
+                 "_blocking", "_flusher", "_writes")
 
-    def __init__(self, local_log: Log, *, reactor, threadpool):
+    def __init__(self, local_log: Log, *, reactor, threadpool, space: LogDirSpace | None = None):
         """``threadpool`` runs the blocking work (writes above the inline
-        limit, fsyncs, reads that would wait for the disk)."""
+        limit, fsyncs, reads that would wait for the disk); ``space`` is the
+        log dir's ``LogDirSpace``: while it is full, appends are refused."""
         self.local_log = local_log
+        self.space = space
+        #: Called (no arguments) when the fsync of a finished segment is done:
+        #: ``LogManager`` then checkpoints the recovery point.
+        self.on_flushed_roll: Callable[[], None] | None = None
         #: Per log so that tests (and a future dynamic setting) can move the split.
         self.inline_write_max_bytes = INLINE_WRITE_MAX_BYTES
         self._reactor = reactor
-        self._blocking = partial(threads.deferToThreadPool, reactor, threadpool)
+        self._blocking: Callable[..., Deferred] = partial(threads.deferToThreadPool, reactor, threadpool)
         self._flusher = LogFlusher(local_log, self._blocking, self._now_ms)
         self._writes: set[Deferred] = set()       # writes running in the pool
         local_log.on_roll = self._on_roll
@@ -187,16 +194,24 @@ class UnifiedLog:
 
         Appends become visible, and their Deferreds fire, in arrival order,
         whichever of them were written in the pool.  A write that fails
-        fails the log (KAFKA_STORAGE_ERROR for it, for the appends queued
-        behind it and for later ones), never an earlier append or another
-        partition.
+        fails its append and the appends queued behind it with
+        KAFKA_STORAGE_ERROR, never an earlier append or another partition;
+        the log then drops the partial write and the next append is the
+        retry.  A write that ran out of space marks the log dir full: its
+        appends fail at once until ``LogManager`` finds space again.
         """
         local = self.local_log
+        space = self.space
+        if space is not None and space.full:
+            return fail(KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                                   f"the log dir {space.path} is full ({space.reason}); appends "
+                                   f"resume once space is freed"))
         try:
             pending = local.prepare_append_as_leader(
                 records, leader_epoch, self._now_ms() if now_ms is None else now_ms, origin=origin,
                 produce_version=produce_version)
-        except Exception:
+        except Exception as e:
+            self._check_space(e)
             return fail()
         if pending.segment is None:                 # no batches: nothing to write
             return succeed(pending.info)
@@ -204,6 +219,7 @@ class UnifiedLog:
             try:
                 pending.write()
             except Exception as e:
+                self._check_space(e)
                 local.complete_append(pending, e)
             else:
                 local.complete_append(pending)
@@ -217,12 +233,16 @@ class UnifiedLog:
                 return self._flushed(pending.info)
         else:
             self._write_in_pool(pending)
-        committed = Deferred()
+        committed: Deferred[LogAppendInfo] = Deferred()
         info = pending.info
         pending.on_commit(
             lambda error: committed.errback(error) if error is not None else committed.callback(info))
         committed.addCallback(self._after_commit)
         return committed
+
+    def _check_space(self, error: BaseException | None) -> None:
+        if self.space is not None and is_out_of_space(error):
+            self.space.mark_full(f"writing {self.topic}-{self.partition}: {error}")
 
     def _write_in_pool(self, pending: PendingAppend) -> None:
         d = self._blocking(pending.write)
@@ -231,6 +251,7 @@ class UnifiedLog:
         def written(result):
             self._writes.discard(d)
             if isinstance(result, Failure):
+                self._check_space(result.value)
                 self.local_log.complete_append(pending, result.value)
             else:
                 self.local_log.complete_append(pending)
@@ -259,8 +280,12 @@ class UnifiedLog:
         return self._flusher.flush(up_to_offset)
 
     def _on_roll(self, local_log: Log, new_base: int) -> None:
-        """A segment was finished: flush it in the background (Kafka does the same)."""
-        self._flusher.flush(new_base).addErrback(lambda f: None)   # logged by the flusher
+        """A segment was finished: flush it in the background (Kafka does the same),
+        then let the manager checkpoint the recovery point, so that after a crash
+        recovery starts past every finished segment."""
+        d = self._flusher.flush(new_base)
+        d.addCallback(lambda _: self.on_flushed_roll() if self.on_flushed_roll is not None else None)
+        d.addErrback(lambda f: None)   # logged by the flusher
 
     @property
     def fsyncs(self) -> int:

@@ -5,7 +5,8 @@ factory.  Before a connection becomes a ``Processor`` the shared
 ``ConnectionQuotas`` decide:
 
 * over the IP's limit → ``buildProtocol`` returns ``None`` and Twisted closes
-  the socket at once (the client reads EOF);
+  the socket at once (the client reads EOF); the control-plane listener's
+  connections are not counted per IP (see ``ListenerConfig.counts_per_ip``);
 * at the broker-wide or listener limit, or over a creation rate → the
   Acceptor stops reading its listening socket, so further connections wait in
   the kernel backlog, as Kafka's blocking acceptor thread makes them wait.
@@ -31,6 +32,7 @@ from twisted.internet.protocol import ServerFactory
 from twisted.logger import Logger
 
 from .connection_quotas import ConnectionQuotas, TooManyConnections
+from .connection_events import ConnectionEvent, ConnectionEventKind, ConnectionEvents
 from .connections import ConnectionRegistry
 from .endpoints import SASL_PROTOCOLS, server_endpoint
 from .listeners import EndPoint
@@ -46,8 +48,9 @@ class Acceptor(ServerFactory):
     noisy = False
 
     def __init__(self, *, endpoint: EndPoint, plane, quotas: ConnectionQuotas, registry: ConnectionRegistry,
-                 reactor, config, processor_class, protected: bool):
+                 reactor, config, processor_class, protected: bool, events: ConnectionEvents | None = None):
         self.endpoint = endpoint
+        self.events = events
         self.listener_name = endpoint.listener_name
         self.security_protocol = endpoint.security_protocol
         self.authentication_required = endpoint.security_protocol in SASL_PROTOCOLS
@@ -180,10 +183,13 @@ class Acceptor(ServerFactory):
             self.log.info("Rejected connection from {peer} on listener {listener}: {reason} "
                           "(max.connections.per.ip)", peer=processor.peer, listener=self.listener_name,
                           reason=exc)
+            self._emit(ConnectionEventKind.REJECTED, processor, "max.connections.per.ip")
             return False
         processor.admit(slot)
+        self._emit(ConnectionEventKind.ACCEPTED, processor)
         if self.protected and self.quotas.over_broker_limit():
-            victim = self.registry.least_recently_used(exclude_listener=self.listener_name)
+            victim = self.registry.least_recently_used(
+                exclude_listeners=self.quotas.listeners.protected_listeners | {self.listener_name})
             if victim is not None:
                 victim.close(CloseReason.QUOTA, "closed as the least recently used connection to make room "
                                                 f"for inter-broker listener {self.listener_name} (max.connections)")
@@ -230,5 +236,13 @@ class Acceptor(ServerFactory):
                 self._parked.remove(processor)
             return
         self.registry.remove(processor)
-        if processor.slot is not None:
+        if processor.slot is not None and not processor.slot.released:
             processor.slot.release(reason)
+            self._emit(ConnectionEventKind.CLOSED, processor, reason)
+
+    def _emit(self, kind: ConnectionEventKind, processor, reason: str | None = None) -> None:
+        if self.events is not None:
+            self.events.emit(ConnectionEvent(
+                kind=kind, timestamp_ms=int(self.reactor.seconds() * 1000), listener=self.listener_name,
+                plane=self.plane.name, ip=processor.client_host, port=processor.client_port,
+                connection_id=processor.connection_id, principal=processor.principal, reason=reason))

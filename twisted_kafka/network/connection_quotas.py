@@ -4,17 +4,21 @@ Kafka bounds connections three ways and this class answers all three, so a
 connection is counted once whichever plane it arrived on:
 
 * per IP (``max.connections.per.ip`` and ``max.connections.per.ip.overrides``):
-  a connection over the limit is accepted and closed at once;
+  a connection over the limit is accepted and closed at once.  Connections on
+  the control-plane listener are the controller's (inter-broker traffic) and
+  are not counted per IP: the controller shares 127.0.0.1, or a host, with
+  clients, and must not use up their budget;
 * broker-wide and per listener (``max.connections``,
   ``listener.name.<l>.max.connections``): at the limit the acceptor stops
   accepting, so new connections wait in the kernel backlog until one closes;
 * creation rate (KIP-612: ``max.connection.creation.rate`` and the listener
   form): accepts are spaced out, never refused.
 
-The inter-broker listener is *protected* when there are several listeners: it
-is exempt from the broker-wide limit (not from its own) so brokers can always
-reach each other, and when it pushes the total over ``max.connections`` the
-least recently used connection of another listener is closed to make room.
+The inter-broker and control-plane listeners are *protected* when there are
+several listeners: they are exempt from the broker-wide limits (not from their
+own) so brokers and the controller can always reach each other, and when one
+pushes the total over ``max.connections`` the least recently used connection
+of an unprotected listener is closed to make room.
 
 Counts are released exactly once per admitted connection, whatever closes it;
 ``ConnectionSlot.release`` is idempotent so every close path can call it.
@@ -85,10 +89,10 @@ class ConnectionSlot:
 
     __slots__ = ("_quotas", "listener_name", "ip", "released")
 
-    def __init__(self, quotas: ConnectionQuotas, listener_name: str, ip: str):
+    def __init__(self, quotas: ConnectionQuotas, listener_name: str, ip: str | None):
         self._quotas = quotas
         self.listener_name = listener_name
-        self.ip = ip
+        self.ip = ip              # None: not counted per IP (control plane)
         self.released = False
 
     def release(self, reason: str) -> None:
@@ -181,27 +185,31 @@ class ConnectionQuotas:
 
     def inc(self, listener_name: str, ip: str) -> ConnectionSlot:
         """Admit one connection, or raise ``TooManyConnections`` for its IP."""
-        limit = self.ip_limit(ip)
-        if self.per_ip[ip] >= limit:
-            self.rejected[(listener_name, "max.connections.per.ip")] += 1
-            self.rejected_per_ip[ip] += 1
-            raise TooManyConnections(ip, limit)
+        per_ip = self.listeners.counts_per_ip(listener_name)
+        if per_ip:
+            limit = self.ip_limit(ip)
+            if self.per_ip[ip] >= limit:
+                self.rejected[(listener_name, "max.connections.per.ip")] += 1
+                self.rejected_per_ip[ip] += 1
+                raise TooManyConnections(ip, limit)
         now = self.clock.seconds()
         bucket = self._listener_rate.get(listener_name)
         if bucket is not None:
             bucket.take(now)
         if self._broker_rate is not None and not self.listeners.is_protected(listener_name):
             self._broker_rate.take(now)
-        self.per_ip[ip] += 1
+        if per_ip:
+            self.per_ip[ip] += 1
         self.per_listener[listener_name] += 1
         self.total += 1
         self.accepted[listener_name] += 1
-        return ConnectionSlot(self, listener_name, ip)
+        return ConnectionSlot(self, listener_name, ip if per_ip else None)
 
     def _dec(self, slot: ConnectionSlot, reason: str) -> None:
-        self.per_ip[slot.ip] -= 1
-        if self.per_ip[slot.ip] <= 0:
-            del self.per_ip[slot.ip]
+        if slot.ip is not None:
+            self.per_ip[slot.ip] -= 1
+            if self.per_ip[slot.ip] <= 0:
+                del self.per_ip[slot.ip]
         self.per_listener[slot.listener_name] -= 1
         self.total -= 1
         self.closed[(slot.listener_name, reason)] += 1

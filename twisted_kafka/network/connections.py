@@ -1,16 +1,16 @@
 """Live connections in least-recently-active order.
 
 Two policies need that order: the idle reaper (``connections.max.idle.ms``)
-closes connections from the old end, and the protected inter-broker listener
-evicts the least recently used connection of another listener when it pushes
-the broker past ``max.connections``.  An ``OrderedDict`` moved-to-end on every
+closes connections from the old end, and a protected (inter-broker or
+control-plane) listener evicts the least recently used connection of an
+unprotected listener when it pushes the broker past ``max.connections``.  An ``OrderedDict`` moved-to-end on every
 read and write keeps both O(1) per event.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -41,9 +41,10 @@ class ConnectionRegistry:
                 idle.append(processor)
         return idle
 
-    def least_recently_used(self, *, exclude_listener: str) -> Processor | None:
+    def least_recently_used(self, *, exclude_listeners: Collection[str]) -> Processor | None:
+        """The least recently active open connection of a listener not in ``exclude_listeners``."""
         for processor in self._lru.values():
-            if processor.listener_name != exclude_listener and not processor.closing:
+            if processor.listener_name not in exclude_listeners and not processor.closing:
                 return processor
         return None
 

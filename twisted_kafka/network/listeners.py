@@ -69,9 +69,32 @@ class ListenerConfig:
         return None
 
     def is_protected(self, listener_name: str) -> bool:
-        """Kafka exempts the inter-broker listener from the broker-wide connection limit
-        (when there is more than one listener), so brokers can always reach each other."""
-        return len(self.listeners) > 1 and listener_name == self.inter_broker_listener_name
+        """Whether a listener carries inter-broker traffic and is exempt from the broker-wide limits.
+
+        Kafka exempts the inter-broker listener from ``max.connections`` and
+        ``max.connection.creation.rate`` (when there is more than one
+        listener), so brokers can always reach each other; the control-plane
+        listener carries only controller traffic, which is inter-broker
+        traffic too.  Their own ``listener.name.<l>.`` limits still apply.
+        """
+        return len(self.listeners) > 1 and listener_name in (self.inter_broker_listener_name,
+                                                              self.control_plane_listener_name)
+
+    @property
+    def protected_listeners(self) -> frozenset[str]:
+        return frozenset(ep.listener_name for ep in self.listeners if self.is_protected(ep.listener_name))
+
+    def counts_per_ip(self, listener_name: str) -> bool:
+        """Whether connections on this listener count against their IP's ``max.connections.per.ip``.
+
+        Not on the control plane: its connections are the controller's, which
+        shares an address with clients whenever brokers and clients share a
+        machine (a single node's controller connects from 127.0.0.1), and must
+        not use up a client IP's budget.  Without a control plane the
+        controller connects to the inter-broker listener and is counted there
+        like any client, as in Kafka.
+        """
+        return listener_name != self.control_plane_listener_name
 
 
 def _protocol_map(config) -> dict[str, str]:

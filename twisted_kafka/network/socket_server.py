@@ -36,14 +36,17 @@ from collections.abc import Callable
 
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred, DeferredList, gatherResults, inlineCallbacks
+from twisted.internet.error import CannotListenError
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
+from twisted_kafka.config import StartupError
 from twisted_kafka.metrics import MetricName, MetricsRegistry
 from twisted_kafka.protocol.registry import CONTROLLER_API_KEYS, ApiSpec
 
 from .acceptor import Acceptor
 from .connection_quotas import ConnectionQuotas
+from .connection_events import ConnectionEvents
 from .connections import ConnectionRegistry
 from .listeners import EndPoint, ListenerConfig
 from .close_reasons import CloseReason
@@ -103,6 +106,7 @@ class SocketServer(Service):
         self.metrics = metrics
         self.quotas = ConnectionQuotas(config, listeners, reactor)
         self.registry = ConnectionRegistry()
+        self.connection_events = ConnectionEvents()   # every accept, rejection and close, for subscribers
         request_metrics = RequestMetrics(metrics)
         has_control_plane = listeners.control_plane_listener is not None
         self.data_plane = Plane(
@@ -125,7 +129,7 @@ class SocketServer(Service):
             self.acceptors[ep.listener_name] = Acceptor(
                 endpoint=ep, plane=plane, quotas=self.quotas, registry=self.registry, reactor=reactor,
                 config=config, processor_class=plane.processor_class,
-                protected=listeners.is_protected(ep.listener_name))
+                protected=listeners.is_protected(ep.listener_name), events=self.connection_events)
         self.max_idle_seconds = config["connections.max.idle.ms"] / 1000.0
         self._reaper: LoopingCall | None = None
         self._register_gauges()
@@ -172,7 +176,11 @@ class SocketServer(Service):
         ordered = sorted(self.acceptors.values(), key=lambda a: a.plane.name != "control")
         for acceptor in ordered:
             if acceptor.port is None:
-                yield acceptor.listen()
+                try:
+                    yield acceptor.listen()
+                except CannotListenError as exc:
+                    # Name the setting (Kafka: "Socket server failed to bind to host:port").
+                    raise StartupError("listeners", acceptor.endpoint.connection_string, str(exc)) from exc
         if self._reaper is None:
             interval = min(max(self.max_idle_seconds / 10.0, 0.01), 1.0)
             self._reaper = LoopingCall(self.close_idle_connections)

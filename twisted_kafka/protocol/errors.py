@@ -185,9 +185,13 @@ class KafkaError(Exception):
     Raise it anywhere below a handler (log, controller, coordinator); the handler
     turns it into the error field of its response.  Responses that carry an
     ``error_message`` (CreateTopics v1+, for instance) get the message too.
+    ``record_errors``: the records of a produced batch that made it fail, as
+    ``(index in the batch, message)`` pairs (KIP-467; Produce v8+ answers them).
     """
 
-    def __init__(self, code: ErrorCode, message: str | None = None):
+    def __init__(self, code: ErrorCode, message: str | None = None, *,
+                 record_errors: list[tuple[int, str]] | None = None):
         super().__init__(f"{code.name}: {message}" if message else code.name)
         self.code = ErrorCode(code)
         self.message = message
+        self.record_errors: list[tuple[int, str]] = list(record_errors or ())

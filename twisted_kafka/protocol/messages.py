@@ -41,6 +41,7 @@ from kafka.protocol.consumer import (
     LeaveGroupRequest, LeaveGroupResponse,
     ListOffsetsRequest, ListOffsetsResponse,
     OffsetCommitRequest, OffsetCommitResponse,
+    OffsetDeleteRequest, OffsetDeleteResponse,
     OffsetFetchRequest, OffsetFetchResponse,
     OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
     SyncGroupRequest, SyncGroupResponse,
@@ -160,6 +161,7 @@ MESSAGE_CLASSES: dict[int, tuple[type[ApiMessage], type[ApiMessage]]] = {
         (SaslAuthenticateRequest, SaslAuthenticateResponse),
         (CreatePartitionsRequest, CreatePartitionsResponse),
         (DeleteGroupsRequest, DeleteGroupsResponse),
+        (OffsetDeleteRequest, OffsetDeleteResponse),
         (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
         (DescribeClusterRequest, DescribeClusterResponse),
     )

@@ -25,6 +25,22 @@ of theirs:
 * a maximum is only advertised where the message layout is implemented,
   since clients send the highest version both sides share.
 
+The group APIs: FindCoordinator keeps v0 (old librdkafka's check) and goes
+up to the batched v4+ (kafka-python sends v6); JoinGroup 0-7 holds aiokafka's
+v5 and v0-v2 structs, SyncGroup 0-5 its v3, Heartbeat and LeaveGroup start at
+0 (aiokafka sends v0-v1); OffsetCommit starts at 2, Kafka 4.0's baseline and
+inside aiokafka's 2-3, OffsetFetch at 1.  DescribeGroups goes up to 6 as in
+Kafka; aiokafka reads its v3 answer with its v2 layout (no authorized
+operations), so it misreads an answer describing more than one group --
+against Kafka as well.  OffsetDelete has only v0.
+
+The controller APIs (LeaderAndIsr, StopReplica, UpdateMetadata,
+ControlledShutdown) are never sent by clients, only by controllers and
+brokers: they are served from the first version that carries the receiving
+(or, for ControlledShutdown, the sending) broker's epoch -- LeaderAndIsr v2,
+StopReplica v1, UpdateMetadata v5, ControlledShutdown v2 (KIP-380) -- since
+a request without one cannot be checked against the broker it is meant for.
+
 ACLs are advertised 0-3: kafka-python sends up to v3, aiokafka picks its
 highest struct inside the range (DescribeAcls v2, Create/DeleteAcls v1) and
 librdkafka uses v0-v1.
@@ -111,10 +127,10 @@ ADVERTISED_RANGES: dict[ApiKey, tuple[int, int]] = {
     ApiKey.FETCH: (4, 12),
     ApiKey.LIST_OFFSETS: (1, 7),
     ApiKey.METADATA: (0, 13),
-    ApiKey.LEADER_AND_ISR: (0, 7),
-    ApiKey.STOP_REPLICA: (0, 4),
-    ApiKey.UPDATE_METADATA: (0, 8),
-    ApiKey.CONTROLLED_SHUTDOWN: (0, 3),
+    ApiKey.LEADER_AND_ISR: (2, 7),
+    ApiKey.STOP_REPLICA: (1, 4),
+    ApiKey.UPDATE_METADATA: (5, 8),
+    ApiKey.CONTROLLED_SHUTDOWN: (2, 3),
     ApiKey.OFFSET_COMMIT: (2, 9),
     ApiKey.OFFSET_FETCH: (1, 9),
     ApiKey.FIND_COORDINATOR: (0, 6),
@@ -140,6 +156,7 @@ ADVERTISED_RANGES: dict[ApiKey, tuple[int, int]] = {
     ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
 }
 

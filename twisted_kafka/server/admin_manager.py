@@ -18,7 +18,7 @@ from twisted.logger import Logger
 
 from twisted_kafka.config import BROKER_CONFIG, ConfigEntry, ConfigSource, topic_config
 from twisted_kafka.controller.client import ControllerClient, NewTopic, TopicResult
-from twisted_kafka.controller.topic_names import validate_topic_name
+from twisted_kafka.controller.topic_names import INTERNAL_TOPICS, validate_topic_name
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
 from .config_repository import ConfigRepository
@@ -41,6 +41,18 @@ class AdminManager:
         self.metadata_cache = metadata_cache
         self.config_repository = config_repository
         self.dynamic_config = dynamic_config
+        self._internal_topics: dict[str, Callable[[], NewTopic]] = {}
+
+    # -- internal topics ------------------------------------------------------------------
+
+    def register_internal_topic(self, name: str, spec: Callable[[], NewTopic]) -> None:
+        """How internal topic ``name`` is created (its owner's partitions, replication, configs),
+        whoever causes it: the owner itself, or a client's Metadata request that may auto-create it."""
+        self._internal_topics[name] = spec
+
+    def internal_topic_spec(self, name: str) -> NewTopic | None:
+        spec = self._internal_topics.get(name)
+        return spec() if spec is not None else None
 
     # -- topics -----------------------------------------------------------------------
 
@@ -76,9 +88,21 @@ class AdminManager:
         LEADER_NOT_AVAILABLE and retries, as with Kafka.
         """
         errors: dict[str, ErrorCode] = {}
+        # An internal topic is created as its owner defines it (__consumer_offsets: compacted, its
+        # own partition count), and one without an owner yet (__transaction_state) not at all.
+        topics = []
+        for name in names:
+            spec = self.internal_topic_spec(name)
+            if spec is not None:
+                topics.append(spec)
+            elif name in INTERNAL_TOPICS:
+                errors[name] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                topics.append(NewTopic(name))
+        if not topics:
+            return errors
         try:
-            results = await self.controller.create_topics([NewTopic(name) for name in names],
-                                                          timeout_ms=AUTO_CREATE_WAIT_MS)
+            results = await self.controller.create_topics(topics, timeout_ms=AUTO_CREATE_WAIT_MS)
         except KafkaError as exc:
             if exc.code != ErrorCode.NOT_CONTROLLER:
                 raise

@@ -10,11 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from twisted_kafka.controller.client import ControllerClient
+from twisted_kafka.coordinator.group.coordinator import GroupCoordinator
+from twisted_kafka.coordinator.group.service import GroupCoordinatorService
 from twisted_kafka.network.request import RequestContext
 
 from .admin_manager import AdminManager
 from .api_handler import ApiHandler
 from .config_repository import ConfigRepository
+from .controller_requests import ControllerRequestGuard
 from .dynamic_config import DynamicBrokerConfig
 from .handlers.alter_configs import AlterConfigsHandler, IncrementalAlterConfigsHandler
 from .handlers.api_versions import ApiVersionsHandler
@@ -31,9 +34,13 @@ from .handlers.delete_topics import DeleteTopicsHandler
 from .handlers.describe_cluster import DescribeClusterHandler
 from .handlers.describe_configs import DescribeConfigsHandler
 from .handlers.fetch import FetchHandler
+from .handlers.find_coordinator import FindCoordinatorHandler
+from .handlers.group import HeartbeatHandler, JoinGroupHandler, LeaveGroupHandler, SyncGroupHandler
+from .handlers.group_admin import DeleteGroupsHandler, DescribeGroupsHandler, ListGroupsHandler
 from .handlers.list_offsets import ListOffsetsHandler
 from .handlers.metadata import MetadataHandler
 from .handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
+from .handlers.offsets import OffsetCommitHandler, OffsetDeleteHandler, OffsetFetchHandler
 from .handlers.produce import ProduceHandler
 from .metadata_cache import MetadataCache
 from .replica_manager import ReplicaManager
@@ -41,7 +48,10 @@ from .replica_manager import ReplicaManager
 
 def broker_handlers(*, advertised_keys: Callable[[RequestContext], list[int]], replica_manager: ReplicaManager,
                     metadata_cache: MetadataCache, admin_manager: AdminManager, config_repository: ConfigRepository,
-                    dynamic_config: DynamicBrokerConfig, controller: ControllerClient) -> list[ApiHandler]:
+                    dynamic_config: DynamicBrokerConfig, controller: ControllerClient,
+                    controller_guard: ControllerRequestGuard, group_coordinator: GroupCoordinator,
+                    offsets_topic: GroupCoordinatorService, clock) -> list[ApiHandler]:
+    groups = group_coordinator
     return [
         ApiVersionsHandler(advertised_keys),
         MetadataHandler(metadata_cache, admin_manager, dynamic_config),
@@ -49,9 +59,9 @@ def broker_handlers(*, advertised_keys: Callable[[RequestContext], list[int]], r
         FetchHandler(replica_manager, metadata_cache, dynamic_config),
         ListOffsetsHandler(replica_manager),
         OffsetForLeaderEpochHandler(replica_manager),
-        LeaderAndIsrHandler(replica_manager),
-        UpdateMetadataHandler(replica_manager, metadata_cache, config_repository, dynamic_config),
-        StopReplicaHandler(replica_manager),
+        LeaderAndIsrHandler(replica_manager, controller_guard),
+        UpdateMetadataHandler(replica_manager, metadata_cache, config_repository, dynamic_config, controller_guard),
+        StopReplicaHandler(replica_manager, controller_guard),
         ControlledShutdownHandler(controller),
         CreateTopicsHandler(admin_manager),
         DeleteTopicsHandler(admin_manager, dynamic_config),
@@ -61,6 +71,17 @@ def broker_handlers(*, advertised_keys: Callable[[RequestContext], list[int]], r
         AlterConfigsHandler(admin_manager),
         IncrementalAlterConfigsHandler(admin_manager),
         DescribeClusterHandler(metadata_cache),
+        FindCoordinatorHandler(offsets_topic, metadata_cache),
+        JoinGroupHandler(groups),
+        SyncGroupHandler(groups),
+        HeartbeatHandler(groups),
+        LeaveGroupHandler(groups),
+        OffsetCommitHandler(groups, metadata_cache, clock),
+        OffsetFetchHandler(groups),
+        OffsetDeleteHandler(groups, metadata_cache),
+        DescribeGroupsHandler(groups),
+        ListGroupsHandler(groups),
+        DeleteGroupsHandler(groups),
     ]
 
 

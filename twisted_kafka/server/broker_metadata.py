@@ -24,7 +24,7 @@ import os
 import uuid
 from dataclasses import dataclass
 
-from twisted_kafka.config import ConfigError
+from twisted_kafka.config import ConfigError, StartupError
 
 META_PROPERTIES = "meta.properties"
 LOCK_FILE = ".lock"
@@ -32,7 +32,8 @@ LOCK_FILE = ".lock"
 
 class LogDirLocks:
     """Exclusive ``flock`` locks on ``<dir>/.lock`` of every log dir, held until ``release()``
-    (or the process's end: the kernel drops them with the descriptors, even after kill -9)."""
+    (or the process's end: the kernel drops them with the descriptors, even after kill -9).
+    A directory that cannot be locked raises ``StartupError("log.dirs", <dir>, <reason>)``."""
 
     def __init__(self, log_dirs: list[str]):
         self._fds: list[int] = []
@@ -53,9 +54,9 @@ class LogDirLocks:
             holder = _read_holder(fd)
             os.close(fd)
             if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise ConfigError("log.dirs", f"cannot lock {path}: {e.strerror or e}") from None
+                raise StartupError("log.dirs", log_dir, f"cannot lock {path}: {e.strerror or e}") from None
             by = f"process {holder}" if holder else "another process"
-            raise ConfigError("log.dirs", f"{log_dir} is in use by another broker: {by} holds {path}") from None
+            raise StartupError("log.dirs", log_dir, f"in use by another broker: {by} holds {path}") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
         self._fds.append(fd)
@@ -111,28 +112,35 @@ def load_or_create(log_dirs: list[str], configured_broker_id: int, *, reserved_b
     """Read the identity stored in ``log_dirs``, or create one, checking Kafka's consistency rules."""
     found: dict[str, dict[str, str]] = {}
     for log_dir in log_dirs:
-        os.makedirs(log_dir, exist_ok=True)
         path = os.path.join(log_dir, META_PROPERTIES)
-        if os.path.exists(path):
-            found[log_dir] = _read(path)
+        try:
+            os.makedirs(log_dir, exist_ok=True)
+            if os.path.exists(path):
+                found[log_dir] = _read(path)
+        except OSError as exc:
+            raise StartupError("log.dirs", log_dir, str(exc)) from exc
 
     cluster_ids = {values["cluster.id"] for values in found.values() if values.get("cluster.id")}
     if len(cluster_ids) > 1:
         raise ConfigError("log.dirs",
-                          f"log directories belong to different clusters ({', '.join(sorted(cluster_ids))})")
+                          f"log directories belong to different clusters ({', '.join(sorted(cluster_ids))})",
+                          ",".join(log_dirs))
     stored_ids = set()
     for log_dir, values in found.items():
         try:
             stored_ids.add(int(values["broker.id"]))
         except (KeyError, ValueError):
-            raise ConfigError("log.dirs", f"{os.path.join(log_dir, META_PROPERTIES)} has no valid broker.id") from None
+            raise ConfigError("log.dirs", f"{os.path.join(log_dir, META_PROPERTIES)} has no valid broker.id",
+                              log_dir) from None
     if len(stored_ids) > 1:
-        raise ConfigError("log.dirs", f"log directories belong to different brokers ({sorted(stored_ids)})")
+        raise ConfigError("log.dirs", f"log directories belong to different brokers ({sorted(stored_ids)})",
+                          ",".join(log_dirs))
 
     stored_id = stored_ids.pop() if stored_ids else None
     if configured_broker_id >= 0 and stored_id is not None and stored_id != configured_broker_id:
         raise ConfigError("broker.id", f"configured broker.id {configured_broker_id} does not match the "
-                                       f"broker.id {stored_id} stored in meta.properties under log.dirs")
+                                       f"broker.id {stored_id} stored in meta.properties under log.dirs",
+                          configured_broker_id)
     if configured_broker_id >= 0:
         broker_id = configured_broker_id
     elif stored_id is not None:
@@ -144,5 +152,8 @@ def load_or_create(log_dirs: list[str], configured_broker_id: int, *, reserved_b
     metadata = BrokerMetadata(broker_id, cluster_ids.pop() if cluster_ids else generate_cluster_id())
     for log_dir in log_dirs:
         if log_dir not in found:
-            _write(os.path.join(log_dir, META_PROPERTIES), metadata)
+            try:
+                _write(os.path.join(log_dir, META_PROPERTIES), metadata)
+            except OSError as exc:
+                raise StartupError("log.dirs", log_dir, str(exc)) from exc
     return metadata

@@ -226,6 +226,7 @@ class LogDefaults:
         "log.message.timestamp.type",           # message.timestamp.type
         "log.message.timestamp.before.max.ms",  # message.timestamp.before.max.ms
         "log.message.timestamp.after.max.ms",   # message.timestamp.after.max.ms
+        "log.message.timestamp.difference.max.ms",  # message.timestamp.difference.max.ms (KIP-937)
         "message.max.bytes",                    # max.message.bytes
     })
 

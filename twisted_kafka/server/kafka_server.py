@@ -7,18 +7,22 @@ finished starting (its ``startService`` Deferred fired):
 
 1. the I/O thread pool;
 2. the ``LogManager`` (logs loaded and, after a crash, recovered);
-3. the handler pools of both planes;
-4. the ``SocketServer``: every listener bound (so ports -- even port 0 -- are
+3. the ``GroupCoordinatorService``, ready before the first LeaderAndIsr makes
+   this broker the leader of ``__consumer_offsets`` partitions (whose groups it
+   then loads);
+4. the handler pools of both planes;
+5. the ``SocketServer``: every listener bound (so ports -- even port 0 -- are
    known before they are advertised), the control plane accepting;
-5. the ``ControllerService`` (a single node is its own controller): it tells
+6. the ``ControllerService`` (a single node is its own controller): it tells
    this broker, over its control plane, its topic and broker configs and
    which partitions it hosts;
-6. the ``BrokerLifecycleManager``: the data plane starts accepting clients.
+7. the ``BrokerLifecycleManager``: the data plane starts accepting clients.
 
 Children stop in the reverse order, each after the one before has finished
-stopping: controlled shutdown and draining (6), the controller (5), every
-connection closed (4), the handlers (3), the logs flushed with their
-checkpoints and clean-shutdown marker (2), the pool (1).
+stopping: controlled shutdown and draining (7), the controller (6), every
+connection closed (5), the handlers (4), the group coordinator's timers (3),
+the logs flushed with their checkpoints and clean-shutdown marker (2), the
+pool (1).
 
 The broker's identity (``meta.properties``) is read when the server is built,
 so every part is built with the broker id it runs as -- after every log dir
@@ -31,17 +35,17 @@ broker's partition budget when the broker registers.
 from __future__ import annotations
 
 import os
-import time
 from time import monotonic
 
 from twisted.application.service import MultiService, Service
 from twisted.internet.defer import Deferred, ensureDeferred, maybeDeferred
-from twisted.logger import Logger
+from twisted.logger import Logger, LogLevel
 from twisted.python.threadpool import ThreadPool
 
 from twisted_kafka.config import ConfigError
 from twisted_kafka.controller.controller_service import ControllerService
 from twisted_kafka.controller.kafka_controller import LiveBroker
+from twisted_kafka.coordinator.group.service import GroupCoordinatorService
 from twisted_kafka.log import LogManager
 from twisted_kafka.metrics import MetricsRegistry
 from twisted_kafka.network.listeners import parse_listeners
@@ -52,12 +56,14 @@ from .api_table import broker_handlers
 from .broker_lifecycle import BrokerLifecycleManager
 from .broker_metadata import BrokerMetadata, LogDirLocks, load_or_create
 from .config_repository import ConfigRepository
+from .controller_requests import ControllerRequestGuard, new_broker_epoch
 from .descriptor_budget import descriptor_budget, raise_open_file_limit
 from .dynamic_config import ConnectionLimits, DynamicBrokerConfig, LogDefaults
 from .kafka_apis import KafkaApis
 from .metadata_cache import MetadataCache
 from .replica_manager import ReplicaManager
 from .request_handler import KafkaRequestHandlerPool
+from .startup import debug_enabled, failure_line
 
 
 class ThreadPoolService(Service):
@@ -102,8 +108,8 @@ class KafkaServer(MultiService):
         limit, hard, raised_from = raise_open_file_limit()
         self.descriptors = descriptor_budget(limit, hard, max_connections=config["max.connections"],
                                              raised_from=raised_from)
-        # Broker epochs must grow across restarts (Kafka takes ZooKeeper's session id).
-        self.broker_epoch = time.time_ns() // 1_000_000
+        # KIP-380: grows across restarts (Kafka takes ZooKeeper's session id), and cannot be guessed.
+        self.broker_epoch = new_broker_epoch()
         self.metrics = MetricsRegistry()
         self.dynamic_config = DynamicBrokerConfig(config, broker_id)
         self.config_repository = ConfigRepository()
@@ -118,24 +124,32 @@ class KafkaServer(MultiService):
                                       max_open_files=self.descriptors.log_files)
         self.replica_manager = ReplicaManager(broker_id=broker_id, log_manager=self.log_manager, reactor=reactor,
                                               topic_overrides=self.config_repository.topic_overrides)
-        self.replica_manager.broker_epoch = self.broker_epoch
 
         self.apis = KafkaApis()
         self.socket_server = SocketServer(config=config, listeners=self.listeners, reactor=reactor,
                                           metrics=self.metrics, apis=self.apis)
         self.apis.request_metrics = self.socket_server.data_plane.request_metrics
         self.controller_service = ControllerService(
-            config=config, broker_id=broker_id, metadata_dir=self.log_dirs[0], reactor=reactor, threadpool=pool,
-            registration=self._registration)
+            config=config, broker_id=broker_id, cluster_id=self.broker.cluster_id, metadata_dir=self.log_dirs[0],
+            log_dirs=self.log_dirs, reactor=reactor, threadpool=pool, registration=self._registration,
+            space=self.log_manager.dir_space(self.log_dirs[0]))
         controller = self.controller_service.client
+        self.controller_guard = ControllerRequestGuard(
+            broker_id=broker_id, cluster_id=self.broker.cluster_id, broker_epoch=self.broker_epoch,
+            known_controller=lambda: controller.controller_id)
         self.admin_manager = AdminManager(controller=controller, metadata_cache=self.metadata_cache,
                                           config_repository=self.config_repository,
                                           dynamic_config=self.dynamic_config)
+        self.group_coordinator = GroupCoordinatorService(
+            config=config, replica_manager=self.replica_manager, admin_manager=self.admin_manager,
+            metadata_cache=self.metadata_cache, reactor=reactor, broker_id=broker_id)
         for handler in broker_handlers(
                 advertised_keys=lambda context: self.socket_server.plane(context.plane).served_keys(),
                 replica_manager=self.replica_manager, metadata_cache=self.metadata_cache,
                 admin_manager=self.admin_manager, config_repository=self.config_repository,
-                dynamic_config=self.dynamic_config, controller=controller):
+                dynamic_config=self.dynamic_config, controller=controller, controller_guard=self.controller_guard,
+                group_coordinator=self.group_coordinator.coordinator, offsets_topic=self.group_coordinator,
+                clock=reactor):
             self.apis.register(handler)
         self.dynamic_config.add_reconfigurable(LogDefaults(self.log_manager, self.config_repository))
         self.dynamic_config.add_reconfigurable(ConnectionLimits(self.socket_server.quotas))
@@ -151,8 +165,8 @@ class KafkaServer(MultiService):
                                                 socket_server=self.socket_server,
                                                 replica_manager=self.replica_manager, controller=controller,
                                                 reactor=reactor)
-        for child in (self.io_threads, self.log_manager, *pools, self.socket_server, self.controller_service,
-                      self.lifecycle):
+        for child in (self.io_threads, self.log_manager, self.group_coordinator, *pools, self.socket_server,
+                      self.controller_service, self.lifecycle):
             child.setServiceParent(self)
         self.started: Deferred = Deferred()
         self._startup_failed = False
@@ -202,13 +216,17 @@ class KafkaServer(MultiService):
         self.started.callback(self)
 
     def _fatal(self, failure) -> None:
-        """Startup failed: say why, and stop the process with a non-zero status.
+        """Startup failed: say why in one line, and stop the process with status 1.
 
+        The line names the key, the value and the reason (``startup.py``); the
+        traceback is logged too, at debug level, only with ``TWISTED_KAFKA_DEBUG=1``.
         The failure may come before the reactor runs (twistd starts services
         first): the stop is then scheduled for when it does.
         """
         self._startup_failed = True
-        self.log.critical("Broker startup failed: {reason}", reason=failure.getErrorMessage(), log_failure=failure)
+        if debug_enabled():
+            self.log.failure("Broker startup failure", failure, level=LogLevel.debug)
+        self.log.critical("{line}", line=failure_line(failure.value, self.log_dirs))
         self.started.errback(failure)
         self.started.addErrback(lambda _: None)
         if hasattr(self.reactor, "addSystemEventTrigger"):

@@ -5,21 +5,32 @@ follower, creating the log; StopReplica: stop, and delete if asked) and
 serves the data path: appends for Produce, reads for Fetch, offset lookups
 for ListOffsets, log start moves for DeleteRecords, with the fetch purgatory
 woken by every append.  Each goes to the partition's ``UnifiedLog``, which
-decides what runs on the reactor and what in the I/O thread pool.  Requests
-from a controller older than the last one seen are refused
-(STALE_CONTROLLER_EPOCH), and a partition's leader epoch is never moved
+decides what runs on the reactor and what in the I/O thread pool.  Whether
+a controller request may be applied at all is decided before it gets here
+(``ControllerRequestGuard``); a partition's leader epoch is never moved
 backwards.
+
+Other parts of the broker learn about leadership through a narrow listener
+interface (``LeadershipListener``): the group coordinator loads the groups
+of a ``__consumer_offsets`` partition when this broker becomes its leader
+and unloads them when it stops leading it.  The replica manager calls the
+listeners; it knows nothing about what they do.
+
+Clients may not write to internal topics (INVALID_TOPIC_EXCEPTION, as in
+Kafka); only the broker's own coordinators append to them.
 """
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import Protocol
 
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
-from twisted_kafka.log import LogConfig
+from twisted_kafka.controller.topic_names import INTERNAL_TOPICS
+from twisted_kafka.log import AppendOrigin, LogConfig
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
 from .delayed_fetch import FetchPurgatory
@@ -40,6 +51,19 @@ class PartitionStateChange:
     isr: list[int]
 
 
+class LeadershipListener(Protocol):
+    """Told when this broker starts or stops leading a partition (the group coordinator is one)."""
+
+    def on_leader(self, partition: Partition) -> None:
+        """This broker became the partition's leader (a new leader epoch)."""
+
+    def on_follower(self, partition: Partition) -> None:
+        """This broker follows the partition now (another broker leads it)."""
+
+    def on_stopped(self, topic: str, index: int, deleted: bool) -> None:
+        """This broker no longer hosts the partition; ``deleted``: its topic was deleted."""
+
+
 class ReplicaManager:
     log = Logger(namespace="twisted_kafka.server.ReplicaManager")
 
@@ -49,20 +73,21 @@ class ReplicaManager:
         self.reactor = reactor
         self.topic_overrides = topic_overrides  # topic name -> its config overrides (from the controller's store)
         self.partitions: dict[tuple[str, int], Partition] = {}
-        self.controller_epoch = -1
-        self.broker_epoch = -1
         self.purgatory = FetchPurgatory(reactor)
+        self._listeners: list[LeadershipListener] = []
+
+    def add_leadership_listener(self, listener: LeadershipListener) -> None:
+        self._listeners.append(listener)
+
+    def _notify(self, method: str, *args) -> None:
+        for listener in self._listeners:
+            try:
+                getattr(listener, method)(*args)
+            except Exception:
+                self.log.failure("Leadership listener {listener} failed in {method}", listener=listener,
+                                 method=method)
 
     # -- controller requests ---------------------------------------------------------
-
-    def check_controller(self, controller_epoch: int, broker_epoch: int) -> None:
-        if controller_epoch < self.controller_epoch:
-            raise KafkaError(ErrorCode.STALE_CONTROLLER_EPOCH,
-                             f"controller epoch {controller_epoch} is older than {self.controller_epoch}")
-        if broker_epoch not in (-1, self.broker_epoch) and broker_epoch < self.broker_epoch:
-            raise KafkaError(ErrorCode.STALE_BROKER_EPOCH,
-                             f"broker epoch {broker_epoch} is older than {self.broker_epoch}")
-        self.controller_epoch = controller_epoch
 
     def become_leader_or_follower(self, changes: list[PartitionStateChange]) -> dict[tuple[str, int], ErrorCode]:
         """Apply LeaderAndIsr partition states; the error per partition (NONE when applied).
@@ -117,16 +142,20 @@ class ReplicaManager:
             self.partitions[key] = partition
         if change.leader == self.broker_id:
             partition.make_leader(change.leader_epoch, change.partition_epoch, change.replicas, change.isr)
+            self._notify("on_leader", partition)
         else:
             partition.make_follower(change.leader, change.leader_epoch, change.partition_epoch, change.replicas,
                                     change.isr)
+            self._notify("on_follower", partition)
         self.purgatory.partition_changed(*key)
         return ErrorCode.NONE
 
     def stop_replica(self, topic: str, partition: int, *, delete: bool) -> Deferred | None:
         """Stop hosting a partition; with ``delete`` its log is removed too."""
-        self.partitions.pop((topic, partition), None)
+        hosted = self.partitions.pop((topic, partition), None)
         self.purgatory.partition_changed(topic, partition)
+        if hosted is not None:
+            self._notify("on_stopped", topic, partition, delete)
         if delete and self.log_manager.get_log(topic, partition) is not None:
             return self.log_manager.delete_log(topic, partition)
         return None
@@ -150,17 +179,23 @@ class ReplicaManager:
                              f"This broker is not the leader of {topic}-{index}")
         return partition
 
-    def append(self, partition: Partition, records, produce_version: int | None, acks: int = 1) -> Deferred:
-        """Append a producer's records as leader; fires with the LogAppendInfo once durable as configured.
+    def append(self, partition: Partition, records, produce_version: int | None, acks: int = 1, *,
+               origin: AppendOrigin = AppendOrigin.CLIENT) -> Deferred:
+        """Append records as leader; fires with the LogAppendInfo once durable as configured.
 
         acks=all needs ``min.insync.replicas`` in-sync replicas (Kafka checks before appending).
+        Clients (``origin`` CLIENT) may not write to internal topics; coordinators do.
         """
+        if origin is AppendOrigin.CLIENT and partition.topic in INTERNAL_TOPICS:
+            raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                             f"Cannot append to internal topic {partition.topic}")
         if acks == -1 and len(partition.isr) < partition.log.config.min_insync_replicas:
             raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS,
                              f"The size of the current ISR {partition.isr} is insufficient to satisfy the "
                              f"min.isr requirement of {partition.log.config.min_insync_replicas} for partition "
                              f"{partition.topic}-{partition.index}")
-        d = partition.log.append_as_leader(records, partition.leader_epoch, produce_version=produce_version)
+        d = partition.log.append_as_leader(records, partition.leader_epoch, produce_version=produce_version,
+                                           origin=origin)
         d.addCallback(self._appended, partition)
         return d
 

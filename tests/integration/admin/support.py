@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 
 from tests.support.raw_client import RawClient
+from tests.support.wait import wait_until
 from twisted_kafka.protocol import messages as m
 
 __all__ = ["outcomes", "produce", "watermarks", "wait_until", "raw_request", "ZERO_UUID", "confluent_admin"]
@@ -68,17 +68,6 @@ def watermarks(bootstrap: str, topic: str, partition: int = 0) -> tuple[int, int
         return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False)
     finally:
         consumer.close()
-
-
-def wait_until(predicate, timeout: float = 10, interval: float = 0.05, message: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{message} not reached within {timeout}s (last value {value!r})")
-        time.sleep(interval)
 
 
 def raw_request(broker, body, version: int):

@@ -190,7 +190,7 @@ def test_configs_persist_across_restart_and_retention_applies_live(broker_factor
     assert incremental(admin, ResourceType.TOPIC, "rt-topic", ("retention.bytes", AlterConfigOpType.SET, "2048"),
                        ("file.delete.delay.ms", AlterConfigOpType.SET, "0")) is None
     earliest = wait_until(lambda: watermarks(broker.bootstrap, "rt-topic")[0], timeout=10,
-                          message="earliest offset moving up")
+                          what="the earliest offset to move up")
     assert 20 < earliest < 40
 
     # a broker-wide retention.bytes reaches the running logs of topics that inherit it
@@ -201,7 +201,7 @@ def test_configs_persist_across_restart_and_retention_applies_live(broker_factor
     assert incremental(admin, ResourceType.BROKER, BROKER, ("log.retention.bytes", AlterConfigOpType.SET, "2048"),
                        ("log.segment.delete.delay.ms", AlterConfigOpType.SET, "0")) is None
     inherited = wait_until(lambda: watermarks(broker.bootstrap, "rt-inherits")[0], timeout=10,
-                           message="earliest offset of rt-inherits moving up")
+                           what="the earliest offset of rt-inherits to move up")
     assert 20 < inherited < 40
 
     # cluster-default broker config (librdkafka cannot name the "" resource: a raw request), persisted too

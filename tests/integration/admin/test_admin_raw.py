@@ -91,7 +91,7 @@ def test_create_topics_timeout_zero_and_validate_only(admin_broker):
     names = {t.name for t in metadata.topics}
     assert "raw-validate" not in names
     # created, even though the answer did not wait: the metadata shows it at the latest a moment later
-    from tests.integration.admin.support import wait_until
+    from tests.support.wait import wait_until
     wait_until(lambda: "raw-nowait" in {t.name for t in raw_request(
         admin_broker, m.MetadataRequest(topics=None, allow_auto_topic_creation=False), 4).topics})
 

@@ -30,6 +30,7 @@ CT = m.CreateTopicsRequest
 CP = m.CreatePartitionsRequest
 LI = m.LeaderAndIsrRequest
 _BUDGET = re.compile(r"partition budget (\d+)")
+_BROKER_EPOCH = re.compile(r"Registered broker 0 with .*broker epoch: (\d+)")
 
 
 @pytest.fixture
@@ -92,7 +93,7 @@ def consume_all(broker, topic: str, partitions: int, expected: int) -> dict[int,
                 assert message.error() is None, message.error()
                 got.setdefault(message.partition(), []).append(message.value())
             return sum(map(len, got.values())) >= expected
-        wait_until(read_some, timeout=90, interval=0, message=f"{expected} records of {topic}")
+        wait_until(read_some, timeout=90, interval=0, what=f"{expected} records of {topic}")
     finally:
         consumer.close()
     return got
@@ -146,12 +147,17 @@ def test_restart_with_more_partitions_than_descriptors(nofile_brokers):
 
 
 def _leader_and_isr(broker, topic: str, topic_id: uuid.UUID, partitions: int):
-    """A LeaderAndIsr making this broker the leader of new partitions, as its controller would send it."""
+    """A LeaderAndIsr making this broker the leader of new partitions, as its controller would send it
+    (the controller epoch from the controller's store, the broker epoch from the broker's log, where
+    registering the broker puts it, as in Kafka)."""
     log_dir = broker.log_dirs[0]
     with open(os.path.join(log_dir, "cluster-metadata.json"), encoding="utf-8") as fh:
         controller_epoch = json.load(fh)["controller_epoch"]
+    line = broker.wait_for_log(_BROKER_EPOCH.pattern, after=broker._log_offset_at_start)
+    broker_epoch = int(_BROKER_EPOCH.search(line)[1])
     State = LI.LeaderAndIsrTopicState.LeaderAndIsrPartitionState
-    return LI(controller_id=0, is_k_raft_controller=False, controller_epoch=controller_epoch, broker_epoch=-1,
+    return LI(controller_id=0, is_k_raft_controller=False, controller_epoch=controller_epoch,
+              broker_epoch=broker_epoch,
               request_type=0, topic_states=[LI.LeaderAndIsrTopicState(
                   topic_name=topic, topic_id=topic_id, partition_states=[
                       State(partition_index=i, controller_epoch=controller_epoch, leader=0, leader_epoch=0, isr=[0],
@@ -190,7 +196,7 @@ def test_running_out_of_descriptors_fails_the_partitions_not_the_broker(nofile_b
         for client in hogs:
             client.close()
     # The broker answers again as soon as descriptors are free; one line said what failed, no traceback.
-    wait_until(lambda: _answers(broker), message="the broker answering again")
+    wait_until(lambda: _answers(broker), what="the broker answering again")
     output = broker.log_text()[mark:]
     assert "Traceback" not in output
     assert len([line for line in output.splitlines() if "starved" in line]) <= 2, output[-3000:]

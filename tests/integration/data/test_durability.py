@@ -8,8 +8,10 @@
   and acks=all: every record whose delivery report said "ok" is present, at
   the offset it was acknowledged with.  ``test_crash_loop`` repeats it
   (marked slow).
-* A segment cut in the middle of its last batch recovers to the last whole
-  batch, and new appends continue at the right offset.
+* A segment cut in the middle of its last batch by a crash recovers to the
+  last whole batch, and new appends continue at the right offset; cut after
+  a clean shutdown (below the recovery point: damage from outside) the batch
+  is reported (CORRUPT_MESSAGE) and its offsets are never given out again.
 """
 
 from __future__ import annotations
@@ -22,10 +24,20 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from tests.support.raw_client import RawClient
+from tests.support.wait import wait_until
 from twisted_kafka.protocol import messages as m
+from twisted_kafka.protocol.errors import ErrorCode
+from twisted_kafka.protocol.records.batch import iter_batch_headers
 from twisted_kafka.protocol.records.builder import build_batch
 
-from .helpers import auto_create_topic, list_offsets_request, produce_request, segment_files, stored_batches
+from .helpers import (
+    auto_create_topic,
+    fetch_request,
+    list_offsets_request,
+    produce_request,
+    segment_files,
+    stored_batches,
+)
 
 PARTITIONS = 2
 
@@ -160,14 +172,15 @@ class BackgroundProducer:
         return self
 
 
-def crash_once(broker, topic: str, tag: str, run_for: float) -> list:
-    """Produce while the broker is SIGKILLed; restart it; return the acknowledged records."""
+def crash_once(broker, topic: str, tag: str, acked_before_crash: int) -> list:
+    """Produce while the broker is SIGKILLed; restart it (on the same ports); return the acknowledged records.
+
+    The kill comes once the producer has had ``acked_before_crash``
+    acknowledgements, with more records in flight: it keeps sending.
+    """
     producer = BackgroundProducer(broker.bootstrap, topic, tag).start()
-    deadline = time.monotonic() + 10
-    while len(producer.acked) < 200:
-        assert time.monotonic() < deadline, "the producer got no acknowledgements"
-        time.sleep(0.01)
-    time.sleep(run_for)
+    wait_until(lambda: len(producer.acked) >= acked_before_crash, timeout=30,
+               what=f"{acked_before_crash} acknowledgements")
     broker.kill()
     producer.stop()
     broker.start()
@@ -187,7 +200,7 @@ def check_acked_present(broker, topic: str, acked: list) -> dict[int, list]:
 def test_crash_keeps_every_acknowledged_record(broker_factory):
     broker = broker_factory(CRASH_OVERRIDES)
     topic = "crash"
-    acked = crash_once(broker, topic, "crash", run_for=0.5)
+    acked = crash_once(broker, topic, "crash", acked_before_crash=1000)
     assert "had no clean shutdown" in broker.log_text(since_start=True)
     stored = check_acked_present(broker, topic, acked)
     # New appends continue after what survived.
@@ -205,15 +218,16 @@ def test_crash_loop(broker_factory):
     topic = "crash-loop"
     acked: list = []
     for round_ in range(12):
-        acked += crash_once(broker, topic, f"round{round_}", run_for=0.2 + 0.1 * (round_ % 5))
+        acked += crash_once(broker, topic, f"round{round_}", acked_before_crash=300 + 300 * (round_ % 5))
         check_acked_present(broker, topic, acked)
 
 
 # -- a torn tail --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("shutdown", ["clean", "crash"])
-def test_segment_truncated_mid_batch_recovers_to_last_whole_batch(broker_factory, shutdown):
+def test_segment_truncated_mid_batch_recovers_to_last_whole_batch(broker_factory):
+    """A crash tore the last batch (it was never flushed: the recovery point is
+    below it): recovery cuts it off and the offsets go on from there."""
     broker = broker_factory({"num.partitions": "1"})
     topic = "torn"
     with RawClient(broker.data_port) as client:
@@ -222,10 +236,7 @@ def test_segment_truncated_mid_batch_recovers_to_last_whole_batch(broker_factory
             response = client.request(produce_request({topic: {0: build_batch(
                 [(b"k%d" % i, b"value-%d" % i) for i in range(b * 10, b * 10 + 10)])}}))
             assert response.responses[0].partition_responses[0].base_offset == b * 10
-    if shutdown == "clean":
-        assert broker.stop() == 0
-    else:
-        broker.kill()
+    broker.kill()
     (path,) = segment_files(broker, topic, 0)
     *_, (_, last_pos, last) = stored_batches(broker, topic, 0)
     assert last.base_offset == 40 and os.path.getsize(path) == last_pos + last.size
@@ -244,6 +255,45 @@ def test_segment_truncated_mid_batch_recovers_to_last_whole_batch(broker_factory
     # The repaired log survives another restart unchanged.
     broker.restart()
     assert log_end_offsets(broker, topic, 1) == {0: 41}
+
+
+def test_last_batch_cut_after_a_clean_shutdown_is_reported_and_its_offsets_kept(broker_factory):
+    """After a clean shutdown everything was flushed (the recovery point is the log
+    end): a batch cut later was damaged from outside.  Its offsets were
+    acknowledged, so they are not given out again: fetches of them fail with
+    CORRUPT_MESSAGE, the rest reads as before, appends go on after them."""
+    broker = broker_factory({"num.partitions": "1"})
+    topic = "torn-clean"
+    with RawClient(broker.data_port) as client:
+        auto_create_topic(client, topic, partitions=1)
+        for b in range(5):
+            client.request(produce_request({topic: {0: build_batch(
+                [(b"k%d" % i, b"value-%d" % i) for i in range(b * 10, b * 10 + 10)])}}))
+    assert broker.stop() == 0
+    (path,) = segment_files(broker, topic, 0)
+    *_, (_, last_pos, last) = stored_batches(broker, topic, 0)
+    os.truncate(path, last_pos + last.size // 2)
+
+    broker.start()
+    assert log_end_offsets(broker, topic, 1) == {0: 50}
+    assert "damaged data" in broker.log_text(since_start=True)
+    with RawClient(broker.data_port) as client:
+        fetched = client.request(fetch_request({topic: {0: 40}}))
+        assert fetched.responses[0].partitions[0].error_code == ErrorCode.CORRUPT_MESSAGE
+        response = client.request(produce_request({topic: {0: build_batch([(None, b"next")])}}))
+        assert response.responses[0].partition_responses[0].base_offset == 50
+    broker.restart()
+    assert log_end_offsets(broker, topic, 1) == {0: 51}
+    with RawClient(broker.data_port) as client:
+        fetched = client.request(fetch_request({topic: {0: 0}}))
+        (entry,) = fetched.responses[0].partitions
+        assert entry.error_code == 0 and entry.high_watermark == 51
+        assert [h.base_offset for _, h in iter_batch_headers(bytes(entry.records))] == [0, 10, 20, 30]
+        assert client.request(fetch_request({topic: {0: 45}})).responses[0].partitions[0].error_code \
+            == ErrorCode.CORRUPT_MESSAGE
+        fetched = client.request(fetch_request({topic: {0: 50}}))
+        assert [h.base_offset for _, h in iter_batch_headers(bytes(fetched.responses[0].partitions[0].records))] \
+            == [50]
 
 
 # -- many segments ------------------------------------------------------------------------------

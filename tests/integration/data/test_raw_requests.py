@@ -211,39 +211,36 @@ def test_offset_for_leader_epoch(data_broker, version):
 # -- long-poll fetch ----------------------------------------------------------------------------
 
 
-def test_long_poll_fetch_returns_right_after_the_produce(data_broker):
+def test_long_poll_fetch_is_answered_by_the_produce(data_broker):
+    """The fetch may wait ten minutes, far longer than this test waits for it: if it is answered,
+    the produce answered it.  (That it is answered within the same reactor turn as the append is
+    the purgatory's unit test, tests/unit/server/test_fetch_purgatory.py.)"""
     topic = "long-poll"
     with RawClient(data_broker.data_port) as fetcher, RawClient(data_broker.data_port) as producer:
         create_topic(producer, topic)
-        fetcher.send_request(fetch_request({topic: {0: 0}}, max_wait_ms=5000, min_bytes=1))
-        parked = fetcher.no_response_within(0.3)
-        assert parked, "the fetch answered before any data arrived"
-        sent = time.monotonic()
+        fetcher.send_request(fetch_request({topic: {0: 0}}, max_wait_ms=600_000, min_bytes=1))
+        assert fetcher.no_response_within(0.3), "the fetch answered before any data arrived"
         answer = producer.request(produce_request({topic: {0: build_batch([(None, b"wake up")])}}, acks=1))
-        acked = time.monotonic()
         assert partition_errors(answer) == {(topic, 0): (0, 0)}
-        _, fetch = fetcher.read_response(1, 11, timeout=5)
-        fetched = time.monotonic()
+        _, fetch = fetcher.read_response(1, 11, timeout=30)
         assert [v for _, _, v in fetched_records(fetch_partitions(fetch)[(topic, 0)])] == [b"wake up"]
-        assert fetched - acked < 0.05, f"fetch answered {1000 * (fetched - acked):.1f} ms after the produce ack"
-        assert fetched - sent < 0.1
 
 
 def test_long_poll_fetch_waits_max_wait_ms_when_nothing_comes(data_broker):
+    """Answered, empty, no sooner than max_wait_ms (a lower bound a slow machine cannot break; the
+    exact timer is the purgatory's Clock test)."""
     topic = "long-poll-idle"
     with RawClient(data_broker.data_port) as client:
         create_topic(client, topic)
         began = time.monotonic()
-        fetch = client.request(fetch_request({topic: {0: 0, 1: 0}}, max_wait_ms=300, min_bytes=1))
-        waited = time.monotonic() - began
-        assert 0.3 <= waited < 1.0, waited
+        fetch = client.request(fetch_request({topic: {0: 0, 1: 0}}, max_wait_ms=300, min_bytes=1), timeout=30)
+        assert time.monotonic() - began >= 0.3
         assert all(p.error_code == 0 and not fetched_records(p) for p in fetch_partitions(fetch).values())
         # min_bytes above what is there: it still waits the whole max_wait_ms, then returns what it has.
         client.request(produce_request({topic: {0: build_batch([(None, b"small")])}}))
         began = time.monotonic()
-        fetch = client.request(fetch_request({topic: {0: 0}}, max_wait_ms=300, min_bytes=1_000_000))
-        waited = time.monotonic() - began
-        assert 0.3 <= waited < 1.0, waited
+        fetch = client.request(fetch_request({topic: {0: 0}}, max_wait_ms=300, min_bytes=1_000_000), timeout=30)
+        assert time.monotonic() - began >= 0.3
         assert [v for _, _, v in fetched_records(fetch_partitions(fetch)[(topic, 0)])] == [b"small"]
 
 

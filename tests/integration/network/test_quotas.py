@@ -1,23 +1,34 @@
 """ConnectionQuotas against a real broker process, over loopback sockets.
 
 Clients bind 127.0.0.2 / 127.0.0.3 as their source address to appear as other
-IPs.  The broker's own controller keeps a connection to its listeners from
-127.0.0.1, so limits on 127.0.0.1 and on the broker-wide total are checked
-with that connection allowed for.
+IPs.  The broker's own controller keeps a connection to its control plane
+from 127.0.0.1, which counts neither against 127.0.0.1's per-IP limit nor
+against the broker-wide one; without a control plane it connects to the data
+plane like a client, open from startup on, and limits on 127.0.0.1 and on the
+total then leave exactly one connection fewer for the test's clients.  The
+harness itself opens none.
+
+Nothing here measures time: that a connection *waits* is seen as no answer
+within ``WAIT`` (a connection the broker holds back cannot be answered, so a
+slow machine cannot make that check wrong), and everything the broker is
+expected to do is waited for.  The exact timing of the creation rate and of
+idle reaping is proven on a ``task.Clock`` in tests/unit/network.
 """
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
 
-from tests.support import load
-from tests.support.raw_client import RawClient, api_versions_frame
+from tests.support.raw_client import Closed, RawClient, api_versions_frame
+from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.integration
 
 WAIT = 0.5   # how long a waiting connection is watched for an (unwanted) answer
+ANSWER = 10  # how long an answer the broker owes is waited for
 
 
 def admitted(port: int, source: str | None = None) -> RawClient:
@@ -33,9 +44,26 @@ def waiting(port: int, source: str | None = None) -> RawClient:
     return client
 
 
-def answered(client: RawClient, timeout: float = 5.0) -> bool:
+def answered(client: RawClient, timeout: float = ANSWER) -> bool:
     correlation_id, response = client.read_response(18, 0, timeout=timeout)
     return correlation_id == 99 and response.error_code == 0
+
+
+def admitted_once_free(port: int, source: str) -> RawClient:
+    """A connection from ``source`` that is served, once the broker has released a slot for that IP.
+
+    Until the broker has seen an earlier connection close, a new one is
+    still over the per-IP limit and is closed: try again until one is served.
+    """
+    def attempt() -> RawClient | None:
+        client = RawClient(port, source=source)
+        try:
+            client.api_versions(0, timeout=ANSWER)
+        except Closed:
+            client.close()
+            return None
+        return client
+    return wait_until(attempt, timeout=ANSWER, what=f"a connection from {source} to be admitted")
 
 
 def close(clients) -> None:
@@ -52,19 +80,31 @@ def test_per_ip_limit_closes_the_connection_over_it_and_spares_other_ips(broker_
     control = admitted(broker.control_port, "127.0.0.3")          # counts are shared by both planes
     assert all(c.api_versions(0).error_code == 0 for c in held), "held connections unaffected"
     held.pop().close()
-    time.sleep(0.1)
-    again = admitted(broker.data_port, "127.0.0.2")               # a slot freed for that IP
+    again = admitted_once_free(broker.data_port, "127.0.0.2")     # a slot freed for that IP
     broker.wait_for_log(r"Rejected connection from 127\.0\.0\.2:\d+ on listener PLAINTEXT.*max\.connections\.per\.ip")
     close(held + [sixth, other, control, again])
 
 
-def test_per_ip_limit_counts_both_planes(broker_factory):
+def test_per_ip_limit_counts_the_data_plane_and_not_the_control_plane(broker_factory):
+    """Control-plane connections are inter-broker traffic: counted on their listener, not per IP."""
     broker = broker_factory({"max.connections.per.ip": "2"})
-    data = admitted(broker.data_port, "127.0.0.2")
-    control = admitted(broker.control_port, "127.0.0.2")
-    third = RawClient(broker.control_port, source="127.0.0.2")
+    control = [admitted(broker.control_port, "127.0.0.2") for _ in range(3)]
+    data = [admitted(broker.data_port, "127.0.0.2") for _ in range(2)]
+    third = RawClient(broker.data_port, source="127.0.0.2")
     assert third.wait_closed(5)
-    close([data, control, third])
+    close(control + data + [third])
+
+
+def test_the_controllers_connection_does_not_use_a_client_ips_budget(broker_factory):
+    """The controller reaches its broker on the control plane from 127.0.0.1: that is inter-broker
+    traffic, counted on the control-plane listener and not against 127.0.0.1's per-IP budget."""
+    broker = broker_factory({"max.connections.per.ip": "2"})
+    broker.wait_for_log(r"Controller 0 active")
+    clients = [admitted(broker.data_port, "127.0.0.1") for _ in range(2)]
+    third = RawClient(broker.data_port, source="127.0.0.1")
+    assert third.wait_closed(5), "the third connection from 127.0.0.1 is over max.connections.per.ip=2"
+    assert all(c.api_versions(0).error_code == 0 for c in clients)
+    close(clients + [third])
 
 
 def test_per_ip_overrides_raise_one_ip_limit(broker_factory):
@@ -87,19 +127,13 @@ def test_per_ip_default_zero_with_overrides(broker_factory):
 
 def test_max_connections_makes_new_connections_wait_until_one_closes(broker_factory):
     # A single listener is not protected, so max.connections applies to it (with two,
-    # the inter-broker listener would be exempt).  The broker's controller may hold one
-    # of the slots itself.
+    # the inter-broker listener would be exempt).  The broker's controller holds one
+    # of the four slots itself.
     broker = broker_factory({"max.connections": "4"}, control_plane=False)
-    held = []
-    while True:
-        client = waiting(broker.data_port)
-        if client.no_response_within(WAIT):
-            pending = client
-            break
-        assert answered(client)
-        held.append(client)
-        assert len(held) <= 4, "more connections than max.connections were served"
-    assert len(held) >= 3, f"only {len(held)} connection(s) served under max.connections=4"
+    held = [waiting(broker.data_port) for _ in range(3)]
+    assert all(answered(client) for client in held)
+    pending = waiting(broker.data_port)
+    assert pending.no_response_within(WAIT), "a fifth connection is served under max.connections=4"
     assert pending.is_open(), "a waiting connection is not closed, it waits"
     held.pop(0).close()
     assert answered(pending), "admitted once a slot freed"
@@ -133,55 +167,63 @@ THREE_LISTENERS = {
 def test_inter_broker_listener_is_admitted_past_max_connections_and_evicts_the_lru(broker_factory):
     broker = broker_factory({**THREE_LISTENERS, "max.connections": "4"})
     client_port, internal_port = broker.port("CLIENT"), broker.port("INTERNAL")
-    clients = []
-    while True:
-        client = waiting(client_port)
-        if client.no_response_within(WAIT):
-            client.close()          # the limit is reached: this one gives up
-            break
-        assert answered(client)
-        clients.append(client)
-    assert 3 <= len(clients) <= 4
+    # The controller's connection to CONTROLLER is the fourth: the broker is at its limit.
+    clients = [admitted(client_port) for _ in range(3)]
+    late = waiting(client_port)
+    assert late.no_response_within(WAIT), "a client connection past max.connections waits"
+    late.close()                    # and gives up
     mark = broker.log_mark()
-    time.sleep(0.05)
     clients[0].api_versions(0)      # now clients[1] is the least recently used client connection
-    internal = []
-    while all(c.is_open() for c in clients) and len(internal) < 3:
-        internal.append(admitted(internal_port))       # admitted although the broker is at its limit
-        time.sleep(0.2)
-    assert not clients[1].is_open(), "the least recently used client connection is closed to make room"
-    assert clients[0].is_open() and clients[0].api_versions(0).error_code == 0
+    # Each internal connection is admitted although the broker is at its limit, and evicts the least
+    # recently used connection of another listener.  The first victim may be the controller's own
+    # connection (idle since startup).  An eviction is decided, and logged, when the internal
+    # connection is admitted, before its first request is read: once it is answered, the log says
+    # whether a client connection was evicted.
+    internal: list[RawClient] = []
+    while not evictions(broker, mark, "CLIENT"):
+        assert len(internal) < 2, f"no client connection evicted:\n{broker.log_text()[mark:]}"
+        internal.append(admitted(internal_port))
+    [evicted] = evictions(broker, mark, "CLIENT")
+    assert evicted == clients[1].sock.getsockname()[1], "the least recently used client connection is evicted"
+    assert clients[1].wait_closed(ANSWER)
+    assert clients[0].api_versions(0).error_code == 0 and clients[2].api_versions(0).error_code == 0
     assert all(c.api_versions(0).error_code == 0 for c in internal)
-    broker.wait_for_log(r"closed as the least recently used connection to make room for inter-broker "
-                        r"listener INTERNAL", after=mark)
     close(clients + internal)
 
 
-def test_creation_rate_bounds_accepts_per_second(broker_factory):
-    rate = 25
+def evictions(broker, mark: int, listener: str) -> list[int]:
+    """Client ports of the connections on ``listener`` evicted for an inter-broker connection since ``mark``."""
+    return [int(port) for port in re.findall(
+        rf"Closing connection \S+ from [\d.]+:(\d+) on listener {listener} .*: closed as the least recently "
+        r"used connection to make room for inter-broker listener INTERNAL", broker.log_text()[mark:])]
+
+
+def test_creation_rate_holds_connections_back_and_refuses_none(broker_factory):
+    """max.connection.creation.rate throttles accepts: connections past the burst wait, none is refused.
+
+    The token bucket holds at most one second's worth (``rate`` connections),
+    and more are admitted only as tokens come back, ``1 / rate`` s apart: the
+    last of ``rate + extra`` connections opened at once cannot be answered
+    sooner than ``extra / rate`` s after they were opened.  That is a lower
+    bound, which a slow machine only makes easier to meet; the exact spacing
+    is proven on a Clock in tests/unit/network/test_acceptor.py.  (A single
+    listener, so it is not the protected inter-broker listener, which the
+    broker-wide rate exempts.)
+    """
+    rate, extra = 5, 5
     broker = broker_factory({"max.connection.creation.rate": str(rate)}, control_plane=False)
-    time.sleep(1.0)   # a full bucket: one second's worth of burst
-    result = load.collect(load.spawn("accept", port=broker.data_port, concurrency=10, duration=3.0))
-    seconds, completed = result["seconds"], result["completed"]
-    print(f"\ncreation rate {rate}/s: {completed} connections in {seconds:.2f}s "
-          f"({completed / seconds:.1f}/s including the initial burst of {rate})")
-    assert result["failed"] == 0, "throttled connections wait; they are never refused"
-    assert completed <= rate + rate * seconds + 3, result
-    assert completed >= rate + rate * (seconds - 1) * 0.7, result
+    opened = time.monotonic()
+    clients = [waiting(broker.data_port) for _ in range(rate + extra)]
+    assert all(answered(client) for client in clients), "throttled connections wait; they are never refused"
+    assert time.monotonic() - opened >= extra / rate * 0.9, "more connections admitted than the rate allows"
+    close(clients)
 
 
 def test_idle_connections_are_closed_after_connections_max_idle_ms(broker_factory):
-    broker = broker_factory({"connections.max.idle.ms": "600"})
+    broker = broker_factory({"connections.max.idle.ms": "500"})
     idle = admitted(broker.data_port)
-    busy = admitted(broker.data_port)
-    opened = time.monotonic()
-    closed_at = None
-    while time.monotonic() - opened < 2.0:
-        busy.api_versions(0)                  # activity every 100 ms keeps a connection open
-        if closed_at is None and not idle.is_open():
-            closed_at = time.monotonic() - opened
-        time.sleep(0.1)
-    assert closed_at is not None, "the idle connection was not closed"
-    assert 0.5 <= closed_at <= 1.5, closed_at
-    assert busy.is_open()
-    close([idle, busy])
+    assert idle.wait_closed(ANSWER), "the idle connection was not closed"
+    fresh = admitted(broker.data_port)          # the broker still serves new connections
+    assert broker.stop() == 0
+    fresh.close()
+    broker.wait_for_log(r"Connections at shutdown: .*closed \{[^}]*'PLAINTEXT/idle': [12]\b")

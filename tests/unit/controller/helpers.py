@@ -19,6 +19,8 @@ from twisted_kafka.network.listeners import EndPoint
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.registry import ApiKey
 
+CLUSTER_ID = "unit-test-cluster-id1"
+
 
 class InlineReactor(Clock):
     def callFromThread(self, f, *args, **kwargs):
@@ -105,7 +107,8 @@ def make_controller(tmp_path, brokers=(0,), *, store=None, **props):
     config = KafkaConfig.from_props({"log.dirs": str(tmp_path), **{k: str(v) for k, v in props.items()}})
     store = store or make_store(tmp_path, reactor)
     channels = FakeChannels(reactor)
-    controller = KafkaController(config=config, broker_id=brokers[0], store=store, channels=channels)
+    controller = KafkaController(config=config, broker_id=brokers[0], cluster_id=CLUSTER_ID, store=store,
+                                 channels=channels)
     run(controller.startup([live_broker(b) for b in brokers]))
     channels.sent.clear()
     return controller, channels, reactor

@@ -111,7 +111,8 @@ def restart(tmp_path, brokers):
     reactor = InlineReactor()
     channels = FakeChannels(reactor)
     controller = KafkaController(config=KafkaConfig.from_props({"log.dirs": str(tmp_path)}), broker_id=brokers[0],
-                                 store=make_store(tmp_path, reactor), channels=channels)
+                                 cluster_id="unit-test-cluster-id1", store=make_store(tmp_path, reactor),
+                                 channels=channels)
     run(controller.startup([live_broker(b) for b in brokers]))
     return controller, channels
 

@@ -20,6 +20,7 @@ from twisted_kafka.controller.metadata_store import (
     PartitionRecord,
     topic_record,
 )
+from twisted_kafka.config import StartupError
 
 from .helpers import InlinePool, InlineReactor, make_store, run
 
@@ -224,5 +225,5 @@ def test_records_are_immutable(tmp_path):
 
 def test_an_unknown_format_version_is_refused(tmp_path):
     (tmp_path / STORE_FILE).write_text(json.dumps({"version": 99, "controller_epoch": 1, "topics": {}}))
-    with pytest.raises(ValueError, match="unsupported format version 99"):
+    with pytest.raises(StartupError, match="format version 99, newer than this broker reads"):
         run(make_store(tmp_path).load())

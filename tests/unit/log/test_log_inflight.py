@@ -47,19 +47,54 @@ def test_roll_while_a_write_is_in_flight(tmp_path):
     assert log.log_end_offset == 18 and log.recovery_stats.segments_recovered == 0
 
 
-def test_failed_write_fails_the_log(tmp_path):
+def test_a_failed_write_fails_it_and_those_behind_it_then_the_next_append_retries(tmp_path):
     log = new_log(tmp_path)
     log.append_as_leader(batch(1), 0, NOW)
+    committed_size = log.active_segment.size
     first = log.prepare_append_as_leader(batch(1), 0, NOW)
-    second = log.prepare_append_as_leader(batch(1), 0, NOW)
+    second = log.prepare_append_as_leader(batch(2), 0, NOW)
     errors = []
+    first.on_commit(errors.append)
     second.on_commit(errors.append)
+    # Half of the first append reached the file before the disk was full.
+    log.active_segment.write_at(first.position, first.data[:len(first.data) // 2])
     log.complete_append(first, OSError(28, "No space left on device"))
     assert [e.code for e in errors] == [ErrorCode.KAFKA_STORAGE_ERROR]
-    with pytest.raises(KafkaError) as e:
+    with pytest.raises(KafkaError) as e:            # the second one's write is still running
         log.append_as_leader(batch(1), 0, NOW)
     assert e.value.code == ErrorCode.KAFKA_STORAGE_ERROR
-    assert [o for o, _ in records_of(log.read(0, 1 << 20))] == [0]
+    second.write()
+    log.complete_append(second)                     # written, but behind the failed one
+    assert [e.code for e in errors] == [ErrorCode.KAFKA_STORAGE_ERROR] * 2
+    # Rolled back to the committed end: the partial and the orphaned bytes are gone.
+    assert log.log_end_offset == log.committed_end_offset == 1
+    assert os.path.getsize(log.active_segment.log_path) == committed_size
+    assert log.append_as_leader(batch(2), 0, NOW).first_offset == 1
+    assert [o for o, _ in records_of(log.read(0, 1 << 20))] == [0, 1, 2]
+    log.flush()
+    log = reopen(log)                               # recovery finds exactly that
+    assert log.recovery_stats.bytes_truncated == 0
+    assert [o for o, _ in records_of(log.read(0, 1 << 20))] == [0, 1, 2]
+
+
+def test_a_failed_write_after_a_roll_rolls_back_to_the_earlier_segment(tmp_path):
+    log = new_log(tmp_path, segment_bytes=600)
+    log.append_as_leader(batch(3, value_size=40), 0, NOW)
+    first = log.prepare_append_as_leader(batch(3, value_size=40), 0, NOW)
+    rolled = [log.prepare_append_as_leader(batch(3, value_size=40), 0, NOW) for _ in range(4)]
+    assert len(log.segments) > 1 and log.segments[1].base_offset > first.info.first_offset
+    for p in rolled:
+        p.write()
+        log.complete_append(p)
+    log.complete_append(first, OSError(28, "No space left on device"))
+    assert log.log_end_offset == 3 and [s.base_offset for s in log.segments] == [0]
+    assert log.append_as_leader(batch(3, value_size=40), 0, NOW).first_offset == 3
+    for _ in range(4):
+        log.append_as_leader(batch(3, value_size=40), 0, NOW)
+    assert [o for o, _ in records_of(log.read(0, 1 << 20))] == list(range(18))
+    log.flush()
+    log = reopen(log, segment_bytes=600)
+    assert log.log_end_offset == 18 and log.recovery_stats.bytes_truncated == 0
 
 
 def _manager(tmp_path, pool, **props):

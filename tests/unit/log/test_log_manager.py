@@ -311,3 +311,16 @@ def test_create_log_applies_a_topics_overrides_once_not_per_partition(tmp_path):
     manager.create_log("t", 0, None, {"retention.ms": "2000"})          # a change is applied to all
     assert applied == ["t", "t"]
     assert {log.config.retention_ms for log in manager.all_logs()} == {2000}
+
+
+def test_the_recovery_point_is_checkpointed_once_a_finished_segment_is_flushed(tmp_path):
+    # After a crash, recovery then starts past every finished segment, whatever
+    # log.flush.offset.checkpoint.interval.ms says.
+    manager, _ = _started(tmp_path, log_segment_bytes=500)
+    log = manager.create_log("t", 0)
+    path = os.path.join(manager.log_dirs[0], "recovery-point-offset-checkpoint")
+    for _ in range(6):
+        _result(log.append_as_leader(batch(3, value_size=40), 0))
+    bases = [s.base_offset for s in log.local_log.segments]
+    assert len(bases) > 2
+    assert read_offset_checkpoint(path) == {("t", 0): bases[-1]}

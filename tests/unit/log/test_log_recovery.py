@@ -5,8 +5,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from twisted_kafka.log.layout import segment_file_name
 from twisted_kafka.log.log import Log
+from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
 from .helpers import NOW, batch, config, new_log, records_of
 
@@ -233,8 +236,17 @@ def test_clean_load_notices_an_older_segment_cut_mid_batch(tmp_path):
     log.close()
     path = _path(log, bases[1])
     os.truncate(path, os.path.getsize(path) - 7)
-    log = _load(log, clean=True, segment_bytes=500)
+    log = _load(log, clean=True, recovery_point=36, segment_bytes=500)
     assert log.recovery_stats.segments_recovered == 1
+    assert log.recovery_stats.bytes_truncated == 0
     assert [s.base_offset for s in log.segments] == bases          # later segments kept
+    # The cut batch (below the recovery point) is reported, not dropped: a read
+    # stops before it, one starting in it fails, one after it works.
     offsets = [o for o, _ in records_of(log.read(0, 1 << 20))]
-    assert offsets == [o for o in range(36) if not (bases[2] - 3 <= o < bases[2])]
+    assert offsets == list(range(bases[2] - 3))
+    with pytest.raises(KafkaError) as e:
+        log.read(bases[2] - 2, 1 << 20)
+    assert e.value.code == ErrorCode.CORRUPT_MESSAGE
+    offsets = [o for o, _ in records_of(log.read(bases[2], 1 << 20))]
+    assert offsets == list(range(bases[2], 36))
+    assert log.log_end_offset == 36

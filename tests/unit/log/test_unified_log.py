@@ -154,12 +154,13 @@ def test_a_failed_pool_write_fails_its_append_but_not_earlier_ones_or_other_part
         broken.restore()
     assert _result(failing).value.code == ErrorCode.KAFKA_STORAGE_ERROR
     # The append queued behind it cannot become visible before it (offsets are
-    # contiguous), and the log takes no more appends, as Kafka takes the log
-    # dir offline after an I/O error.
+    # contiguous); the log is back at its committed end and the next append
+    # is the retry.
     assert _result(behind).value.code == ErrorCode.KAFKA_STORAGE_ERROR
-    assert _result(log.append_as_leader(batch(1), 0)).value.code == ErrorCode.KAFKA_STORAGE_ERROR
     assert _offsets(_result(log.read(0, 1 << 20))) == [0, 1]
-    assert log.high_watermark == 2
+    assert log.high_watermark == 2 and log.log_end_offset == 2
+    assert _result(log.append_as_leader(batch(1), 0)).first_offset == 2
+    assert _offsets(_result(log.read(0, 1 << 20))) == [0, 1, 2]
     assert _result(elsewhere).first_offset == 0
     assert _offsets(_result(other.read(0, 1 << 20))) == list(range(20))
     assert _result(other.append_as_leader(batch(1), 0)).first_offset == 20

@@ -77,13 +77,13 @@ def test_parked_connections_are_admitted_in_arrival_order():
 
 
 def test_creation_rate_spaces_accepts_without_refusing_any():
-    stack = Stack(max_connection_creation_rate="2")
-    port = stack.ports["CONTROLLER"]
-    a, b = stack.connect("CONTROLLER"), stack.connect("CONTROLLER")
+    stack = Stack(THREE_LISTENERS, max_connection_creation_rate="2")
+    port = stack.ports["CLIENT"]
+    a, b = stack.connect("CLIENT"), stack.connect("CLIENT")
     assert not a.parked and not b.parked
-    c = stack.connect("CONTROLLER")
+    c = stack.connect("CLIENT")
     assert c.parked and not port.reading
-    assert stack.quotas.throttled_accepts["CONTROLLER"] >= 1
+    assert stack.quotas.throttled_accepts["CLIENT"] >= 1
     stack.clock.advance(0.4)
     assert c.parked
     stack.clock.advance(0.11)
@@ -119,6 +119,26 @@ def test_inter_broker_connection_past_the_broker_limit_evicts_the_lru_connection
     assert stack.quotas.closed[("CLIENT", CloseReason.QUOTA)] == 1
     assert not stack.ports["CLIENT"].reading, "clients still wait: the broker is at its limit"
     assert stack.ports["INTERNAL"].reading
+
+
+def test_a_control_plane_connection_past_the_broker_limit_evicts_a_client_never_an_inter_broker_one():
+    stack = Stack(THREE_LISTENERS, max_connections="2")
+    internal = stack.connect("INTERNAL")
+    client = stack.connect("CLIENT")
+    stack.clock.advance(1)
+    client.dataReceived(b"\x00")     # activity: the inter-broker connection is now the least recently used
+    controller = stack.connect("CONTROLLER")
+    assert controller is not None and not controller.parked
+    assert client.closing and client.close_reason == CloseReason.QUOTA
+    assert not internal.closing
+
+
+def test_the_control_plane_is_not_counted_per_ip():
+    stack = Stack(THREE_LISTENERS, max_connections_per_ip="1")
+    assert stack.connect("CLIENT") is not None
+    controllers = [stack.connect("CONTROLLER") for _ in range(3)]
+    assert all(c is not None and not c.parked for c in controllers)
+    assert stack.connect("CLIENT") is None, "the client IP's one connection is in use"
 
 
 def test_inter_broker_listener_still_obeys_its_own_limit():
@@ -225,3 +245,23 @@ def test_connection_ids_are_unique_across_listeners_bound_to_port_zero():
     stack.serve(count=2)
     assert client.transport.value() and internal.transport.value(), "each connection gets its own answer"
     assert len(stack.server.registry) == 2
+
+
+def test_every_accept_rejection_and_close_is_one_event_on_the_bus():
+    from twisted_kafka.network.connection_events import ConnectionEventKind
+
+    stack = Stack(max_connections_per_ip="1")
+    events = []
+    stack.server.connection_events.subscribe(events.append)
+    first = stack.connect()
+    assert stack.connect() is None                      # over 127.0.0.1's limit
+    first.close(CloseReason.IDLE)
+    stack.flush()
+    first.transport.client_closes()                     # a second close path: still one event
+    assert [(e.kind, e.listener, e.plane, e.ip, e.reason) for e in events] == [
+        (ConnectionEventKind.ACCEPTED, "PLAINTEXT", "data", "127.0.0.1", None),
+        (ConnectionEventKind.REJECTED, "PLAINTEXT", "data", "127.0.0.1", "max.connections.per.ip"),
+        (ConnectionEventKind.CLOSED, "PLAINTEXT", "data", "127.0.0.1", CloseReason.IDLE),
+    ]
+    assert events[0].connection_id == events[2].connection_id == first.connection_id
+    assert events[0].principal == "User:ANONYMOUS" and events[0].timestamp_ms == int(stack.clock.seconds() * 1000)

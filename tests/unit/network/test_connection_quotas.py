@@ -1,5 +1,6 @@
-"""ConnectionQuotas: per-IP limits and overrides, broker/listener limits, protected
-inter-broker listener, creation-rate token buckets, release exactly once."""
+"""ConnectionQuotas: per-IP limits and overrides (not on the control plane), broker/listener
+limits, protected inter-broker and control-plane listeners, creation-rate token buckets,
+release exactly once."""
 
 from __future__ import annotations
 
@@ -11,6 +12,14 @@ from twisted_kafka.network.connection_quotas import ConnectionQuotas, TokenBucke
 from twisted_kafka.network.listeners import parse_listeners
 
 from .helpers import THREE_LISTENERS, make_config
+
+# Two client listeners beside the inter-broker one, no control plane.
+TWO_CLIENT_LISTENERS = {
+    "listeners": "CLIENT://127.0.0.1:9092,OTHER://127.0.0.1:9095,INTERNAL://127.0.0.1:9094",
+    "listener.security.protocol.map": "CLIENT:PLAINTEXT,OTHER:PLAINTEXT,INTERNAL:PLAINTEXT",
+    "inter.broker.listener.name": "INTERNAL",
+    "control.plane.listener.name": "",
+}
 
 
 def quotas(props=None, *, resolve=None, **overrides):
@@ -31,12 +40,19 @@ def test_per_ip_limit_rejects_the_connection_over_it_and_counts_the_rejection():
     assert q.per_ip["10.0.0.1"] == 2 and q.total == 3
 
 
-def test_per_ip_limit_is_shared_by_both_planes():
-    q = quotas(max_connections_per_ip="2")
-    q.inc("PLAINTEXT", "10.0.0.1")
-    q.inc("CONTROLLER", "10.0.0.1")
+def test_per_ip_limit_is_shared_by_the_data_plane_listeners_and_spares_the_control_plane():
+    """The control plane's connections are the controller's (inter-broker traffic): they
+    neither count against their IP's max.connections.per.ip nor are refused by it."""
+    q = quotas(THREE_LISTENERS, max_connections_per_ip="2")
+    controller = q.inc("CONTROLLER", "10.0.0.1")
+    q.inc("CLIENT", "10.0.0.1")
+    q.inc("INTERNAL", "10.0.0.1")
     with pytest.raises(TooManyConnections):
-        q.inc("CONTROLLER", "10.0.0.1")
+        q.inc("CLIENT", "10.0.0.1")
+    q.inc("CONTROLLER", "10.0.0.1")
+    assert q.per_ip["10.0.0.1"] == 2 and q.per_listener["CONTROLLER"] == 2 and q.total == 4
+    controller.release("client")
+    assert q.per_ip["10.0.0.1"] == 2 and q.total == 3
 
 
 def test_overrides_raise_or_lower_one_ip_and_names_are_resolved():
@@ -69,21 +85,23 @@ def test_unresolvable_override_fails_naming_the_key():
 
 
 def test_broker_wide_limit_stops_every_unprotected_listener():
-    q = quotas({**THREE_LISTENERS, "max.connections": "2"})
+    q = quotas({**TWO_CLIENT_LISTENERS, "max.connections": "2"})
     assert q.limit_reached("CLIENT") is None
     q.inc("CLIENT", "10.0.0.1")
-    q.inc("CONTROLLER", "10.0.0.2")
+    q.inc("OTHER", "10.0.0.2")
     assert q.limit_reached("CLIENT") == "max.connections"
-    assert q.limit_reached("CONTROLLER") == "max.connections"
+    assert q.limit_reached("OTHER") == "max.connections"
+    assert q.limit_reached("INTERNAL") is None
 
 
-def test_with_two_listeners_the_inter_broker_one_is_protected():
+def test_with_two_listeners_the_inter_broker_and_control_plane_ones_are_protected():
     """etc/server.properties: PLAINTEXT is both the client and the inter-broker listener,
-    so (as in Kafka) max.connections does not stop it; it stops the control plane."""
+    so (as in Kafka) max.connections does not stop it; nor the control plane, which carries
+    the controller's (inter-broker) traffic only."""
     q = quotas(max_connections="1")
     q.inc("PLAINTEXT", "10.0.0.1")
     assert q.limit_reached("PLAINTEXT") is None
-    assert q.limit_reached("CONTROLLER") == "max.connections"
+    assert q.limit_reached("CONTROLLER") is None
 
 
 def test_listener_limit_applies_to_its_listener_only():
@@ -98,7 +116,7 @@ def test_inter_broker_listener_is_exempt_from_the_broker_limit_but_not_its_own()
     q.inc("CLIENT", "10.0.0.1")
     q.inc("CLIENT", "10.0.0.2")
     assert q.limit_reached("CLIENT") == "max.connections"
-    assert q.limit_reached("CONTROLLER") == "max.connections"
+    assert q.limit_reached("CONTROLLER") is None
     assert q.limit_reached("INTERNAL") is None
     q.inc("INTERNAL", "10.0.0.3")
     assert q.over_broker_limit()
@@ -155,15 +173,25 @@ def test_token_bucket_with_a_rate_below_one_and_zero():
 
 
 def test_creation_delay_combines_listener_and_broker_rates_and_exempts_the_protected_listener():
-    props = {**THREE_LISTENERS, "max.connection.creation.rate": "2",
+    props = {**TWO_CLIENT_LISTENERS, "max.connection.creation.rate": "2",
              "listener.name.client.max.connection.creation.rate": "1"}
     q = quotas(props)
     q.inc("CLIENT", "10.0.0.1")
     assert q.creation_delay("CLIENT") == pytest.approx(1.0)      # its own bucket of 1/s
-    assert q.creation_delay("CONTROLLER") == 0.0                  # broker bucket still has a token
-    q.inc("CONTROLLER", "10.0.0.1")
-    assert q.creation_delay("CONTROLLER") == pytest.approx(0.5)  # broker bucket empty
+    assert q.creation_delay("OTHER") == 0.0                       # broker bucket still has a token
+    q.inc("OTHER", "10.0.0.1")
+    assert q.creation_delay("OTHER") == pytest.approx(0.5)       # broker bucket empty
     assert q.creation_delay("INTERNAL") == 0.0                    # protected: exempt from the broker rate
     q.clock.advance(0.5)
-    assert q.creation_delay("CONTROLLER") == 0.0
+    assert q.creation_delay("OTHER") == 0.0
     assert q.creation_delay("CLIENT") == pytest.approx(0.5)
+
+
+def test_the_control_plane_is_exempt_from_the_broker_rate_but_not_its_own():
+    q = quotas({**THREE_LISTENERS, "max.connection.creation.rate": "1",
+                "listener.name.controller.max.connection.creation.rate": "1"})
+    q.inc("CLIENT", "10.0.0.1")
+    assert q.creation_delay("CLIENT") == pytest.approx(1.0)
+    assert q.creation_delay("CONTROLLER") == 0.0
+    q.inc("CONTROLLER", "10.0.0.1")
+    assert q.creation_delay("CONTROLLER") == pytest.approx(1.0)

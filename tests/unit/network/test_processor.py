@@ -219,7 +219,7 @@ def test_controller_apis_are_served_on_no_data_plane_listener_beside_a_control_p
     for Metadata); ApiVersions advertises each plane's own set."""
     stack = Stack(handlers=[Unreachable(ApiKey.METADATA), Unreachable(ApiKey.LEADER_AND_ISR)])
     data = stack.connect()
-    data.dataReceived(raw_request(ApiKey.LEADER_AND_ISR, 1))
+    data.dataReceived(raw_request(ApiKey.LEADER_AND_ISR, 2))
     assert data.transport.aborted and stack.channel("data").queue_size == 0
     control = stack.connect("CONTROLLER")
     control.dataReceived(metadata_request(9))
@@ -243,9 +243,9 @@ def metadata_request(correlation_id: int) -> bytes:
 
 
 def leader_and_isr(correlation_id: int) -> bytes:
-    body = LeaderAndIsrRequest(version=1, controller_id=1, controller_epoch=1, ungrouped_partition_states=[],
+    body = LeaderAndIsrRequest(version=2, controller_id=1, controller_epoch=1, broker_epoch=1, topic_states=[],
                                live_leaders=[])
-    return request_bytes(body, 1, correlation_id)
+    return request_bytes(body, 2, correlation_id)
 
 
 def test_without_a_control_plane_the_data_plane_serves_controller_apis():

@@ -210,3 +210,26 @@ def test_controller_classes_are_requests_and_responses():
         assert request_class.API_KEY == response_class.API_KEY
         assert REGISTRY[request_class.API_KEY].name + "Request" == request_class.__name__
     assert ApiKey.LEADER_AND_ISR == LeaderAndIsrRequest.API_KEY
+
+
+@pytest.mark.parametrize("cls, version, fields", [
+    (UpdateMetadataRequest, 8, dict(controller_id=0, is_k_raft_controller=False, controller_epoch=1, broker_epoch=9,
+                                    topic_states=[], live_brokers=[])),
+    (LeaderAndIsrRequest, 7, dict(controller_id=0, is_k_raft_controller=False, controller_epoch=1, broker_epoch=9,
+                                  request_type=0, topic_states=[], live_leaders=[])),
+    (StopReplicaRequest, 4, dict(controller_id=0, is_k_raft_controller=False, controller_epoch=1, broker_epoch=9,
+                                 topic_states=[])),
+])
+def test_target_broker_and_cluster_are_the_last_tagged_fields(cls, version, fields):
+    """twisted_kafka's tags 1002 (BrokerId) and 1003 (ClusterId): absent by default, so
+    a request without them is byte-for-byte Kafka's."""
+    plain = b"".join(encode_request(cls(version=version, **fields), version, 99, "ctrl"))
+    targeted = b"".join(encode_request(cls(version=version, broker_id=3, cluster_id="c", **fields), version, 99,
+                                       "ctrl"))
+    tags = (p.encode_unsigned_varint(2) + p.encode_unsigned_varint(1002) + p.encode_unsigned_varint(4) + i32(3)
+            + p.encode_unsigned_varint(1003) + p.encode_unsigned_varint(2) + cs("c"))
+    assert plain[4:].endswith(b"\x00") and targeted[4:] == plain[4:-1] + tags
+    request = decode_request(targeted[4:])[1]
+    assert (request.broker_id, request.cluster_id) == (3, "c")
+    request = decode_request(plain[4:])[1]
+    assert (request.broker_id, request.cluster_id) == (-1, None)

@@ -30,7 +30,8 @@ def test_advertised_ranges():
         0: (0, 10), 1: (4, 12), 2: (1, 7), 3: (0, 13), 8: (2, 9), 9: (1, 9), 10: (0, 6), 11: (0, 7), 12: (0, 4),
         13: (0, 5), 14: (0, 5), 15: (0, 6), 16: (0, 5), 17: (0, 1), 18: (0, 4), 19: (0, 7), 20: (0, 6), 22: (0, 4),
         23: (2, 4), 32: (0, 4), 36: (0, 2), 37: (0, 3), 42: (0, 2), 21: (0, 2), 60: (0, 2),
-        4: (0, 7), 5: (0, 4), 6: (0, 8), 7: (0, 3),
+        # Controller APIs: from the first version carrying a broker epoch (KIP-380).
+        4: (2, 7), 5: (1, 4), 6: (5, 8), 7: (2, 3),
     }
     for key, bounds in expected.items():
         assert (REGISTRY[key].min_version, REGISTRY[key].max_version) == bounds, ApiKey(key).name

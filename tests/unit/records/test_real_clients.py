@@ -19,6 +19,7 @@ import subprocess
 import pytest
 
 from tests.support.capture_peer import CapturePeer
+from tests.support.wait import WaitTimeout, wait_until
 from twisted_kafka.protocol.records import (CompressionType, iter_records, validate_records,
                                             verify_crc)
 
@@ -35,15 +36,15 @@ def peer():
 
 
 def _captured(peer: CapturePeer, topic: str, expected: int):
-    """Wait until ``expected`` records arrived for ``topic``; returns its captures."""
-    import time
-    deadline = time.monotonic() + 30
-    while True:
-        caps = [c for c in peer.produce_records if c.topic == topic]
-        got = sum(_count(c.records) for c in caps)
-        if got >= expected or time.monotonic() > deadline:
-            return caps
-        time.sleep(0.05)
+    """Wait until ``expected`` records arrived for ``topic``; returns its captures (what arrived, if not all)."""
+    def captures():
+        return [c for c in peer.produce_records if c.topic == topic]
+
+    try:
+        return wait_until(lambda: sum(_count(c.records) for c in captures()) >= expected and captures(),
+                          timeout=30, what=f"{expected} records of {topic}")
+    except WaitTimeout:
+        return captures()
 
 
 def _count(blob: bytes) -> int:

@@ -154,3 +154,32 @@ def test_error_position_points_at_the_bad_batch():
     with pytest.raises(InvalidRecordBatch) as info:
         validate_records(good + bad)
     assert info.value.position == len(good)
+
+
+# -- compacted topics: every record needs a key (Kafka's LogValidator.validateKey, KIP-467 record errors)
+
+KEYLESS = "Compacted topic cannot accept message without key in topic partition c-0."
+
+
+@pytest.mark.parametrize("codec", list(CompressionType))
+def test_a_compacted_topic_refuses_keyless_records_naming_each_one(codec):
+    mixed = [(b"k0", b"v", [], T0), (None, b"v", [], T0), (b"k2", None, [], T0), (None, None, [], T0)]
+    raw = build_batch(mixed, compression=codec)
+    with pytest.raises(InvalidRecordBatch) as info:
+        validate_records(raw, produce_version=9, compacted=True, topic_partition="c-0")
+    error = info.value
+    assert error.error_code is ErrorCode.INVALID_RECORD and error.position == 0
+    assert error.record_errors == [(1, KEYLESS), (3, KEYLESS)]
+    assert str(error).startswith("One or more records have been rejected due to 2 record errors in total")
+    # The same batch on a topic that is not compacted, and a keyed one on a compacted topic, are fine.
+    validate_records(raw, produce_version=9)
+    keyed = build_batch([(b"k%d" % i, None, [], T0) for i in range(70)], compression=codec)
+    validate_records(keyed, produce_version=9, compacted=True, topic_partition="c-0")
+
+
+def test_an_empty_key_is_a_key():
+    validate_records(build_batch([(b"", b"v", [], T0)]), compacted=True, topic_partition="c-0")
+
+
+def test_record_errors_are_kept_only_for_the_record_rules():
+    assert InvalidRecordBatch("x", ErrorCode.CORRUPT_MESSAGE).record_errors == []

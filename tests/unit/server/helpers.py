@@ -34,6 +34,7 @@ from twisted_kafka.config import KafkaConfig
 from twisted_kafka.controller.client import LocalControllerClient, NewTopic
 from twisted_kafka.controller.kafka_controller import KafkaController, LiveBroker
 from twisted_kafka.controller.metadata_store import JsonFileMetadataStore
+from twisted_kafka.coordinator.group.service import GroupCoordinatorService
 from twisted_kafka.log import LogManager
 from twisted_kafka.network.listeners import parse_listeners
 from twisted_kafka.network.request import Request, RequestContext, SendResponse
@@ -46,6 +47,7 @@ from twisted_kafka.server.admin_manager import AdminManager
 from twisted_kafka.server.api_table import broker_handlers
 from twisted_kafka.server.broker_metadata import BrokerMetadata
 from twisted_kafka.server.config_repository import ConfigRepository
+from twisted_kafka.server.controller_requests import ControllerRequestGuard
 from twisted_kafka.server.dynamic_config import ConnectionLimits, DynamicBrokerConfig, LogDefaults
 from twisted_kafka.server.kafka_apis import KafkaApis
 from twisted_kafka.server.metadata_cache import MetadataCache
@@ -54,6 +56,7 @@ from twisted_kafka.server.replica_manager import ReplicaManager
 NOW = 1_700_000_000_000   # ms: the clock starts here, so record timestamps are "now"
 CLUSTER_ID = "unit-test-cluster-id1"
 BROKER_ID = 0
+BROKER_EPOCH = 1
 
 BASE_PROPS = {
     "broker.id": str(BROKER_ID),
@@ -166,9 +169,10 @@ def decode_at_version(message_class, body: bytes, version: int):
     return super(message_class, message_class).decode(body, version=version)
 
 
-def records(*values: bytes, timestamp: int = NOW, step: int = 0, **kwargs) -> bytes:
-    """One v2 batch with a record per value (timestamps ``timestamp``, ``timestamp + step`` ...)."""
-    return build_batch([(None, value, (), timestamp + i * step) for i, value in enumerate(values)], **kwargs)
+def records(*values: bytes, timestamp: int = NOW, step: int = 0, key: bytes | None = None, **kwargs) -> bytes:
+    """One v2 batch with a record per value (timestamps ``timestamp``, ``timestamp + step`` ...),
+    each with ``key`` (none by default; a compacted topic needs one)."""
+    return build_batch([(key, value, (), timestamp + i * step) for i, value in enumerate(values)], **kwargs)
 
 
 class InMemoryChannels:
@@ -264,12 +268,13 @@ class Broker:
                                       topic_configs=self.config_repository.topic_overrides, broker_epoch=1)
         self.replica_manager = ReplicaManager(broker_id=BROKER_ID, log_manager=self.log_manager, reactor=self.reactor,
                                               topic_overrides=self.config_repository.topic_overrides)
-        self.replica_manager.broker_epoch = 1
         self.channels = InMemoryChannels(self.reactor)
         self.store = JsonFileMetadataStore(self.log_dir, reactor=self.reactor, threadpool=self.pool)
-        self.controller = KafkaController(config=self.config, broker_id=BROKER_ID, store=self.store,
-                                          channels=self.channels)
+        self.controller = KafkaController(config=self.config, broker_id=BROKER_ID, cluster_id=CLUSTER_ID,
+                                          store=self.store, channels=self.channels)
         self.controller_client = LocalControllerClient(self.controller)
+        self.guard = ControllerRequestGuard(broker_id=BROKER_ID, cluster_id=CLUSTER_ID, broker_epoch=BROKER_EPOCH,
+                                            known_controller=lambda: self.controller_client.controller_id)
         self.admin_manager = AdminManager(controller=self.controller_client, metadata_cache=self.metadata_cache,
                                           config_repository=self.config_repository,
                                           dynamic_config=self.dynamic_config)
@@ -277,11 +282,16 @@ class Broker:
         self.dynamic_config.add_reconfigurable(LogDefaults(self.log_manager, self.config_repository))
         self.dynamic_config.add_reconfigurable(ConnectionLimits(self.quotas))
         self.served: dict[str, list[int]] = {}
+        self.group_coordinator = GroupCoordinatorService(
+            config=self.config, replica_manager=self.replica_manager, admin_manager=self.admin_manager,
+            metadata_cache=self.metadata_cache, reactor=self.reactor, broker_id=BROKER_ID)
         self.apis = KafkaApis(broker_handlers(
             advertised_keys=self._advertised_keys, replica_manager=self.replica_manager,
             metadata_cache=self.metadata_cache, admin_manager=self.admin_manager,
             config_repository=self.config_repository, dynamic_config=self.dynamic_config,
-            controller=self.controller_client))
+            controller=self.controller_client, controller_guard=self.guard,
+            group_coordinator=self.group_coordinator.coordinator, offsets_topic=self.group_coordinator,
+            clock=self.reactor))
         self.channels.brokers[BROKER_ID] = self.apis
         if start:
             self.start()
@@ -290,11 +300,12 @@ class Broker:
         return self.served.get(ctx.plane, self.apis.served_keys)
 
     def registration(self) -> LiveBroker:
-        return LiveBroker(broker_id=BROKER_ID, epoch=1, endpoints=self.listeners.advertised,
+        return LiveBroker(broker_id=BROKER_ID, epoch=BROKER_EPOCH, endpoints=self.listeners.advertised,
                           control_listener="CONTROLLER")
 
     def start(self) -> None:
         result_of(self.log_manager.startService())
+        self.group_coordinator.startService()
         result_of(self.controller.startup([self.registration()]))
 
     # -- requests -----------------------------------------------------------------------
@@ -342,7 +353,7 @@ class Broker:
         if topic_id is None:
             topic_id = self.metadata_cache.topics[topic].topic_id
         request = LR(controller_id=BROKER_ID, controller_epoch=self.controller.epoch if controller_epoch is None
-                     else controller_epoch, broker_epoch=1,
+                     else controller_epoch, broker_epoch=BROKER_EPOCH, broker_id=BROKER_ID, cluster_id=CLUSTER_ID,
                      topic_states=[TS(topic_name=topic, topic_id=topic_id, partition_states=[state])], live_leaders=[])
         return self.call(request, version, plane="control", listener="CONTROLLER")
 
@@ -364,4 +375,5 @@ def served_api_keys() -> list[int]:
     """The API keys of the broker's handler table (its handlers only store their collaborators)."""
     return sorted(handler.api_key for handler in broker_handlers(
         advertised_keys=None, replica_manager=None, metadata_cache=None, admin_manager=None,  # type: ignore[arg-type]
-        config_repository=None, dynamic_config=None, controller=None))  # type: ignore[arg-type]
+        config_repository=None, dynamic_config=None, controller=None, controller_guard=None,  # type: ignore[arg-type]
+        group_coordinator=None, offsets_topic=None, clock=None))  # type: ignore[arg-type]

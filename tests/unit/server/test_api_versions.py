@@ -55,7 +55,8 @@ def test_new_versions_name_the_client_software(version):
     body = decode(request, response)
     assert body.error_code == ErrorCode.NONE
     assert table(body) == REGISTRY.api_versions_entries(SERVED)
-    assert (ApiKey.LEADER_AND_ISR, 0, REGISTRY[ApiKey.LEADER_AND_ISR].max_version) in table(body)
+    spec = REGISTRY[ApiKey.LEADER_AND_ISR]
+    assert (ApiKey.LEADER_AND_ISR, spec.min_version, spec.max_version) in table(body)
 
 
 @pytest.mark.parametrize(("name", "version"), [("", "1.0"), ("bad name", "1.0"), ("kcat", ""),

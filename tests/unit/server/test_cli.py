@@ -16,3 +16,18 @@ def test_a_config_file_is_required(args):
     with pytest.raises(SystemExit) as exited:
         twistd_argv(args)
     assert "CONFIG_FILE" in str(exited.value)
+
+
+def test_version_prints_the_version_and_exits_zero(capsys):
+    import twisted_kafka
+
+    with pytest.raises(SystemExit) as exited:
+        twistd_argv(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"twisted_kafka {twisted_kafka.__version__}\n"
+
+
+def test_help_prints_the_usage_and_exits_zero(capsys):
+    with pytest.raises(SystemExit) as exited:
+        twistd_argv(["--help"])
+    assert exited.value.code == 0 and "CONFIG_FILE" in capsys.readouterr().out

@@ -18,7 +18,7 @@ from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.server.handlers.controller_apis import ControlledShutdownHandler
 from twisted_kafka.server.kafka_apis import KafkaApis
 
-from .helpers import Broker, decode, make_request, result_of
+from .helpers import BROKER_EPOCH, BROKER_ID, CLUSTER_ID, Broker, decode, make_request, result_of
 
 LR = m.LeaderAndIsrRequest
 UM = m.UpdateMetadataRequest
@@ -39,13 +39,14 @@ def lai_partition(index, *, leader=0, leader_epoch=0, partition_epoch=0, topic=N
     return cls(**fields)
 
 
-def leader_and_isr(node, topics, *, version=7, controller_epoch=None, broker_epoch=1):
+def leader_and_isr(node, topics, *, version=7, controller_epoch=None, broker_epoch=BROKER_EPOCH):
     """``topics``: {name: (topic_id, [partition states])}."""
     epoch = node.controller.epoch if controller_epoch is None else controller_epoch
     if version <= 1:
         states = [s for _, (_, parts) in topics.items() for s in parts]
         return LR(controller_id=0, controller_epoch=epoch, ungrouped_partition_states=states, live_leaders=[])
-    return LR(controller_id=0, controller_epoch=epoch, broker_epoch=broker_epoch, live_leaders=[], topic_states=[
+    return LR(controller_id=0, controller_epoch=epoch, broker_epoch=broker_epoch, live_leaders=[],
+              broker_id=BROKER_ID, cluster_id=CLUSTER_ID, topic_states=[
         LR.LeaderAndIsrTopicState(topic_name=name, topic_id=topic_id, partition_states=parts)
         for name, (topic_id, parts) in topics.items()])
 
@@ -68,7 +69,7 @@ def test_leader_and_isr_creates_logs_with_the_topic_s_overrides(node):
     assert node.log("t", 1).config.retention_ms == 5 and node.log("t", 1).topic_id == TOPIC_ID
 
 
-@pytest.mark.parametrize("version", [0, 1, 4, 5])
+@pytest.mark.parametrize("version", [2, 4, 5])
 def test_leader_and_isr_older_layouts(node, version):
     topic = "t" if version <= 1 else None
     body = control(node, leader_and_isr(node, {"t": (TOPIC_ID, [lai_partition(0, topic=topic)])},
@@ -163,7 +164,7 @@ def update_metadata(node, topics, *, brokers=None, controller_id=0, dynamic=None
     B = UM.UpdateMetadataBrokerConfigs
     return UM(controller_id=controller_id,
               controller_epoch=node.controller.epoch if controller_epoch is None else controller_epoch,
-              broker_epoch=1,
+              broker_epoch=BROKER_EPOCH, broker_id=BROKER_ID, cluster_id=CLUSTER_ID,
               topic_states=[UM.UpdateMetadataTopicState(
                   topic_name=name, topic_id=topic_id, partition_states=parts,
                   topic_configs=None if configs is None else config_entries(configs))
@@ -177,11 +178,10 @@ def update_metadata(node, topics, *, brokers=None, controller_id=0, dynamic=None
 def test_update_metadata_fills_the_metadata_cache(node):
     body = control(node, update_metadata(node, {"t": (TOPIC_ID, [um_partition(0), um_partition(1, leader=1,
                                                                                                 offline=[1])], None)},
-                                         brokers=[um_broker(0, 9092), um_broker(1, 9192, rack="r1")],
-                                         controller_id=1), 8)
+                                         brokers=[um_broker(0, 9092), um_broker(1, 9192, rack="r1")]), 8)
     assert body.error_code == ErrorCode.NONE
     cache = node.metadata_cache
-    assert cache.controller_id == 1
+    assert cache.controller_id == 0
     assert cache.alive_brokers("PLAINTEXT") == [(0, "host0", 9092, None), (1, "host1", 9192, "r1")]
     assert cache.alive_brokers("CONTROLLER") == [(0, "host0", 9093, None), (1, "host1", 9193, "r1")]
     assert cache.topic_name(TOPIC_ID) == "t"
@@ -232,17 +232,12 @@ def test_update_metadata_forgets_deleted_topics(node):
     assert node.config_repository.topics() == []
 
 
-@pytest.mark.parametrize("version", [0, 2, 4])
-def test_update_metadata_older_layouts(node, version):
-    old = UM.UpdateMetadataBroker(id=0, v0_host="old", v0_port=9000)
-    brokers = [old if version == 0 else um_broker(0, 9092)]
-    request = UM(controller_id=0, controller_epoch=node.controller.epoch,
-                 ungrouped_partition_states=[um_partition(0, topic="t")], live_brokers=brokers)
-    assert control(node, request, version).error_code == ErrorCode.NONE
-    assert node.metadata_cache.partition("t", 0).leader == 0
-    # v0 has one PLAINTEXT endpoint; before v3 endpoints are named by their security protocol (the last wins)
-    expected = {0: [(0, "old", 9000)], 2: [(0, "host0", 9093)], 4: [(0, "host0", 9092)]}
-    assert [b[:3] for b in node.metadata_cache.alive_brokers("PLAINTEXT")] == expected[version]
+def test_versions_without_a_broker_epoch_are_not_served():
+    # KIP-380 added the broker epoch in LeaderAndIsr v2, UpdateMetadata v5, StopReplica v1 and
+    # ControlledShutdown v2: older versions could not be checked, so they are not served.
+    from twisted_kafka.protocol.registry import REGISTRY, ApiKey
+    assert [REGISTRY[key].min_version for key in (ApiKey.LEADER_AND_ISR, ApiKey.UPDATE_METADATA,
+                                                  ApiKey.STOP_REPLICA, ApiKey.CONTROLLED_SHUTDOWN)] == [2, 5, 1, 2]
 
 
 def test_update_metadata_from_an_old_controller_is_refused(node):
@@ -265,10 +260,12 @@ def stop_replica(node, partitions, *, delete, version=4, controller_epoch=None):
         topics: dict[str, list[int]] = {}
         for t, i in partitions:
             topics.setdefault(t, []).append(i)
-        return SR(controller_id=0, controller_epoch=epoch, broker_epoch=1, delete_partitions=delete, topics=[
+        return SR(controller_id=0, controller_epoch=epoch, broker_epoch=BROKER_EPOCH, broker_id=BROKER_ID,
+                  cluster_id=CLUSTER_ID, delete_partitions=delete, topics=[
             SR.StopReplicaTopicV1(name=t, partition_indexes=idx) for t, idx in topics.items()])
     PS = SR.StopReplicaTopicState.StopReplicaPartitionState
-    return SR(controller_id=0, controller_epoch=epoch, broker_epoch=1, topic_states=[
+    return SR(controller_id=0, controller_epoch=epoch, broker_epoch=BROKER_EPOCH, broker_id=BROKER_ID,
+              cluster_id=CLUSTER_ID, topic_states=[
         SR.StopReplicaTopicState(topic_name=t, partition_states=[
             PS(partition_index=i, leader_epoch=-2, delete_partition=delete)]) for t, i in partitions])
 
@@ -277,7 +274,7 @@ def stop_errors(body):
     return {(e.topic_name, e.partition_index): e.error_code for e in body.partition_errors}
 
 
-@pytest.mark.parametrize("version", [0, 1, 3, 4])
+@pytest.mark.parametrize("version", [1, 3, 4])
 def test_stop_replica_with_delete_removes_the_log_in_the_background(tmp_path, version):
     node = Broker(tmp_path, {"log.segment.delete.delay.ms": "1000"})
     node.create_topic("t", 2)

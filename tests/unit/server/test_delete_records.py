@@ -54,7 +54,7 @@ def test_each_partition_fails_alone(node):
     node.create_topic("t", 2)
     node.create_topic("compacted", configs={"cleanup.policy": "compact"})
     node.produce("t", 0, b"a")
-    node.produce("compacted", 0, b"a")
+    node.produce("compacted", 0, b"a", key=b"k")
     node.leader_and_isr("t", 1, leader=1, leader_epoch=1, replicas=(0, 1), isr=(0, 1))
     got = answers(node.call(delete({"t": {0: 5, 1: 0, 2: 0}, "missing": {0: 0}, "compacted": {0: 1}}), 2))
     assert got == {("t", 0): (ErrorCode.OFFSET_OUT_OF_RANGE, -1), ("t", 1): (ErrorCode.NOT_LEADER_OR_FOLLOWER, -1),

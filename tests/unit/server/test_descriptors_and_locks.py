@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from twisted_kafka.config import ConfigError
+from twisted_kafka.config import StartupError
 from twisted_kafka.server.broker_metadata import LOCK_FILE, LogDirLocks
 from twisted_kafka.server.descriptor_budget import BROKER_DESCRIPTORS, descriptor_budget
 
@@ -42,10 +42,10 @@ def test_a_log_dir_is_locked_once(tmp_path):
     dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
     held = LogDirLocks(dirs)
     assert (tmp_path / "b" / LOCK_FILE).read_text() == f"{os.getpid()}\n"
-    with pytest.raises(ConfigError) as refused:
+    with pytest.raises(StartupError) as refused:
         LogDirLocks([str(tmp_path / "c"), dirs[1]])
-    assert refused.value.key == "log.dirs"
-    assert str(refused.value) == (f"Invalid configuration log.dirs: {dirs[1]} is in use by another broker: "
+    assert (refused.value.key, refused.value.value) == ("log.dirs", dirs[1])
+    assert str(refused.value) == (f"log.dirs: {dirs[1]}: in use by another broker: "
                                   f"process {os.getpid()} holds {dirs[1]}/{LOCK_FILE}")
     # The lock taken on the way (c) was let go again; releasing frees a and b.
     LogDirLocks([str(tmp_path / "c")]).release()

@@ -9,6 +9,7 @@ from twisted_kafka.network.processor import CloseReason
 from twisted_kafka.network.request import CloseConnectionResponse, NoOpResponse
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode
+from twisted_kafka.protocol.records import build_batch
 
 from .helpers import NOW, decode, records, result_of
 
@@ -160,3 +161,28 @@ def test_a_handler_failure_is_an_unknown_server_error_or_a_close_for_acks_0(node
         ("t", 0): (ErrorCode.UNKNOWN_SERVER_ERROR, -1)}
     _, response = node.handle(produce({"t": {0: records(b"a")}}, acks=0), 9)
     assert isinstance(response, CloseConnectionResponse) and "UNKNOWN_SERVER_ERROR" in response.message
+
+
+@pytest.mark.parametrize("policy", ["compact", "compact,delete"])
+def test_a_compacted_topic_refuses_a_batch_with_keyless_records_naming_them(node, policy):
+    """Kafka's LogValidator: INVALID_RECORD for the partition, one KIP-467 record error per
+    keyless record (its index in the batch), and the summary as the error message (v8+)."""
+    node.create_topic("c", 2, configs={"cleanup.policy": policy})
+    keyless = build_batch([(b"k", b"v", (), NOW), (None, b"v", (), NOW)])
+    keyed = build_batch([(b"k", b"v", (), NOW), (b"k2", None, (), NOW)])
+    body = node.call(produce({"c": {0: keyless, 1: keyed}}), 9)
+    assert answers(body) == {("c", 0): (ErrorCode.INVALID_RECORD, -1), ("c", 1): (ErrorCode.NONE, 0)}
+    [refused] = [p for t in body.responses for p in t.partition_responses if p.index == 0]
+    expected = "Compacted topic cannot accept message without key in topic partition c-0."
+    assert [(e.batch_index, e.batch_index_error_message) for e in refused.record_errors] == [(1, expected)]
+    assert refused.error_message.startswith("One or more records have been rejected due to 1 record errors")
+    assert expected in refused.error_message
+    assert offsets_in_log(node, "c", 0) == (0, 0) and offsets_in_log(node, "c", 1) == (0, 2)
+    # Before v8 the response has neither field: the error code alone.
+    old = node.call(produce({"c": {0: keyless}}), 7)
+    assert answers(old) == {("c", 0): (ErrorCode.INVALID_RECORD, -1)}
+
+
+def test_a_topic_that_is_not_compacted_takes_keyless_records(node):
+    node.create_topic("d", configs={"cleanup.policy": "delete"})
+    assert answers(node.call(produce({"d": {0: records(b"a")}}), 9)) == {("d", 0): (ErrorCode.NONE, 0)}

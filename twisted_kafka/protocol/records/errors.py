@@ -18,14 +18,18 @@ class InvalidRecordBatch(ProtocolDecodeError):
     this problem (CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, ...),
     chosen as Apache Kafka's broker chooses it.  ``position`` is the byte
     offset of the offending batch inside the blob that was being walked, when
-    known: log recovery truncates there.
+    known: log recovery truncates there.  ``record_errors`` lists the records
+    that made the batch fail, as ``(index in the batch, message)`` pairs: the
+    per-record errors of KIP-467, which a Produce response (v8+) carries back.
     """
 
     def __init__(self, reason: str, error_code: ErrorCode = ErrorCode.CORRUPT_MESSAGE,
-                 *, position: int | None = None, **kwargs):
+                 *, position: int | None = None, record_errors: list[tuple[int, str]] | None = None,
+                 **kwargs):
         super().__init__(reason, **kwargs)
         self.error_code = ErrorCode(error_code)
         self.position = position
+        self.record_errors: list[tuple[int, str]] = list(record_errors or ())
 
     def at(self, position: int) -> InvalidRecordBatch:
         """Fill in ``position`` if it is not known yet; returns self.

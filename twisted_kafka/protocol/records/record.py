@@ -31,7 +31,7 @@ from .errors import InvalidRecordBatch
 from .varint import read_varint
 from ..errors import ErrorCode
 
-__all__ = ["Record", "iter_records", "records_payload", "scan_records"]
+__all__ = ["Record", "iter_records", "keyless_records", "records_payload", "scan_records"]
 
 
 class Record(NamedTuple):
@@ -208,3 +208,32 @@ def scan_records(data, start: int, end: int, count: int) -> None:
         raise _invalid(f"premature end of records in record {index} of {count}") from None
     if p != end:
         raise _invalid(f"{end - p} bytes remain after the declared {count} records")
+
+
+def keyless_records(data, start: int, end: int, count: int) -> list[int]:
+    """The indexes (in the batch) of the records in ``data[start:end]`` whose key is null.
+
+    The framing must have been checked already (``scan_records``): this only
+    skips each record's attributes, timestampDelta and offsetDelta to read its
+    keyLength (-1: no key).  A compacted topic keeps the latest record per key,
+    so Kafka refuses records without one there (``LogValidator.validateKey``).
+    """
+    keyless = []
+    p = start
+    try:
+        for index in range(count):
+            length, p = read_varint(data, p)
+            rec_end = p + length
+            q = p + 1                       # attributes
+            while data[q] & 0x80:           # timestampDelta
+                q += 1
+            q += 1
+            while data[q] & 0x80:           # offsetDelta
+                q += 1
+            q += 1
+            if data[q] == 0x01:             # keyLength -1, zig-zag encoded
+                keyless.append(index)
+            p = rec_end
+    except IndexError:
+        raise _invalid(f"premature end of records in record {index} of {count}") from None
+    return keyless

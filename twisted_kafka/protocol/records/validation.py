@@ -12,7 +12,11 @@
    positive and equal to lastOffsetDelta + 1, no control batches, a base
    sequence with every producer id (INVALID_RECORD); and the LogAppendTime
    attribute, which producers must not set (INVALID_TIMESTAMP);
-4. the records-blob size against the segment size (RECORD_LIST_TOO_LARGE,
+4. the per-record check of ``LogValidator.validateKey`` on a compacted
+   topic (``compacted=True``): every record needs a key; each keyless record
+   is a KIP-467 record error (its index in the batch and Kafka's message),
+   and the batch fails with INVALID_RECORD carrying them all;
+5. the records-blob size against the segment size (RECORD_LIST_TOO_LARGE,
    ``RecordBatchTooLargeException`` in Kafka).
 
 What it costs, and why record-level work is limited to compressed batches
@@ -32,6 +36,9 @@ by default (``deep=None``):
   frame flavours, zstd without content size, decompression bombs) before
   anything is stored, so a batch that passed is one the broker itself can
   read back later (compaction, transaction index).  ``deep=False`` skips it.
+* A compacted topic's batches are all walked, uncompressed ones included
+  (without a copy), to read each record's key length: Kafka iterates every
+  record there too.  Topics that are not compacted pay nothing for it.
 * Unlike Kafka, nothing is rewritten: a batch whose offset deltas are not
   0..n-1 is refused (INVALID_RECORD) instead of being re-assigned, since the
   broker never rewrites record payloads (CRC-covered bytes, which consumers
@@ -47,7 +54,7 @@ from __future__ import annotations
 from .batch import (RecordBatchHeader, InvalidRecordBatch,
                     iter_batch_headers, validate_batch)
 from .compression import CompressionType, MAX_DECOMPRESSED_SIZE
-from .record import records_payload, scan_records
+from .record import keyless_records, records_payload, scan_records
 from ..errors import ErrorCode
 
 __all__ = ["validate_records"]
@@ -55,7 +62,8 @@ __all__ = ["validate_records"]
 
 def validate_records(buf, *, max_batch_size: int | None = None, max_records_size: int | None = None,
                      produce_version: int | None = None, deep: bool | None = None,
-                     max_decompressed_size: int = MAX_DECOMPRESSED_SIZE
+                     max_decompressed_size: int = MAX_DECOMPRESSED_SIZE,
+                     compacted: bool = False, topic_partition: str = "?"
                      ) -> list[tuple[int, RecordBatchHeader]]:
     """Validate one Produce partition's ``records``; returns ``[(position, header), ...]``.
 
@@ -63,7 +71,10 @@ def validate_records(buf, *, max_batch_size: int | None = None, max_records_size
     ``max_records_size`` its ``segment.bytes``; ``produce_version`` switches
     on the Produce v3+/v7 request rules.  ``deep``: None = walk the records
     of compressed batches only, True = of every batch, False = of none.
-    Raises ``InvalidRecordBatch`` whose ``error_code`` is the partition's
+    ``compacted``: the topic's ``cleanup.policy`` includes ``compact``, so
+    every record of every batch must have a key (walked whatever ``deep``
+    says); ``topic_partition`` ("topic-partition") names the partition in
+    those errors.  Raises ``InvalidRecordBatch`` whose ``error_code`` is the partition's
     Produce error and whose ``position`` is the offending batch.
     """
     v3 = produce_version is not None and produce_version >= 3
@@ -97,10 +108,12 @@ def validate_records(buf, *, max_batch_size: int | None = None, max_records_size
                 f"Produce requests with version {produce_version} are not allowed to use ZStandard compression",
                 ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, position=pos)
         _validate_client_batch(pos, header)
-        if deep or (deep is None and codec is not CompressionType.NONE):
+        if compacted or deep or (deep is None and codec is not CompressionType.NONE):
             try:
                 data, start, end = records_payload(buf, pos, header, max_decompressed_size=max_decompressed_size)
                 scan_records(data, start, end, header.records_count)
+                if compacted:
+                    _require_keys(keyless_records(data, start, end, header.records_count), topic_partition)
             except InvalidRecordBatch as exc:
                 exc.at(pos)
                 raise
@@ -110,6 +123,18 @@ def validate_records(buf, *, max_batch_size: int | None = None, max_records_size
             f"records of {total} bytes exceed the maximum of {max_records_size} bytes (segment size)",
             ErrorCode.RECORD_LIST_TOO_LARGE, position=0)
     return batches
+
+
+def _require_keys(keyless: list[int], topic_partition: str) -> None:
+    """LogValidator.validateKey and processRecordErrors: one record error per keyless record."""
+    if not keyless:
+        return
+    message = f"Compacted topic cannot accept message without key in topic partition {topic_partition}."
+    errors = [(index, message) for index in keyless]
+    shown = ", ".join(f"RecordError(batchIndex={index}, message='{text}')" for index, text in errors[:3])
+    raise InvalidRecordBatch(
+        f"One or more records have been rejected due to {len(errors)} record errors in total, and only "
+        f"showing the first three errors at most: [{shown}]", ErrorCode.INVALID_RECORD, record_errors=errors)
 
 
 def _magic_error(produce_version: int | None, position: int | None) -> InvalidRecordBatch:

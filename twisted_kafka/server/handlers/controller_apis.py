@@ -1,8 +1,12 @@
 """The controller's APIs: LeaderAndIsr (4), StopReplica (5), UpdateMetadata (6)
 on the broker side, and ControlledShutdown (7) on the controller side.
 
-These arrive on the control plane (when one is configured), from the
-controller — this broker's own, on a single node.  Each is applied to the
+These arrive on the control plane (when one is configured; the data plane
+then does not serve them), from the controller — this broker's own, on a
+single node.  Nothing of a LeaderAndIsr, UpdateMetadata or StopReplica is
+applied unless the ``ControllerRequestGuard`` accepts it: from the known
+controller, not older than its epoch in force, for this broker id, cluster
+id and broker epoch.  Each accepted request is applied to the
 ReplicaManager, the MetadataCache, the ConfigRepository or the dynamic broker
 config and answered with per-partition errors, exactly as a broker in a
 cluster would answer another broker's controller.  UpdateMetadata also
@@ -17,6 +21,7 @@ from twisted.internet.defer import gatherResults
 
 from twisted_kafka.controller.client import ControllerClient
 from twisted_kafka.controller.kafka_controller import LEADER_DURING_DELETE
+from twisted_kafka.controller.topic_names import INTERNAL_TOPICS
 from twisted_kafka.network.listeners import EndPoint
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
@@ -24,6 +29,7 @@ from twisted_kafka.protocol.registry import ApiKey
 
 from ..api_handler import ApiHandler
 from ..config_repository import ConfigRepository
+from ..controller_requests import ControllerRequestGuard
 from ..dynamic_config import DynamicBrokerConfig
 from ..metadata_cache import BrokerRegistration, MetadataCache, PartitionState
 from ..replica_manager import PartitionStateChange, ReplicaManager
@@ -43,16 +49,24 @@ def _topic_partition_states(body, ungrouped_until: int, version: int):
                 yield topic.topic_name, topic_id, state
 
 
+def check_controller(guard: ControllerRequestGuard, request) -> None:
+    """Raise KafkaError (the whole request refused, nothing applied) unless ``guard`` accepts it."""
+    context = request.context
+    guard.check(request.body, api=f"{request.spec.name} v{request.api_version}",
+                source=f"{context.client_host}:{context.client_port} on listener {context.listener_name}")
+
+
 class LeaderAndIsrHandler(ApiHandler):
     api_key = ApiKey.LEADER_AND_ISR
 
-    def __init__(self, replica_manager: ReplicaManager):
+    def __init__(self, replica_manager: ReplicaManager, guard: ControllerRequestGuard):
         self.replicas = replica_manager
+        self.guard = guard
 
     async def handle(self, request):
         body = request.body
         replicas = self.replicas
-        replicas.check_controller(body.controller_epoch, getattr(body, "broker_epoch", -1))
+        check_controller(self.guard, request)
         changes = [PartitionStateChange(topic, topic_id, state.partition_index, state.leader, state.leader_epoch,
                                         getattr(state, "partition_epoch", 0), list(state.replicas), list(state.isr))
                    for topic, topic_id, state in _topic_partition_states(body, 1, request.api_version)]
@@ -85,15 +99,17 @@ class UpdateMetadataHandler(ApiHandler):
     api_key = ApiKey.UPDATE_METADATA
 
     def __init__(self, replica_manager: ReplicaManager, metadata_cache: MetadataCache,
-                 config_repository: ConfigRepository, dynamic_config: DynamicBrokerConfig):
+                 config_repository: ConfigRepository, dynamic_config: DynamicBrokerConfig,
+                 guard: ControllerRequestGuard):
         self.replicas = replica_manager
+        self.guard = guard
         self.cache = metadata_cache
         self.configs = config_repository
         self.dynamic_config = dynamic_config
 
     async def handle(self, request):
         body = request.body
-        self.replicas.check_controller(body.controller_epoch, getattr(body, "broker_epoch", -1))
+        check_controller(self.guard, request)
         cache = self.cache
         brokers = []
         for broker in body.live_brokers:
@@ -121,7 +137,7 @@ class UpdateMetadataHandler(ApiHandler):
         cache.remove_topics(set(deleted))
         for topic in set(deleted):
             self.configs.remove_topic(topic)
-        cache.update_partitions(live, topic_ids)
+        cache.update_partitions(live, topic_ids, INTERNAL_TOPICS)   # internal by name, as Kafka's Topic.isInternal
         if request.api_version >= 6:
             self._apply_configs(body)
         return m.UpdateMetadataResponse(error_code=ErrorCode.NONE)
@@ -146,8 +162,9 @@ class UpdateMetadataHandler(ApiHandler):
 class StopReplicaHandler(ApiHandler):
     api_key = ApiKey.STOP_REPLICA
 
-    def __init__(self, replica_manager: ReplicaManager):
+    def __init__(self, replica_manager: ReplicaManager, guard: ControllerRequestGuard):
         self.replicas = replica_manager
+        self.guard = guard
 
     def _partitions(self, request):
         body = request.body
@@ -160,9 +177,8 @@ class StopReplicaHandler(ApiHandler):
                 for t in body.topic_states for p in t.partition_states]
 
     async def handle(self, request):
-        body = request.body
         replicas = self.replicas
-        replicas.check_controller(body.controller_epoch, getattr(body, "broker_epoch", -1))
+        check_controller(self.guard, request)
         errors = []
         deletions = []
         for topic, index, delete in self._partitions(request):

@@ -2,7 +2,9 @@
 
 Every partition is appended independently: a bad batch, an unknown topic or
 an oversized batch fails only its own partition, with Kafka's error code and
-message (v8+), while the others in the same request are written.  The
+message (v8+), while the others in the same request are written.  A batch
+refused because of some of its records (a keyless record on a compacted
+topic) also names those records: KIP-467's ``record_errors`` (v8+).  The
 offsets are assigned on the reactor in arrival order; the response waits for
 what ``acks`` and the flush policy require (``log.flush.interval.messages=1``:
 fsync before the acknowledgement).  With acks=0 nothing is answered, but the
@@ -18,6 +20,8 @@ are answered with UNSUPPORTED_VERSION.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
@@ -36,6 +40,7 @@ log = Logger(namespace="twisted_kafka.server.handlers.produce")
 R = m.ProduceResponse
 _TopicResponse = R.TopicProduceResponse
 _PartitionResponse = R.TopicProduceResponse.PartitionProduceResponse
+_RecordError = _PartitionResponse.BatchIndexAndErrorMessage
 
 
 _PENDING = object()
@@ -47,10 +52,17 @@ def _store(outcome, slot: list) -> None:
 
 
 def _partition_response(index: int, error: ErrorCode, message: str | None = None, *, base_offset: int = -1,
-                        log_append_time_ms: int = -1, log_start_offset: int = -1):
+                        log_append_time_ms: int = -1, log_start_offset: int = -1,
+                        record_errors: Sequence[tuple[int, str]] = ()):
     return _PartitionResponse(index=index, error_code=error, base_offset=base_offset,
                               log_append_time_ms=log_append_time_ms, log_start_offset=log_start_offset,
-                              record_errors=[], error_message=message)
+                              record_errors=[_RecordError(batch_index=i, batch_index_error_message=text)
+                                             for i, text in record_errors],
+                              error_message=message)
+
+
+def _error_response(index: int, error: KafkaError):
+    return _partition_response(index, error.code, error.message, record_errors=error.record_errors)
 
 
 class ProduceHandler(ApiHandler):
@@ -99,10 +111,10 @@ class ProduceHandler(ApiHandler):
         failed = []
         for topic, index, outcome in slots:
             if isinstance(outcome, KafkaError):
-                entry = _partition_response(index, outcome.code, outcome.message)
+                entry = _error_response(index, outcome)
             elif isinstance(outcome, Failure):
                 if isinstance(outcome.value, KafkaError):
-                    entry = _partition_response(index, outcome.value.code, outcome.value.message)
+                    entry = _error_response(index, outcome.value)
                 else:
                     log.failure("Append to {topic}-{partition} failed", outcome, topic=topic,
                                             partition=index)

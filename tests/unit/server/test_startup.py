@@ -1,0 +1,56 @@
+"""The one line a failed startup prints: key, value and reason, never more than one line."""
+
+from __future__ import annotations
+
+import pytest
+
+from twisted_kafka.config import ConfigError, StartupError
+from twisted_kafka.server.startup import debug_enabled, exit_with, failure_line
+
+
+def test_a_config_error_is_worded_as_kafka_words_it():
+    assert failure_line(ConfigError("num.io.threads", "not a number of type INT", "many")) == (
+        "Broker startup failed: Invalid value 'many' for configuration num.io.threads: not a number of type INT")
+
+
+def test_a_startup_error_names_key_value_and_reason():
+    error = StartupError("listeners", "PLAINTEXT://127.0.0.1:9092", "Couldn't listen on 127.0.0.1:9092")
+    assert failure_line(error) == ("Broker startup failed: listeners: PLAINTEXT://127.0.0.1:9092: "
+                                   "Couldn't listen on 127.0.0.1:9092")
+
+
+def test_an_os_error_inside_a_log_dir_names_log_dirs(tmp_path):
+    error = IsADirectoryError(21, "Is a directory", str(tmp_path / "logs" / "t-0" / "0.log"))
+    line = failure_line(error, [str(tmp_path / "other"), str(tmp_path / "logs")])
+    assert line.startswith(f"Broker startup failed: log.dirs: {tmp_path / 'logs'}: [Errno 21] Is a directory")
+    # ... but not a path that only starts with the same characters.
+    assert "log.dirs" not in failure_line(IsADirectoryError(21, "x", str(tmp_path / "logs2")), [str(tmp_path / "logs")])
+
+
+def test_the_line_is_one_line_whatever_the_message():
+    assert failure_line(RuntimeError("first\nsecond\n  third")) == "Broker startup failed: first second third"
+    assert failure_line(RuntimeError()) == "Broker startup failed: RuntimeError"
+
+
+@pytest.mark.parametrize("value, enabled", [(None, False), ("", False), ("0", False), ("false", False),
+                                            ("1", True), ("yes", True)])
+def test_twisted_kafka_debug(monkeypatch, value, enabled):
+    if value is None:
+        monkeypatch.delenv("TWISTED_KAFKA_DEBUG", raising=False)
+    else:
+        monkeypatch.setenv("TWISTED_KAFKA_DEBUG", value)
+    assert debug_enabled() is enabled
+
+
+def test_exit_with_prints_the_line_on_stderr_and_exits_one(monkeypatch, capsys):
+    monkeypatch.delenv("TWISTED_KAFKA_DEBUG", raising=False)
+    exited = exit_with(StartupError("log.dirs", "/x", "Not a directory"))
+    assert exited.code == 1
+    assert capsys.readouterr() == ("", "Broker startup failed: log.dirs: /x: Not a directory\n")
+    monkeypatch.setenv("TWISTED_KAFKA_DEBUG", "1")
+    try:
+        raise StartupError("log.dirs", "/x", "Not a directory")
+    except StartupError as exc:
+        exit_with(exc)
+    err = capsys.readouterr().err
+    assert err.startswith("Traceback") and err.endswith("Broker startup failed: log.dirs: /x: Not a directory\n")

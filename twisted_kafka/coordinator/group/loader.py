@@ -1,0 +1,143 @@
+"""Replaying a ``__consumer_offsets`` partition into groups and offsets.
+
+When this broker becomes the leader of an offsets partition it reads the
+partition from its log start to its end and keeps the last word on every
+key, as Kafka's ``GroupMetadataManager.doLoadGroupsAndOffsets`` does:
+
+* an offset commit record sets the group's offset for that partition; a
+  tombstone (null value) removes it;
+* a group metadata record sets the group's generation, protocol, leader and
+  members (with their subscriptions and assignments); a tombstone removes
+  the group (its offsets may still be there: a group used only for commits);
+* transactional offset commits (``TxnOffsetCommit``) count only once a
+  COMMIT marker of their producer follows, and are dropped at ABORT;
+* records of keys this coordinator does not know (newer coordinators'
+  record types) are skipped.
+
+``replay`` is the pure part (batches in, state out); ``read_partition`` is
+the I/O: it reads the partition's log through its ``UnifiedLog`` (page
+cache on the reactor, the disk in the I/O thread pool) in chunks of
+``offsets.load.buffer.size``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from twisted.logger import Logger
+
+from twisted_kafka.protocol.records.batch import RecordBatchHeader, iter_batch_headers
+from twisted_kafka.protocol.records.record import Record, iter_records
+
+from .group import CommitRecord, OffsetAndMetadata, TopicPartition
+from .records import (
+    GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, UnknownKey, decode_group_metadata_value, decode_key,
+    decode_offset_commit_value,
+)
+
+log = Logger(namespace="twisted_kafka.coordinator.group.loader")
+
+_CONTROL_COMMIT = 1
+
+
+@dataclass
+class LoadedPartition:
+    """What an offsets partition holds: the latest word on each group and each offset."""
+
+    groups: dict[str, GroupMetadataValue] = field(default_factory=dict)
+    removed_groups: set[str] = field(default_factory=set)
+    offsets: dict[str, dict[TopicPartition, CommitRecord]] = field(default_factory=dict)
+    records: int = 0
+    skipped: int = 0
+    next_offset: int = 0
+    # Transactional commits waiting for their producer's marker: producer id -> (group, partition) -> commit.
+    pending: dict[int, dict[tuple[str, TopicPartition], CommitRecord | None]] = field(default_factory=dict)
+
+
+def _offset_value(value: bytes) -> OffsetAndMetadata:
+    v = decode_offset_commit_value(value)
+    return OffsetAndMetadata(v.offset, v.metadata, v.commit_timestamp, v.leader_epoch, v.expire_timestamp)
+
+
+def replay(batches: Iterable[tuple[RecordBatchHeader, Iterable[Record]]],
+           into: LoadedPartition | None = None) -> LoadedPartition:
+    """Apply ``(header, records)`` of consecutive batches to ``into`` (a new result by default)."""
+    loaded = into if into is not None else LoadedPartition()
+    pending = loaded.pending
+    offsets = loaded.offsets
+    for header, records in batches:
+        loaded.next_offset = header.next_offset
+        if header.is_control:
+            for record in records:
+                if record.key is not None and len(record.key) >= 4:
+                    marker = int.from_bytes(record.key[2:4], "big", signed=True)
+                    staged = pending.pop(header.producer_id, {})
+                    if marker == _CONTROL_COMMIT:
+                        for (group, tp), commit in staged.items():
+                            _apply_offset(offsets, group, tp, commit)
+                break
+            continue
+        transactional = header.is_transactional
+        for record in records:
+            loaded.records += 1
+            if record.key is None:
+                loaded.skipped += 1
+                continue
+            key = decode_key(record.key)
+            if isinstance(key, OffsetCommitKey):
+                tp = (key.topic, key.partition)
+                commit = (CommitRecord(header.base_offset, _offset_value(record.value))
+                          if record.value is not None else None)
+                if transactional:
+                    pending.setdefault(header.producer_id, {})[(key.group, tp)] = commit
+                else:
+                    _apply_offset(offsets, key.group, tp, commit)
+            elif isinstance(key, GroupMetadataKey):
+                if record.value is None:
+                    loaded.groups.pop(key.group, None)
+                    loaded.removed_groups.add(key.group)
+                else:
+                    loaded.groups[key.group] = decode_group_metadata_value(record.value)
+                    loaded.removed_groups.discard(key.group)
+            else:
+                assert isinstance(key, UnknownKey)
+                loaded.skipped += 1
+    return loaded
+
+
+def _apply_offset(offsets: dict[str, dict[TopicPartition, CommitRecord]], group: str, tp: TopicPartition,
+                  commit: CommitRecord | None) -> None:
+    if commit is None:
+        by_group = offsets.get(group)
+        if by_group is not None:
+            by_group.pop(tp, None)
+            if not by_group:
+                del offsets[group]
+    else:
+        offsets.setdefault(group, {})[tp] = commit
+
+
+def batches_of(chunks: Iterable) -> Iterator[tuple[RecordBatchHeader, Iterator[Record]]]:
+    """The batches of read chunks (each holding whole batches), with their records."""
+    for chunk in chunks:
+        buf = bytes(chunk)
+        for pos, header in iter_batch_headers(buf, allow_partial_tail=True):
+            yield header, iter_records(buf, pos, header)
+
+
+async def read_partition(unified_log, load_buffer_size: int) -> LoadedPartition:
+    """Replay a partition's whole log (from its start to the end it had when the load began)."""
+    loaded = LoadedPartition()
+    offset = unified_log.log_start_offset
+    end = unified_log.log_end_offset
+    while offset < end:
+        info = await unified_log.read(offset, load_buffer_size, max_offset=end, min_one_message=True)
+        if not info.records:
+            break
+        loaded.next_offset = offset
+        replay(batches_of(info.records), loaded)
+        if loaded.next_offset <= offset:
+            break
+        offset = loaded.next_offset
+    return loaded

@@ -1,0 +1,63 @@
+"""Connection events: what happened to every connection, for whoever keeps history or counts.
+
+The acceptors report each connection's life as events -- accepted (admitted
+by the quotas), rejected (refused by a quota, naming it), closed (with the
+``CloseReason``: client, idle, quota, authentication, TLS, shutdown, ...) --
+to one ``ConnectionEvents`` bus shared by both planes.  Subscribers are the
+admin endpoint's live counters and the ``__connection_events`` topic that
+keeps the history; the network layer knows neither.  A subscriber must not
+raise or block: it is called on the reactor, inside the accept or close.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from twisted.logger import Logger
+
+
+class ConnectionEventKind(enum.Enum):
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+    CLOSED = "closed"
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionEvent:
+    kind: ConnectionEventKind
+    timestamp_ms: int
+    listener: str
+    plane: str                   # "data" or "control"
+    ip: str
+    port: int
+    connection_id: str
+    principal: str
+    reason: str | None = None    # the quota of a rejection (a config key), the CloseReason of a close
+
+
+class ConnectionEvents:
+    """The bus: ``subscribe(callback)``; the network layer calls ``emit(event)``."""
+
+    log = Logger(namespace="twisted_kafka.network.ConnectionEvents")
+
+    def __init__(self) -> None:
+        self._subscribers: list[Callable[[ConnectionEvent], None]] = []
+
+    def subscribe(self, callback: Callable[[ConnectionEvent], None]) -> None:
+        self._subscribers.append(callback)
+
+    def unsubscribe(self, callback: Callable[[ConnectionEvent], None]) -> None:
+        if callback in self._subscribers:
+            self._subscribers.remove(callback)
+
+    def emit(self, event: ConnectionEvent) -> None:
+        for callback in self._subscribers:
+            try:
+                callback(event)
+            except Exception:
+                self.log.failure("A connection-event subscriber failed on {event}", event=event)
+
+
+__all__ = ["ConnectionEvent", "ConnectionEventKind", "ConnectionEvents"]

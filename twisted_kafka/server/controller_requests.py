@@ -1,0 +1,114 @@
+"""Which controller requests this broker accepts: from the controller, meant for this broker.
+
+LeaderAndIsr, UpdateMetadata and StopReplica decide what a broker hosts and
+what it tells clients, so a broker applies one only when it comes from the
+active controller and is meant for this broker -- this very process.  Before
+anything of a request is applied, ``ControllerRequestGuard.check`` verifies,
+in this order:
+
+1. the target: the request's ``BrokerId`` and ``ClusterId`` (this project's
+   tagged fields 1002 and 1003) are this broker's id and cluster id --
+   otherwise INVALID_REQUEST (another broker id) or INCONSISTENT_CLUSTER_ID
+   (another cluster; Kafka's error for a cluster id that does not match the
+   receiver's).  Absent fields (-1 / null: a controller that does not send
+   them) are not checked; this project's controller always sends them.
+2. the sender: ``controller_id`` is the controller this broker knows (a
+   single node is its own controller; in a cluster, the broker id in
+   ZooKeeper's ``/controller``) -- otherwise STALE_CONTROLLER_EPOCH, Kafka's
+   ``ControllerMovedException``: "The controller moved to another broker".
+3. the controller epoch is not older than the newest one accepted --
+   otherwise STALE_CONTROLLER_EPOCH, as Kafka's ReplicaManager answers.
+4. the broker epoch (KIP-380) is this broker's current epoch -- otherwise
+   STALE_BROKER_EPOCH.  Kafka refuses only an epoch older than the current
+   one (a ZooKeeper controller may learn a broker's new epoch before the
+   broker does); here the controller always learns it from the broker's
+   registration before sending anything, so any other value is refused --
+   "no epoch" (-1), a guess, one of a previous run.
+
+Only a request that passes every check moves the stored controller epoch, so
+a forged request can neither take leadership away nor lock the real
+controller out.  The broker epoch is what a client cannot know: it is drawn
+by ``new_broker_epoch`` -- growing across restarts, with random low bits.
+Versions of these APIs without a broker epoch are not served at all (see
+``protocol/registry.py``).
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable
+
+from twisted.logger import Logger
+
+from twisted_kafka.protocol.errors import ErrorCode, KafkaError
+
+#: Random low bits of a broker epoch.
+BROKER_EPOCH_RANDOM_BITS = 25
+#: Milliseconds per step of a broker epoch's time part: a broker cannot restart faster.
+BROKER_EPOCH_TIME_UNIT_MS = 16
+
+
+def new_broker_epoch(now_ms: int | None = None, random_bits: int | None = None) -> int:
+    """A broker epoch for this run: grows across restarts, and cannot be guessed.
+
+    The high bits count 16 ms steps of the wall clock (so a later run of the
+    broker has a larger epoch, as ZooKeeper's session ids make Kafka's
+    grow); the low 25 bits are random, so a client that knows when the
+    broker started still cannot name its epoch.  Positive int64 until 2109.
+    """
+    if now_ms is None:
+        now_ms = time.time_ns() // 1_000_000
+    if random_bits is None:
+        random_bits = secrets.randbits(BROKER_EPOCH_RANDOM_BITS)
+    return ((now_ms // BROKER_EPOCH_TIME_UNIT_MS) << BROKER_EPOCH_RANDOM_BITS) | random_bits
+
+
+class ControllerRequestGuard:
+    """The checks of the module docstring, and the controller epoch in force on this broker."""
+
+    log = Logger(namespace="twisted_kafka.server.ControllerRequestGuard")
+
+    def __init__(self, *, broker_id: int, cluster_id: str, broker_epoch: int,
+                 known_controller: Callable[[], int | None]):
+        self.broker_id = broker_id
+        self.cluster_id = cluster_id
+        self.broker_epoch = broker_epoch
+        self._known_controller = known_controller
+        self.controller_epoch = -1    # the newest controller epoch accepted
+
+    def check(self, body, *, api: str = "controller request", source: str = "?") -> None:
+        """Raise ``KafkaError`` unless ``body`` (a LeaderAndIsr, UpdateMetadata or StopReplica request)
+        may be applied; if it may, its controller epoch becomes the one in force."""
+        try:
+            self._check(body)
+        except KafkaError as exc:
+            self.log.warn("Refused {api} from {source}: {code}: {message}", api=api, source=source,
+                          code=exc.code.name, message=exc.message)
+            raise
+
+    def _check(self, body) -> None:
+        target = getattr(body, "broker_id", -1)
+        cluster = getattr(body, "cluster_id", None)
+        if cluster is not None and cluster != self.cluster_id:
+            raise KafkaError(ErrorCode.INCONSISTENT_CLUSTER_ID,
+                             f"the request is for cluster {cluster}, this broker belongs to {self.cluster_id}")
+        if target != -1 and target != self.broker_id:
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"the request is for broker {target}, this is broker {self.broker_id}")
+        controller = self._known_controller()
+        if controller is None or body.controller_id != controller:
+            raise KafkaError(ErrorCode.STALE_CONTROLLER_EPOCH,
+                             f"broker {body.controller_id} is not the controller "
+                             f"({'none known' if controller is None else f'the controller is broker {controller}'})")
+        if body.controller_epoch < self.controller_epoch:
+            raise KafkaError(ErrorCode.STALE_CONTROLLER_EPOCH,
+                             f"controller epoch {body.controller_epoch} is older than {self.controller_epoch}")
+        broker_epoch = getattr(body, "broker_epoch", -1)
+        if broker_epoch != self.broker_epoch:
+            raise KafkaError(ErrorCode.STALE_BROKER_EPOCH,
+                             f"broker epoch {broker_epoch} is not this broker's current epoch")
+        self.controller_epoch = body.controller_epoch
+
+
+__all__ = ["ControllerRequestGuard", "new_broker_epoch", "BROKER_EPOCH_RANDOM_BITS"]

@@ -1,0 +1,71 @@
+"""How a broker that cannot start says so: one line, and exit status 1.
+
+Whatever stops startup -- a value Kafka would refuse, a port already in use,
+a log directory that cannot be created or loaded -- the operator gets exactly
+one line naming the setting, its value and the reason:
+
+    Broker startup failed: Invalid value 'many' for configuration num.io.threads: not a number of type INT
+    Broker startup failed: listeners: PLAINTEXT://127.0.0.1:9092: Couldn't listen on 127.0.0.1:9092: [Errno 98] ...
+    Broker startup failed: log.dirs: /var/kafka-logs: [Errno 20] Not a directory: '/var/kafka-logs'
+
+(the first is a ``ConfigError``, worded as Kafka words a ``ConfigException``;
+the others are ``StartupError``: ``<key>: <value>: <reason>``).  Before the
+reactor runs (while options are read and the server is built) the line goes
+to stderr, since logging has not started; afterwards it is logged (critical).
+The traceback is left out: with the environment variable
+``TWISTED_KAFKA_DEBUG=1`` it is printed (or logged, at debug level) as well.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+
+from twisted_kafka.config import ConfigError, StartupError
+
+__all__ = ["DEBUG_ENV", "StartupError", "debug_enabled", "failure_line", "exit_with"]
+
+#: Set to 1 (or anything but 0/false/no) to see a startup failure's traceback too.
+DEBUG_ENV = "TWISTED_KAFKA_DEBUG"
+
+PREFIX = "Broker startup failed: "
+
+
+def debug_enabled() -> bool:
+    """Whether ``TWISTED_KAFKA_DEBUG`` asks for tracebacks."""
+    return os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def failure_line(exc: BaseException, log_dirs: Sequence[str] = ()) -> str:
+    """The one line (no newline in it) that says why startup failed.
+
+    An ``OSError`` about a path inside one of ``log_dirs`` is reported as a
+    problem of that ``log.dirs`` entry, whichever part of the broker met it.
+    """
+    if isinstance(exc, (ConfigError, StartupError)):
+        text = str(exc)
+    elif isinstance(exc, OSError) and exc.filename is not None and _log_dir_of(exc.filename, log_dirs):
+        text = str(StartupError("log.dirs", _log_dir_of(exc.filename, log_dirs), str(exc)))
+    else:
+        text = str(exc) or type(exc).__name__
+    return PREFIX + " ".join(text.split())
+
+
+def _log_dir_of(path, log_dirs: Sequence[str]) -> str | None:
+    path = os.path.abspath(os.fsdecode(path))
+    for log_dir in log_dirs:
+        log_dir = os.path.abspath(log_dir)
+        if path == log_dir or path.startswith(log_dir.rstrip(os.sep) + os.sep):
+            return log_dir
+    return None
+
+
+def exit_with(exc: BaseException, log_dirs: Sequence[str] = ()) -> SystemExit:
+    """Before the reactor runs: print the failure line on stderr (the traceback first, when
+    debugging) and return the ``SystemExit(1)`` to raise."""
+    if debug_enabled():
+        traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+    print(failure_line(exc, log_dirs), file=sys.stderr)
+    return SystemExit(1)
