@@ -9,8 +9,10 @@ the controller.  The broker side here depends only on this interface:
   (the single node, or the cluster member that won the election);
 * ``NoControllerClient`` -- this broker cannot reach a controller: every call
   fails with NOT_CONTROLLER, which clients retry elsewhere;
-* a network client to the active controller (cluster mode) implements the
-  same methods.
+* ``ClusterControllerClient`` (``cluster_client.py``) -- a ZooKeeper
+  cluster: topic and config changes are written to ZooKeeper for the
+  controller to act on (any broker may), the rest goes to the active
+  controller -- this broker's, or another's over its control plane.
 
 The broker never touches the controller's objects (its store, its channels,
 its in-memory state); what it needs to know about topics and configs reaches
@@ -51,6 +53,24 @@ class TopicResult:
     configs: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class ElectionOutcome:
+    """One partition's ElectLeaders result: NONE with the new leader, or an error."""
+
+    error: ErrorCode
+    message: str | None = None
+    leader: int = -1
+
+
+@dataclass(frozen=True)
+class ReassignmentState:
+    """An ongoing reassignment: all replicas, the ones being added and the ones being removed."""
+
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...]
+    removing_replicas: tuple[int, ...]
+
+
 class ControllerClient(ABC):
     """The controller's operations, as a broker calls them; each raises ``KafkaError`` on failure."""
 
@@ -89,6 +109,22 @@ class ControllerClient(ABC):
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[tuple[str, int]]:
         """Move leadership off a stopping broker; the partitions it still leads."""
 
+    @abstractmethod
+    async def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]] | None, *,
+                            timeout_ms: int) -> dict[tuple[str, int], ElectionOutcome]:
+        """ElectLeaders: per partition (None: every partition) the error, message and elected leader."""
+
+    @abstractmethod
+    async def alter_partition_reassignments(self, targets: dict[tuple[str, int], list[int] | None], *,
+                                            allow_replication_factor_change: bool = True, timeout_ms: int = 0,
+                                            ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """AlterPartitionReassignments: per partition (error, message)."""
+
+    @abstractmethod
+    async def list_partition_reassignments(self, partitions: list[tuple[str, int]] | None, *, timeout_ms: int = 0,
+                                           ) -> dict[tuple[str, int], ReassignmentState]:
+        """ListPartitionReassignments: the ongoing reassignments among ``partitions`` (None: all)."""
+
 
 class LocalControllerClient(ControllerClient):
     """The controller in this process."""
@@ -121,6 +157,18 @@ class LocalControllerClient(ControllerClient):
     async def controlled_shutdown(self, broker_id, broker_epoch):
         return await self._controller.controlled_shutdown(broker_id, broker_epoch)
 
+    async def elect_leaders(self, election_type, partitions, *, timeout_ms):
+        from .election import ElectionType
+
+        return await self._controller.elect_leaders(ElectionType(election_type), partitions)
+
+    async def alter_partition_reassignments(self, targets, *, allow_replication_factor_change=True, timeout_ms=0):
+        return await self._controller.alter_partition_reassignments(
+            targets, allow_replication_factor_change=allow_replication_factor_change)
+
+    async def list_partition_reassignments(self, partitions, *, timeout_ms=0):
+        return self._controller.list_partition_reassignments(partitions)
+
 
 class NoControllerClient(ControllerClient):
     """No controller is reachable from this broker: every operation is NOT_CONTROLLER."""
@@ -152,5 +200,15 @@ class NoControllerClient(ControllerClient):
     async def controlled_shutdown(self, broker_id, broker_epoch):
         self._refuse()
 
+    async def elect_leaders(self, election_type, partitions, *, timeout_ms):
+        self._refuse()
 
-__all__ = ["ControllerClient", "LocalControllerClient", "NoControllerClient", "NewTopic", "TopicResult"]
+    async def alter_partition_reassignments(self, targets, *, allow_replication_factor_change=True, timeout_ms=0):
+        self._refuse()
+
+    async def list_partition_reassignments(self, partitions, *, timeout_ms=0):
+        self._refuse()
+
+
+__all__ = ["ControllerClient", "LocalControllerClient", "NoControllerClient", "NewTopic", "TopicResult",
+           "ElectionOutcome", "ReassignmentState"]

@@ -61,7 +61,7 @@ from twisted_kafka.waiting import fired_within
 
 from . import election
 from .channel_manager import ControllerChannelManager
-from .client import NewTopic, TopicResult
+from .client import ElectionOutcome, NewTopic, ReassignmentState, TopicResult
 from .election import ElectionType
 from .metadata_store import (
     NO_LEADER, NO_STATE, ClusterMetadataStore, ControllerMovedError, PartitionRecord, TopicRecord, topic_record,
@@ -99,24 +99,6 @@ class LiveBroker:
             if ep.listener_name == listener_name:
                 return ep
         return None
-
-
-@dataclass(frozen=True)
-class ElectionResult:
-    """One partition's answer to ElectLeaders: the error (NONE: elected) and, on success, the leader."""
-
-    error: ErrorCode
-    message: str | None = None
-    leader: int = NO_LEADER
-
-
-@dataclass(frozen=True)
-class Reassignment:
-    """An ongoing reassignment (ListPartitionReassignments)."""
-
-    replicas: tuple[int, ...]
-    adding_replicas: tuple[int, ...]
-    removing_replicas: tuple[int, ...]
 
 
 def _in_time(timeout_ms: int | None) -> str:
@@ -188,11 +170,11 @@ class KafkaController:
             receivers = list(self.live_brokers)
             sent = self._send_update_metadata(receivers, partitions, topic_configs=list(self.topics.values()),
                                               dynamic_broker_configs=True)
-            if self.broker_id in sent.by_broker:
-                self._check_own_broker_accepted(await sent.by_broker[self.broker_id])
+            if self.broker_id in sent.brokers:
+                self._check_own_broker_accepted(await sent.response(self.broker_id))
             led = self._send_leader_and_isr(partitions, is_new=False)
-            if self.broker_id in led.by_broker:
-                await led.by_broker[self.broker_id]
+            if self.broker_id in led.brokers:
+                await led.response(self.broker_id)
             # A cluster's controller may find what its predecessor left unfinished (nothing, on a single
             # node): partitions never given a state or without a live leader, replicas back in service,
             # reassignments, deletions.
@@ -299,7 +281,8 @@ class KafkaController:
             for record in created:
                 self.topics[record.name] = record
                 warn_deprecated_topic_configs(record.name, record.configs)
-            propagated = self._announce_new_partitions(created, [(t, i) for t in created for i in t.partitions])
+            propagated = self._announce_new_partitions(created,
+                                                       [(t, i) for t in created for i in t.partitions]).all()
             self.log.info("Created topic(s) {topics}", topics=", ".join(r.name for r in created))
         finally:
             self._lock.release()
@@ -311,16 +294,16 @@ class KafkaController:
                                       f"every broker{_in_time(timeout_ms)}")
         return results
 
-    def _announce_new_partitions(self, topics: list[TopicRecord], partitions: list[tuple[TopicRecord, int]]):
+    def _announce_new_partitions(self, topics: list[TopicRecord], partitions: list[tuple[TopicRecord, int]]) -> Sent:
         """Tell every broker about new partitions (of new ``topics``, whose configs go first)."""
         # Per broker the channel is a FIFO: the configs arrive before LeaderAndIsr
         # creates the logs, and the partition states last.
         sends = []
         if topics:
-            sends.append(self._send_topic_configs(self.live_brokers, topics).all())
-        sends.append(self._send_leader_and_isr(partitions, is_new=True).all())
-        sends.append(self._send_update_metadata(self.live_brokers, partitions).all())
-        return gatherResults(sends, consumeErrors=True)
+            sends.append(self._send_topic_configs(self.live_brokers, topics))
+        sends.append(self._send_leader_and_isr(partitions, is_new=True))
+        sends.append(self._send_update_metadata(self.live_brokers, partitions))
+        return Sent.combine(*sends)
 
     def _new_partition(self, replicas: list[int]) -> PartitionRecord:
         return PartitionRecord(replicas=tuple(replicas), leader=self._first_live(replicas), leader_epoch=0,
@@ -357,7 +340,7 @@ class KafkaController:
             added = {index: self._new_partition(replicas) for index, replicas in new.items()}
             await self._persist(self._store.set_partitions(name, added))
             topic = self.topics[name] = self.topics[name].with_partitions(added)
-            propagated = self._announce_new_partitions([], [(topic, i) for i in new])
+            propagated = self._announce_new_partitions([], [(topic, i) for i in new]).all()
             self.log.info("Topic {topic} grew to {count} partitions", topic=name, count=count)
         finally:
             self._lock.release()
@@ -398,8 +381,8 @@ class KafkaController:
             await self._persist(self._store.delete_topics([t.name for t in doomed]))
             for topic in doomed:
                 del self.topics[topic.name]
-            propagated = gatherResults([self._send_update_metadata(self.live_brokers, partitions, deleting=True).all(),
-                                        self._send_stop_replica(partitions, delete=True).all()], consumeErrors=True)
+            propagated = Sent.combine(self._send_update_metadata(self.live_brokers, partitions, deleting=True),
+                                      self._send_stop_replica(partitions, delete=True)).all()
             self.log.info("Deleted topic(s) {topics}", topics=", ".join(t.name for t in doomed))
         finally:
             self._lock.release()
@@ -444,14 +427,14 @@ class KafkaController:
                 return
             warn_deprecated_topic_configs(name, configs)
             await self._persist(self._store.set_topic_configs(name, configs))
-            propagated = self._topic_configs_changed(topic, configs)
+            propagated = self._topic_configs_changed(topic, configs).all()
         finally:
             self._lock.release()
         await propagated
 
-    def _topic_configs_changed(self, topic: TopicRecord, configs: Mapping[str, str]) -> Deferred:
+    def _topic_configs_changed(self, topic: TopicRecord, configs: Mapping[str, str]) -> Sent:
         topic = self.topics[topic.name] = topic.with_configs(configs)
-        return self._send_topic_configs(self.live_brokers, [topic]).all()
+        return self._send_topic_configs(self.live_brokers, [topic])
 
     async def alter_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
         """Replace the dynamic configs of ``entity`` (ZooKeeper's /config/brokers/<id|<default>>).
@@ -464,12 +447,12 @@ class KafkaController:
         await self._lock.acquire()
         try:
             await self._persist(self._store.set_broker_configs(entity, configs))
-            propagated = self._broker_configs_changed(entity, configs)
+            propagated = self._broker_configs_changed(entity, configs).all()
         finally:
             self._lock.release()
         await propagated
 
-    def _broker_configs_changed(self, entity: str, configs: Mapping[str, str]) -> Deferred:
+    def _broker_configs_changed(self, entity: str, configs: Mapping[str, str]) -> Sent:
         if configs:
             self.broker_configs[entity] = dict(configs)
         else:
@@ -477,7 +460,7 @@ class KafkaController:
         self.log.info("Dynamic configs of broker {entity} are now {keys}",
                       entity=entity or "<default>", keys=", ".join(sorted(configs)) or "none")
         targets = [b for b in self.live_brokers if entity == "" or str(b) == entity]
-        return self._send_update_metadata(targets, [], dynamic_broker_configs=True).all()
+        return self._send_update_metadata(targets, [], dynamic_broker_configs=True)
 
     # -- what the cluster changed (a cluster's watches on ZooKeeper) ---------------------
 
@@ -678,7 +661,8 @@ class KafkaController:
     def _stop_replicas_of_deleted(self, name: str, partitions: list[tuple[TopicRecord, int]],
                                   only: Iterable[int] | None = None) -> None:
         sent = self._send_stop_replica(partitions, delete=True, only=only)
-        for broker_id, d in sent.by_broker.items():
+        for broker_id in sent.brokers:
+            d = sent.response(broker_id)
             d.addCallback(self._replica_deleted, name, broker_id)
             d.addErrback(lambda f: None)    # retried when the broker comes back
 
@@ -781,7 +765,7 @@ class KafkaController:
     # -- leader elections ---------------------------------------------------------------
 
     async def elect_leaders(self, election_type: ElectionType,
-                            partitions: Iterable[TopicPartition] | None) -> dict[TopicPartition, ElectionResult]:
+                            partitions: Iterable[TopicPartition] | None) -> dict[TopicPartition, ElectionOutcome]:
         """ElectLeaders (KIP-460): a preferred or unclean election for each partition (None: all).
 
         Per partition, as Kafka's ``processReplicaLeaderElection``: unknown
@@ -795,43 +779,43 @@ class KafkaController:
         return await self._locked(self._elect_leaders, election_type, partitions)
 
     async def _elect_leaders(self, election_type: ElectionType,
-                             partitions: Iterable[TopicPartition] | None) -> dict[TopicPartition, ElectionResult]:
+                             partitions: Iterable[TopicPartition] | None) -> dict[TopicPartition, ElectionOutcome]:
         if partitions is None:
             partitions = [(t.name, i) for t in self.topics.values() for i in t.partitions]
-        results: dict[TopicPartition, ElectionResult] = {}
+        results: dict[TopicPartition, ElectionOutcome] = {}
         changes: dict[TopicPartition, PartitionRecord] = {}
         electable = self._electable_brokers()
         for name, index in partitions:
             topic = self.topics.get(name)
             record = topic.partitions.get(index) if topic is not None else None
             if record is None or not record.has_state:
-                results[(name, index)] = ElectionResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                results[(name, index)] = ElectionOutcome(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                                         "The partition does not exist.")
                 continue
             if name in self.deleting:
-                results[(name, index)] = ElectionResult(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                results[(name, index)] = ElectionOutcome(ErrorCode.INVALID_TOPIC_EXCEPTION,
                                                         "The topic is being deleted")
                 continue
             if election_type == ElectionType.PREFERRED:
                 if record.leader == record.replicas[0]:
-                    results[(name, index)] = ElectionResult(ErrorCode.ELECTION_NOT_NEEDED)
+                    results[(name, index)] = ElectionOutcome(ErrorCode.ELECTION_NOT_NEEDED)
                     continue
                 elected = election.preferred(record, electable)
                 failure = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
                 strategy = "PreferredReplicaPartitionLeaderElectionStrategy"
             else:
                 if record.leader != NO_LEADER and record.leader in self.live_brokers:
-                    results[(name, index)] = ElectionResult(ErrorCode.ELECTION_NOT_NEEDED)
+                    results[(name, index)] = ElectionOutcome(ErrorCode.ELECTION_NOT_NEEDED)
                     continue
                 elected = election.offline(record, electable, unclean=True)
                 failure = ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
                 strategy = "OfflinePartitionLeaderElectionStrategy(true)"
             if elected is None:
-                results[(name, index)] = ElectionResult(
+                results[(name, index)] = ElectionOutcome(
                     failure, f"Failed to elect leader for partition {name}-{index} under strategy {strategy}")
                 continue
             changes[(name, index)] = elected
-            results[(name, index)] = ElectionResult(ErrorCode.NONE, None, elected.leader)
+            results[(name, index)] = ElectionOutcome(ErrorCode.NONE, None, elected.leader)
         await self._write(changes)
         self._announce(changes)
         if changes:
@@ -1002,7 +986,7 @@ class KafkaController:
                     await self._maybe_complete_reassignment(topic.name, index)
 
     def list_partition_reassignments(self, partitions: Iterable[TopicPartition] | None,
-                                     ) -> dict[TopicPartition, Reassignment]:
+                                     ) -> dict[TopicPartition, ReassignmentState]:
         """ListPartitionReassignments: the ongoing reassignments among ``partitions`` (None: all)."""
         self.require_active()
         if partitions is None:
@@ -1012,7 +996,7 @@ class KafkaController:
             topic = self.topics.get(name)
             record = topic.partitions.get(index) if topic is not None else None
             if record is not None and record.is_being_reassigned:
-                ongoing[(name, index)] = Reassignment(record.replicas, record.adding_replicas,
+                ongoing[(name, index)] = ReassignmentState(record.replicas, record.adding_replicas,
                                                       record.removing_replicas)
         return ongoing
 
@@ -1072,19 +1056,19 @@ class KafkaController:
             self.topics[name] = self.topics[name].with_partitions(records)
 
     def _announce(self, changes: Mapping[TopicPartition, PartitionRecord],
-                  also_update: Iterable[TopicPartition] = (), *, always: bool = False) -> Deferred:
+                  also_update: Iterable[TopicPartition] = (), *, always: bool = False) -> Sent:
         """LeaderAndIsr to the live replicas of changed partitions, UpdateMetadata for them (and for
         ``also_update``) to every live broker; with ``always`` UpdateMetadata goes even when nothing
         changed, so brokers learn the live brokers."""
         partitions = [(self.topics[n], i) for n, i in changes]
         update = partitions + [(self.topics[n], i) for n, i in also_update if n in self.topics]
         if not update and not always:
-            return gatherResults([])
+            return Sent()
         sends = []
         if partitions:
-            sends.append(self._send_leader_and_isr(partitions, is_new=False).all())
-        sends.append(self._send_update_metadata(self.live_brokers, update).all())
-        return gatherResults(sends, consumeErrors=True)
+            sends.append(self._send_leader_and_isr(partitions, is_new=False))
+        sends.append(self._send_update_metadata(self.live_brokers, update))
+        return Sent.combine(*sends)
 
     # -- requests to brokers -----------------------------------------------------------
 
@@ -1134,9 +1118,9 @@ class KafkaController:
                                 for i in sorted(idx)])
                             for name, idx in by_topic.items()],
                         live_leaders=live_leaders)
-            sent.by_broker[broker_id] = self._channels.send(
+            sent.add(broker_id, self._channels.send(
                 broker_id, ApiKey.LEADER_AND_ISR, LEADER_AND_ISR_VERSION, request).addCallback(
-                self._check_response, "LeaderAndIsr", broker_id)
+                self._check_response, "LeaderAndIsr", broker_id))
         return sent
 
     @staticmethod
@@ -1191,9 +1175,9 @@ class KafkaController:
                         dynamic_broker_configs=(self._dynamic_broker_configs_for(broker_id)
                                                 if dynamic_broker_configs else None),
                         live_brokers=live)
-            sent.by_broker[broker_id] = self._channels.send(
+            sent.add(broker_id, self._channels.send(
                 broker_id, ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION, request).addCallback(
-                self._check_response, "UpdateMetadata", broker_id)
+                self._check_response, "UpdateMetadata", broker_id))
         return sent
 
     def _send_stop_replica(self, partitions: list[tuple[TopicRecord, int]], *, delete: bool,
@@ -1218,9 +1202,9 @@ class KafkaController:
                                 partition_index=i, leader_epoch=LEADER_DURING_DELETE if delete else epoch,
                                 delete_partition=delete) for i, epoch in sorted(entries)])
                             for name, entries in by_topic.items()])
-            sent.by_broker[broker_id] = self._channels.send(
+            sent.add(broker_id, self._channels.send(
                 broker_id, ApiKey.STOP_REPLICA, STOP_REPLICA_VERSION, request).addCallback(
-                self._check_response, "StopReplica", broker_id)
+                self._check_response, "StopReplica", broker_id))
         return sent
 
     def config_inter_broker_listener(self, broker: LiveBroker) -> str:
@@ -1234,16 +1218,68 @@ class KafkaController:
 
 
 class Sent:
-    """The requests of one kind sent to several brokers: each broker's response Deferred."""
+    """Requests sent to brokers: each broker's outcome, kept until someone asks.
+
+    A change is announced whether or not anybody waits for the brokers to
+    confirm it; a channel that closes (the controller resigned, the broker
+    died) fails its requests, and such an outcome is only reported to those
+    who asked (``response``, ``all``) -- never left as an unhandled failure.
+    """
 
     def __init__(self) -> None:
-        self.by_broker: dict[int, Deferred] = {}
+        self._pending: list[tuple[int, Callable[[], Deferred]]] = []
+
+    def add(self, broker_id: int, d: Deferred) -> None:
+        outcome: list = []
+        waiters: list[Deferred] = []
+
+        def done(result):
+            outcome.append(result)
+            for waiter in waiters:
+                if isinstance(result, Failure):
+                    waiter.errback(result)
+                else:
+                    waiter.callback(result)
+            waiters.clear()
+            return None      # consumed here; reported to whoever asks
+
+        def response() -> Deferred:
+            waiter: Deferred = Deferred()
+            if outcome:
+                if isinstance(outcome[0], Failure):
+                    waiter.errback(outcome[0])
+                else:
+                    waiter.callback(outcome[0])
+            else:
+                waiters.append(waiter)
+            return waiter
+
+        d.addBoth(done)
+        self._pending.append((broker_id, response))
+
+    @property
+    def brokers(self) -> list[int]:
+        return [b for b, _ in self._pending]
+
+    def response(self, broker_id: int) -> Deferred:
+        """The response of ``broker_id`` (the first one sent to it)."""
+        for b, response in self._pending:
+            if b == broker_id:
+                return response()
+        raise KeyError(broker_id)
 
     def all(self) -> Deferred:
-        """Fires when every broker answered (fails if one could not be reached before the channel closed)."""
-        return gatherResults(list(self.by_broker.values()), consumeErrors=True)
+        """Fires when every broker answered (fails if one could not be reached before its channel closed)."""
+        return gatherResults([response() for _, response in self._pending], consumeErrors=True)
+
+    @classmethod
+    def combine(cls, *sents: Sent) -> Sent:
+        combined = cls()
+        for sent in sents:
+            combined._pending.extend(sent._pending)
+        return combined
 
 
-__all__ = ["KafkaController", "LiveBroker", "ElectionResult", "Reassignment", "LEADER_DURING_DELETE",
+__all__ = ["KafkaController", "LiveBroker", "LEADER_DURING_DELETE",
            "SECURITY_PROTOCOL_IDS", "LEADER_AND_ISR_VERSION", "UPDATE_METADATA_VERSION", "STOP_REPLICA_VERSION",
            "NO_STATE"]

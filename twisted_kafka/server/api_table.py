@@ -31,11 +31,13 @@ from .handlers.delete_records import DeleteRecordsHandler
 from .handlers.delete_topics import DeleteTopicsHandler
 from .handlers.describe_cluster import DescribeClusterHandler
 from .handlers.describe_configs import DescribeConfigsHandler
+from .handlers.elect_leaders import ElectLeadersHandler
 from .handlers.fetch import FetchHandler
 from .handlers.list_offsets import ListOffsetsHandler
 from .handlers.metadata import MetadataHandler
 from .handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
 from .handlers.produce import ProduceHandler
+from .handlers.reassignments import AlterPartitionReassignmentsHandler, ListPartitionReassignmentsHandler
 from .metadata_cache import MetadataCache
 from .replica_manager import ReplicaManager
 
@@ -63,6 +65,9 @@ def broker_handlers(*, advertised_keys: Callable[[RequestContext], list[int]], r
         AlterConfigsHandler(admin_manager),
         IncrementalAlterConfigsHandler(admin_manager),
         DescribeClusterHandler(metadata_cache),
+        ElectLeadersHandler(admin_manager),
+        AlterPartitionReassignmentsHandler(admin_manager),
+        ListPartitionReassignmentsHandler(admin_manager),
     ]
 
 

@@ -199,6 +199,8 @@ class ZkClient:
         return False
 
     def _state_changed(self, state) -> None:
+        if self._closed:
+            return          # the session ends because we closed it
         previous = self.state
         self.state = state
         if state == CONNECTED:

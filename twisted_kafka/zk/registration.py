@@ -115,7 +115,12 @@ class BrokerRegistration(Service):
         if self._registering is None or self._registering.called:
             return succeed(None)
         d: Deferred = Deferred()
-        self._registering.addBoth(lambda result: d.callback(None) or result)
+
+        def done(result):
+            d.callback(None)
+            return result
+
+        self._registering.addBoth(done)
         return d
 
     def register(self) -> Deferred:
