@@ -28,7 +28,8 @@ from tests.support.zookeeper import ZooKeeperServer
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if {"broker", "broker_factory", "zookeeper"} & set(getattr(item, "fixturenames", ())) or "/integration/" in str(item.path):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if {"broker", "broker_factory", "zookeeper"} & fixtures or "/integration/" in str(item.path):
             item.add_marker(pytest.mark.integration)
 
 
