@@ -26,8 +26,8 @@ leadership (or, in Kafka's ZooKeeper mode, an ISR shrink by the controller)
 changes, and the partition epoch -- the state znode's version -- grows by
 one with every write.
 
-``expand_isr`` stands in for the leader's AlterPartition (API 56) until
-replication exists: a replica that is alive joins the ISR of a partition
+``expand_isr`` and ``shrink_isr`` stand in for the leader's AlterPartition
+(API 56) until replication exists: a replica that is alive joins the ISR of a partition
 whose leader is alive (the partition epoch moves, the leader epoch does
 not), so the ISR the controller manages is "the assigned replicas that are
 alive".  Once followers fetch, the leader reports its ISR and this
@@ -144,6 +144,17 @@ def without_dead_leader(record: PartitionRecord, live: Collection[int]) -> Parti
     return without_replica(record, record.leader)
 
 
+def shrink_isr(record: PartitionRecord, live: Collection[int]) -> PartitionRecord | None:
+    """Phase-A stand-in for the leader's ISR shrink: replicas that are not alive leave the ISR (the
+    last member stays); a broker's failure does this as it happens, this catches up on failures no
+    controller saw (they happened while the controller moved)."""
+    current = record
+    for broker in record.isr:
+        if broker not in live:
+            current = without_replica(current, broker) or current
+    return None if current is record else current
+
+
 def expand_isr(record: PartitionRecord, live: Collection[int]) -> PartitionRecord | None:
     """Phase-A stand-in for AlterPartition (see the module docstring); None when nothing changes."""
     if record.leader == NO_LEADER or record.leader not in live:
@@ -157,4 +168,4 @@ def expand_isr(record: PartitionRecord, live: Collection[int]) -> PartitionRecor
 
 
 __all__ = ["ElectionType", "initial_state", "offline", "reassign", "preferred", "controlled_shutdown",
-           "without_replica", "without_dead_leader", "expand_isr", "with_leader", "next_epoch", "compose"]
+           "without_replica", "without_dead_leader", "shrink_isr", "expand_isr", "with_leader", "next_epoch", "compose"]

@@ -562,6 +562,7 @@ class KafkaController:
                     steps.append(partial(election.offline, live=electable, unclean=self._unclean_allowed(topic.name)))
                     # No replica could take over from a dead leader: the partition is offline.
                     steps.append(partial(election.without_dead_leader, live=self.live_brokers))
+                steps.append(partial(election.shrink_isr, live=self.live_brokers))
                 steps.append(partial(election.expand_isr, live=electable))
                 updated = election.compose(record, *steps)
                 if updated is not None:
