@@ -22,6 +22,16 @@ checkpoints and clean-shutdown marker (2), the pool (1).
 
 The broker's identity (``meta.properties``) is read when the server is built,
 so every part is built with the broker id it runs as.
+
+In a ZooKeeper cluster (``zookeeper.connect``) building the server also
+opens the ZooKeeper session and settles the identity there (persistent
+paths, ``/cluster/id``, a generated broker id), before the reactor runs, as
+Kafka's startup does.  The children are then: the pool, ``ZooKeeperSession``
+(closes the session once everything else has stopped), the LogManager, the
+handler pools, the SocketServer, ``BrokerRegistration`` (the ephemeral
+``/brokers/ids/<id>`` with the bound ports; its czxid is the broker epoch),
+``ZkControllerService`` (competes for ``/controller``; returns once a
+controller has told this broker its metadata) and the lifecycle manager.
 """
 
 from __future__ import annotations
