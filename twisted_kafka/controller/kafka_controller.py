@@ -160,6 +160,7 @@ class KafkaController:
                 raise
             self.topics = dict(state.topics)
             self.broker_configs = dict(state.broker_configs)
+            self.live_brokers.clear()           # a controller elected again starts from what is registered now
             self.shutting_down.clear()
             self.deleting.clear()
             for broker in live:

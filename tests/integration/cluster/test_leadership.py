@@ -34,8 +34,8 @@ def cluster(tmp_path, zookeeper, zk_chroot):
     cluster = Cluster(tmp_path, zookeeper, zk_chroot, overrides={"auto.leader.rebalance.enable": "false"})
     cluster.start()
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
-    admin.create_topics([NewTopic("t", num_partitions=3, replica_assignment=[ASSIGNMENT[p] for p in sorted(ASSIGNMENT)])],
-                        operation_timeout=10)["t"].result(30)
+    topic = NewTopic("t", num_partitions=3, replica_assignment=[ASSIGNMENT[p] for p in sorted(ASSIGNMENT)])
+    admin.create_topics([topic], operation_timeout=10)["t"].result(30)
     cluster.wait_consistent(lambda md: "t" in md.topics and md.leaders("t") == {0: 1, 1: 2, 2: 3})
     yield cluster
     cluster.kill_all()
