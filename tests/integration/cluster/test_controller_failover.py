@@ -7,6 +7,7 @@ each test has its own ZooKeeper chroot, hence its own cluster.
 from __future__ import annotations
 
 import json
+import signal
 import uuid
 
 import pytest
@@ -130,3 +131,27 @@ def test_a_generated_broker_id_joins_the_cluster(tmp_path, zookeeper, zk_chroot,
         cluster.wait_consistent(lambda md: md.broker_ids == [1, 2, 3, 1001])
     finally:
         assert extra.stop() == 0
+
+
+def test_a_paused_controller_loses_its_session_resigns_and_rejoins(cluster):
+    """A controller frozen longer than its session timeout (a long GC pause, a stopped VM): the others
+    elect a new one; when it resumes, its session has expired -- it resigns, registers again with a new
+    broker epoch, and follows the new controller."""
+    old = cluster.controller_id()
+    old_epoch = cluster.controller_epoch()
+    old_broker_epoch = cluster.broker_epoch(old)
+    cluster.wait_consistent(lambda md: md.broker_ids == [1, 2, 3])
+    frozen = cluster.broker(old).process
+    frozen.send_signal(signal.SIGSTOP)
+    try:
+        new = cluster.wait_for_controller(other_than=old)
+        assert cluster.controller_epoch() > old_epoch
+        wait_until(lambda: old not in cluster.registered(), 30, what="the frozen broker's registration to expire")
+    finally:
+        frozen.send_signal(signal.SIGCONT)
+    wait_until(lambda: (epoch := cluster.broker_epoch(old)) is not None and epoch > old_broker_epoch, 30,
+               what="the resumed broker to register again")
+    md = cluster.wait_consistent(lambda md: md.broker_ids == [1, 2, 3] and md.controller == new)
+    assert md.controller == cluster.controller_id() == new
+    log = cluster.broker(old).log_text()
+    assert "registering broker" in log and "resigns as controller" in log
