@@ -26,7 +26,7 @@ from tests.support.wait import wait_until
 __all__ = ["Cluster", "ClusterMetadata", "SESSION_TIMEOUT_MS"]
 
 #: The brokers' ZooKeeper session timeout: a killed broker's registration goes after this long.
-SESSION_TIMEOUT_MS = 2000
+SESSION_TIMEOUT_MS = 3000
 
 
 @dataclass(frozen=True)
