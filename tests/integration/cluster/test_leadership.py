@@ -129,3 +129,23 @@ def test_reassignment_requests_on_a_broker_that_is_not_the_controller(cluster):
     assert md.partitions("t")[1].leader == 2                        # still in the target replicas: stays
     listed = raw(cluster, other, LPR(timeout_ms=10000, topics=None), 0)
     assert (listed.error_code, listed.topics) == (0, [])
+
+
+def test_the_controller_moves_leadership_back_to_preferred_replicas_by_itself(tmp_path, zookeeper, zk_chroot):
+    cluster = Cluster(tmp_path, zookeeper, zk_chroot, overrides={
+        "auto.leader.rebalance.enable": "true", "leader.imbalance.check.interval.seconds": "1"})
+    cluster.start()
+    try:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
+        topic = NewTopic("t", num_partitions=3, replica_assignment=[ASSIGNMENT[p] for p in sorted(ASSIGNMENT)])
+        admin.create_topics([topic], operation_timeout=10)["t"].result(30)
+        victim = next(b for b in (1, 2, 3) if b != cluster.controller_id())
+        cluster.broker(victim).kill()
+        cluster.wait_consistent(lambda md: victim not in md.broker_ids and victim not in md.leaders("t").values())
+        cluster.broker(victim).start()
+        # back in the ISRs, then -- within a check or two -- leading its preferred partition again
+        cluster.wait_consistent(lambda md: md.leaders("t") == {0: 1, 1: 2, 2: 3}, timeout=30)
+        assert "Leader imbalance above leader.imbalance.per.broker.percentage" in \
+            cluster.broker(cluster.controller_id()).log_text()
+    finally:
+        cluster.kill_all()
