@@ -33,6 +33,21 @@ if TYPE_CHECKING:
     from .kafka_controller import KafkaController
 
 
+#: The client id a broker's requests to the controller carry ends with this: the controller's broker
+#: answers them itself and never forwards them again (two brokers briefly disagreeing about who the
+#: controller is must not pass a request back and forth).
+FORWARDED_SUFFIX = "-to-controller"
+
+
+def forwarding_client_id(broker_id: int) -> str:
+    return f"broker-{broker_id}{FORWARDED_SUFFIX}"
+
+
+def forwarded(client_id: str | None) -> bool:
+    """Whether a request came from another broker on its way to the controller."""
+    return bool(client_id) and str(client_id).endswith(FORWARDED_SUFFIX)
+
+
 @dataclass
 class NewTopic:
     name: str
@@ -105,24 +120,29 @@ class ControllerClient(ABC):
     async def alter_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
         """Replace the dynamic configs of a broker id or "" (the cluster default); brokers are told first."""
 
+    # The controller's own operations.  ``forward`` False: only this broker's controller may answer
+    # (NOT_CONTROLLER otherwise) -- a request forwarded by another broker is never sent on again.
+
     @abstractmethod
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[tuple[str, int]]:
-        """Move leadership off a stopping broker; the partitions it still leads."""
+        """Move leadership off a stopping broker; the partitions it still leads.  (Asked for another
+        broker -- a ControlledShutdown received -- only the active controller answers.)"""
 
     @abstractmethod
     async def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]] | None, *,
-                            timeout_ms: int) -> dict[tuple[str, int], ElectionOutcome]:
+                            timeout_ms: int, forward: bool = True) -> dict[tuple[str, int], ElectionOutcome]:
         """ElectLeaders: per partition (None: every partition) the error, message and elected leader."""
 
     @abstractmethod
     async def alter_partition_reassignments(self, targets: dict[tuple[str, int], list[int] | None], *,
                                             allow_replication_factor_change: bool = True, timeout_ms: int = 0,
+                                            forward: bool = True,
                                             ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
         """AlterPartitionReassignments: per partition (error, message)."""
 
     @abstractmethod
     async def list_partition_reassignments(self, partitions: list[tuple[str, int]] | None, *, timeout_ms: int = 0,
-                                           ) -> dict[tuple[str, int], ReassignmentState]:
+                                           forward: bool = True) -> dict[tuple[str, int], ReassignmentState]:
         """ListPartitionReassignments: the ongoing reassignments among ``partitions`` (None: all)."""
 
 
@@ -157,16 +177,17 @@ class LocalControllerClient(ControllerClient):
     async def controlled_shutdown(self, broker_id, broker_epoch):
         return await self._controller.controlled_shutdown(broker_id, broker_epoch)
 
-    async def elect_leaders(self, election_type, partitions, *, timeout_ms):
+    async def elect_leaders(self, election_type, partitions, *, timeout_ms, forward=True):
         from .election import ElectionType
 
         return await self._controller.elect_leaders(ElectionType(election_type), partitions)
 
-    async def alter_partition_reassignments(self, targets, *, allow_replication_factor_change=True, timeout_ms=0):
+    async def alter_partition_reassignments(self, targets, *, allow_replication_factor_change=True, timeout_ms=0,
+                                            forward=True):
         return await self._controller.alter_partition_reassignments(
             targets, allow_replication_factor_change=allow_replication_factor_change)
 
-    async def list_partition_reassignments(self, partitions, *, timeout_ms=0):
+    async def list_partition_reassignments(self, partitions, *, timeout_ms=0, forward=True):
         return self._controller.list_partition_reassignments(partitions)
 
 
@@ -200,15 +221,16 @@ class NoControllerClient(ControllerClient):
     async def controlled_shutdown(self, broker_id, broker_epoch):
         self._refuse()
 
-    async def elect_leaders(self, election_type, partitions, *, timeout_ms):
+    async def elect_leaders(self, election_type, partitions, *, timeout_ms, forward=True):
         self._refuse()
 
-    async def alter_partition_reassignments(self, targets, *, allow_replication_factor_change=True, timeout_ms=0):
+    async def alter_partition_reassignments(self, targets, *, allow_replication_factor_change=True, timeout_ms=0,
+                                            forward=True):
         self._refuse()
 
-    async def list_partition_reassignments(self, partitions, *, timeout_ms=0):
+    async def list_partition_reassignments(self, partitions, *, timeout_ms=0, forward=True):
         self._refuse()
 
 
 __all__ = ["ControllerClient", "LocalControllerClient", "NoControllerClient", "NewTopic", "TopicResult",
-           "ElectionOutcome", "ReassignmentState"]
+           "ElectionOutcome", "ReassignmentState", "forwarded", "forwarding_client_id", "FORWARDED_SUFFIX"]

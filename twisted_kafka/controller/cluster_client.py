@@ -35,7 +35,10 @@ from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.zk.admin import ZkAdmin
 
-from .client import ControllerClient, ElectionOutcome, LocalControllerClient, NewTopic, ReassignmentState, TopicResult
+from .client import (
+    ControllerClient, ElectionOutcome, LocalControllerClient, NewTopic, ReassignmentState, TopicResult,
+    forwarding_client_id,
+)
 from .topic_names import collision_key
 from .topic_planner import plan_partitions, plan_topic
 
@@ -114,7 +117,7 @@ class ClusterControllerClient(ControllerClient):
         listener = config["control.plane.listener.name"] or config["inter.broker.listener.name"] \
             or config["security.inter.broker.protocol"]
         self.link = ControllerLink(reactor=reactor, admin=admin, listener_name=listener,
-                                   client_id=f"broker-{broker_id}",
+                                   client_id=forwarding_client_id(broker_id),
                                    timeout=config["controller.socket.timeout.ms"] / 1000.0)
 
     @property
@@ -239,16 +242,23 @@ class ClusterControllerClient(ControllerClient):
     def _local_active(self) -> bool:
         return self.local.controller_id == self.broker_id
 
-    def _controller(self) -> int:
+    def _controller(self, forward: bool = True) -> int:
         controller = self.controller_id
-        if controller is None:
-            raise KafkaError(ErrorCode.NOT_CONTROLLER, "There is no controller")
+        if controller is None or not forward:
+            raise KafkaError(ErrorCode.NOT_CONTROLLER, "This broker is not the active controller"
+                             if controller is not None else "There is no controller")
         return controller
 
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[tuple[str, int]]:
-        """Kafka's ``KafkaServer.controlledShutdown`` round: to the controller wherever it is; a moving
-        controller (NOT_CONTROLLER, a lost connection) is found again and asked again, at most
-        ``controlled.shutdown.max.retries`` times ``controlled.shutdown.retry.backoff.ms`` apart."""
+        """This broker's own shutdown: Kafka's ``KafkaServer.controlledShutdown`` round, to the controller
+        wherever it is; a moving controller (NOT_CONTROLLER, a lost connection) is found again and asked
+        again, at most ``controlled.shutdown.max.retries`` times ``controlled.shutdown.retry.backoff.ms``
+        apart.  For another broker (its ControlledShutdown received here), only the active controller
+        answers: it is never passed on."""
+        if broker_id != self.broker_id:
+            if not self._local_active():
+                raise KafkaError(ErrorCode.NOT_CONTROLLER, "This broker is not the active controller")
+            return await self.local.controlled_shutdown(broker_id, broker_epoch)
         attempts = max(1, self.config["controlled.shutdown.max.retries"])
         backoff = self.config["controlled.shutdown.retry.backoff.ms"] / 1000.0
         for attempt in range(attempts):
@@ -270,9 +280,10 @@ class ClusterControllerClient(ControllerClient):
         raise KafkaError(ErrorCode.NOT_CONTROLLER, "There is no controller")
 
     async def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]] | None, *,
-                            timeout_ms: int) -> dict[tuple[str, int], ElectionOutcome]:
+                            timeout_ms: int, forward: bool = True) -> dict[tuple[str, int], ElectionOutcome]:
         if self._local_active():
             return await self.local.elect_leaders(election_type, partitions, timeout_ms=timeout_ms)
+        controller = self._controller(forward)
         R = m.ElectLeadersRequest
         topics = None
         if partitions is not None:
@@ -280,23 +291,25 @@ class ClusterControllerClient(ControllerClient):
             for topic, index in partitions:
                 by_topic.setdefault(topic, []).append(index)
             topics = [R.TopicPartitions(topic=t, partitions=sorted(p)) for t, p in by_topic.items()]
-        response = await self.link.request(self._controller(), R(
+        response = await self.link.request(controller, R(
             election_type=election_type, topic_partitions=topics, timeout_ms=timeout_ms), ELECT_LEADERS_VERSION)
         if response.error_code:
             raise KafkaError(ErrorCode(response.error_code), None)
         return {(r.topic, p.partition_id): ElectionOutcome(ErrorCode(p.error_code), p.error_message)
                 for r in response.replica_election_results for p in r.partition_result}
 
-    async def alter_partition_reassignments(self, targets, *, allow_replication_factor_change=True, timeout_ms=0):
+    async def alter_partition_reassignments(self, targets, *, allow_replication_factor_change=True, timeout_ms=0,
+                                            forward=True):
         if self._local_active():
             return await self.local.alter_partition_reassignments(
                 targets, allow_replication_factor_change=allow_replication_factor_change)
+        controller = self._controller(forward)
         R = m.AlterPartitionReassignmentsRequest
         by_topic: dict[str, list[Any]] = {}
         for (topic, index), replicas in targets.items():
             by_topic.setdefault(topic, []).append(R.ReassignableTopic.ReassignablePartition(
                 partition_index=index, replicas=replicas))
-        response = await self.link.request(self._controller(), R(
+        response = await self.link.request(controller, R(
             timeout_ms=timeout_ms, allow_replication_factor_change=allow_replication_factor_change,
             topics=[R.ReassignableTopic(name=t, partitions=p) for t, p in by_topic.items()]),
             ALTER_REASSIGNMENTS_VERSION)
@@ -305,9 +318,10 @@ class ClusterControllerClient(ControllerClient):
         return {(t.name, p.partition_index): (ErrorCode(p.error_code), p.error_message)
                 for t in response.responses for p in t.partitions}
 
-    async def list_partition_reassignments(self, partitions, *, timeout_ms=0):
+    async def list_partition_reassignments(self, partitions, *, timeout_ms=0, forward=True):
         if self._local_active():
             return await self.local.list_partition_reassignments(partitions)
+        controller = self._controller(forward)
         R = m.ListPartitionReassignmentsRequest
         topics = None
         if partitions is not None:
@@ -316,7 +330,7 @@ class ClusterControllerClient(ControllerClient):
                 by_topic.setdefault(topic, []).append(index)
             topics = [R.ListPartitionReassignmentsTopics(name=t, partition_indexes=sorted(p))
                       for t, p in by_topic.items()]
-        response = await self.link.request(self._controller(), R(timeout_ms=timeout_ms, topics=topics),
+        response = await self.link.request(controller, R(timeout_ms=timeout_ms, topics=topics),
                                            LIST_REASSIGNMENTS_VERSION)
         if response.error_code:
             raise KafkaError(ErrorCode(response.error_code), response.error_message)

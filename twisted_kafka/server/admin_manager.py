@@ -105,11 +105,13 @@ class AdminManager:
     # -- leaders and replicas -------------------------------------------------------------
 
     async def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]] | None, *,
-                            timeout_ms: int) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+                            timeout_ms: int, forward: bool = True,
+                            ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
         """ElectLeaders through the controller; as Kafka's ``ReplicaManager.electLeaders``, an elected
         partition is answered once this broker's metadata shows its new leader, or REQUEST_TIMED_OUT
         after ``timeout_ms`` (Kafka's DelayedElectLeader)."""
-        outcomes = await self.controller.elect_leaders(election_type, partitions, timeout_ms=timeout_ms)
+        outcomes = await self.controller.elect_leaders(election_type, partitions, timeout_ms=timeout_ms,
+                                                       forward=forward)
         expected = {tp: o.leader for tp, o in outcomes.items() if o.error == ErrorCode.NONE and o.leader >= 0}
 
         def shown(tp) -> bool:
@@ -128,12 +130,15 @@ class AdminManager:
                 for index in sorted(topic.partitions)]
 
     async def alter_partition_reassignments(self, targets: dict[tuple[str, int], list[int] | None], *,
-                                            allow_replication_factor_change: bool, timeout_ms: int):
+                                            allow_replication_factor_change: bool, timeout_ms: int,
+                                            forward: bool = True):
         return await self.controller.alter_partition_reassignments(
-            targets, allow_replication_factor_change=allow_replication_factor_change, timeout_ms=timeout_ms)
+            targets, allow_replication_factor_change=allow_replication_factor_change, timeout_ms=timeout_ms,
+            forward=forward)
 
-    async def list_partition_reassignments(self, partitions: list[tuple[str, int]] | None, *, timeout_ms: int):
-        return await self.controller.list_partition_reassignments(partitions, timeout_ms=timeout_ms)
+    async def list_partition_reassignments(self, partitions: list[tuple[str, int]] | None, *, timeout_ms: int,
+                                           forward: bool = True):
+        return await self.controller.list_partition_reassignments(partitions, timeout_ms=timeout_ms, forward=forward)
 
     # -- describing configs -------------------------------------------------------------
 

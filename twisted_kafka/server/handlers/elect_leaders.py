@@ -13,11 +13,13 @@ As Kafka answers it:
 * without a reachable controller every partition is NOT_CONTROLLER.
 
 Any broker takes the request: a broker that is not the controller forwards
-it to the controller's control plane.
+it to the controller's control plane (a request another broker forwarded is
+answered here or refused, never forwarded again).
 """
 
 from __future__ import annotations
 
+from twisted_kafka.controller.client import forwarded
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
@@ -52,7 +54,8 @@ class ElectLeadersHandler(ApiHandler):
         partitions = requested if requested is not None else self.admin.all_partitions()
         request.mark_local_complete()
         try:
-            results = await self.admin.elect_leaders(election_type, partitions, timeout_ms=body.timeout_ms)
+            results = await self.admin.elect_leaders(election_type, partitions, timeout_ms=body.timeout_ms,
+                                                     forward=not forwarded(request.header.client_id))
         except KafkaError as exc:
             if exc.code != ErrorCode.NOT_CONTROLLER:
                 raise

@@ -17,6 +17,7 @@ changes (KIP-860).  ListPartitionReassignments lists the ongoing ones
 
 from __future__ import annotations
 
+from twisted_kafka.controller.client import forwarded
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.registry import ApiKey
@@ -40,8 +41,9 @@ class AlterPartitionReassignmentsHandler(ApiHandler):
         targets = {(t.name, p.partition_index): (None if p.replicas is None else list(p.replicas))
                    for t in body.topics for p in t.partitions}
         request.mark_local_complete()
-        results = await self.admin.alter_partition_reassignments(targets, allow_replication_factor_change=allow,
-                                                                 timeout_ms=body.timeout_ms)
+        results = await self.admin.alter_partition_reassignments(
+            targets, allow_replication_factor_change=allow, timeout_ms=body.timeout_ms,
+            forward=not forwarded(request.header.client_id))
         by_topic: dict[str, list] = {}
         for (topic, index), (code, message) in results.items():
             by_topic.setdefault(topic, []).append(
@@ -69,7 +71,8 @@ class ListPartitionReassignmentsHandler(ApiHandler):
         if body.topics is not None:
             partitions = [(t.name, i) for t in body.topics for i in t.partition_indexes]
         request.mark_local_complete()
-        ongoing = await self.admin.list_partition_reassignments(partitions, timeout_ms=body.timeout_ms)
+        ongoing = await self.admin.list_partition_reassignments(partitions, timeout_ms=body.timeout_ms,
+                                                                forward=not forwarded(request.header.client_id))
         by_topic: dict[str, list] = {}
         for (topic, index), state in sorted(ongoing.items()):
             by_topic.setdefault(topic, []).append(LR.OngoingTopicReassignment.OngoingPartitionReassignment(
