@@ -64,7 +64,8 @@ from .channel_manager import ControllerChannelManager
 from .client import ElectionOutcome, NewTopic, ReassignmentState, TopicResult
 from .election import ElectionType
 from .metadata_store import (
-    NO_LEADER, NO_STATE, ClusterMetadataStore, ControllerMovedError, PartitionRecord, TopicRecord, topic_record,
+    NO_LEADER, NO_STATE, RECOVERED, RECOVERING, ClusterMetadataStore, ControllerMovedError, PartitionRecord,
+    TopicRecord, topic_record,
 )
 from .topic_names import collision_key
 from .topic_planner import check_assignment, plan_partitions, plan_topic
@@ -82,6 +83,16 @@ FIRST_REBALANCE_CHECK_SECONDS = 5.0
 TopicPartition = tuple[str, int]
 #: One step of a partition's state change (``election.compose``).
 Step = Callable[[PartitionRecord], "PartitionRecord | None"]
+
+
+@dataclass(frozen=True)
+class IsrChange:
+    """One partition of a leader's AlterPartition: the epochs it saw, and the ISR it wants."""
+
+    leader_epoch: int
+    partition_epoch: int
+    isr: tuple[int, ...]
+    leader_recovery_state: int = 0
 
 
 @dataclass(frozen=True)
@@ -134,6 +145,10 @@ class KafkaController:
         #: Called when this controller learns another one took over (a refused write); the cluster's
         #: ControllerService then goes back to watching ``/controller``.
         self.on_resign: Callable[[], None] | None = None
+        #: Until followers replicate, the ISR is kept to the assigned replicas that are alive
+        #: (``election.expand_isr`` / ``shrink_isr``); once leaders report their ISR with
+        #: AlterPartition (``alter_partition``), this is turned off.
+        self.isr_follows_liveness = True
 
     @property
     def reactor(self):
@@ -563,8 +578,9 @@ class KafkaController:
                     steps.append(partial(election.offline, live=electable, unclean=self._unclean_allowed(topic.name)))
                     # No replica could take over from a dead leader: the partition is offline.
                     steps.append(partial(election.without_dead_leader, live=self.live_brokers))
-                steps.append(partial(election.shrink_isr, live=self.live_brokers))
-                steps.append(partial(election.expand_isr, live=electable))
+                if self.isr_follows_liveness:
+                    steps.append(partial(election.shrink_isr, live=self.live_brokers))
+                    steps.append(partial(election.expand_isr, live=electable))
                 updated = election.compose(record, *steps)
                 if updated is not None:
                     changes[(topic.name, index)] = updated
@@ -862,6 +878,57 @@ class KafkaController:
             self.log.info("Leader imbalance above leader.imbalance.per.broker.percentage: preferred election for "
                           "{count} partition(s)", count=len(candidates))
             await self._elect_leaders(ElectionType.PREFERRED, candidates)
+
+    # -- ISR changes from leaders (AlterPartition, API 56) ------------------------------------
+
+    async def alter_partition(self, broker_id: int, broker_epoch: int,
+                              changes: Mapping[TopicPartition, IsrChange]) -> dict[TopicPartition, ErrorCode]:
+        """A leader's new ISR (Kafka's ``tryProcessAlterPartition``): the per-partition error, NONE when
+        written (or already so).  Refused whole: NOT_CONTROLLER, STALE_BROKER_EPOCH (unknown broker or
+        another epoch).  Per partition: UNKNOWN_TOPIC_OR_PARTITION; NOT_CONTROLLER when the leader is
+        ahead (a newer controller exists); FENCED_LEADER_EPOCH behind; INVALID_UPDATE_VERSION for an
+        older partition epoch; INVALID_REQUEST for a RECOVERING leader with more than itself in the ISR,
+        or going back to RECOVERING; INELIGIBLE_REPLICA for a replica that is not alive (KIP-841).
+        An accepted change completes a reassignment waiting for its targets to be in sync."""
+        self.require_active()
+        known = self.live_brokers.get(broker_id)
+        if known is None or known.epoch != broker_epoch:
+            raise KafkaError(ErrorCode.STALE_BROKER_EPOCH, f"Broker {broker_id} epoch {broker_epoch} is not current")
+        return await self._locked(self._alter_partition, broker_id, changes)
+
+    async def _alter_partition(self, broker_id: int, changes: Mapping[TopicPartition, IsrChange]):
+        results: dict[TopicPartition, ErrorCode] = {}
+        accepted: dict[TopicPartition, PartitionRecord] = {}
+        for (name, index), change in changes.items():
+            topic = self.topics.get(name)
+            record = topic.partitions.get(index) if topic is not None else None
+            if record is None or not record.has_state:
+                results[(name, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif change.partition_epoch > record.partition_epoch or change.leader_epoch > record.leader_epoch:
+                results[(name, index)] = ErrorCode.NOT_CONTROLLER
+            elif change.leader_epoch < record.leader_epoch:
+                results[(name, index)] = ErrorCode.FENCED_LEADER_EPOCH
+            elif (broker_id == record.leader and tuple(change.isr) == record.isr
+                  and change.leader_recovery_state == record.leader_recovery_state):
+                results[(name, index)] = ErrorCode.NONE            # already so
+            elif change.partition_epoch < record.partition_epoch:
+                results[(name, index)] = ErrorCode.INVALID_UPDATE_VERSION
+            elif change.leader_recovery_state == RECOVERING and (
+                    len(change.isr) > 1 or record.leader_recovery_state == RECOVERED):
+                # a recovering leader is alone in the ISR, and nothing goes back to recovering
+                results[(name, index)] = ErrorCode.INVALID_REQUEST
+            elif any(b not in self.live_brokers for b in change.isr):
+                results[(name, index)] = ErrorCode.INELIGIBLE_REPLICA
+            else:
+                accepted[(name, index)] = election.next_epoch(record, isr=tuple(change.isr),
+                                                              leader_recovery_state=change.leader_recovery_state)
+                results[(name, index)] = ErrorCode.NONE
+        await self._write(accepted)
+        if accepted:
+            self._send_update_metadata(self.live_brokers, [(self.topics[n], i) for n, i in accepted])
+        for name, index in accepted:
+            await self._maybe_complete_reassignment(name, index)
+        return results
 
     # -- partition reassignment -----------------------------------------------------------
 
@@ -1282,6 +1349,6 @@ class Sent:
         return combined
 
 
-__all__ = ["KafkaController", "LiveBroker", "LEADER_DURING_DELETE",
+__all__ = ["KafkaController", "LiveBroker", "IsrChange", "LEADER_DURING_DELETE",
            "SECURITY_PROTOCOL_IDS", "LEADER_AND_ISR_VERSION", "UPDATE_METADATA_VERSION", "STOP_REPLICA_VERSION",
            "NO_STATE"]

@@ -172,3 +172,30 @@ def test_an_inactive_controller_refuses_cluster_operations(tmp_path):
         with pytest.raises(KafkaError) as info:
             run(call)
         assert info.value.code == ErrorCode.NOT_CONTROLLER
+
+
+def test_alter_partition_is_the_seam_for_leaders_isr(tmp_path):
+    """What a leader's AlterPartition will do once followers fetch: fenced by epochs, live replicas only."""
+    from twisted_kafka.controller.kafka_controller import IsrChange
+
+    controller, channels, _ = three_brokers(tmp_path)
+    controller.isr_follows_liveness = False
+    r = controller.topics["t"].partitions[0]           # leader 0, ISR (0, 1, 2), epochs 0 / 0
+    shrink = IsrChange(r.leader_epoch, r.partition_epoch, (0, 2))
+    assert run(controller.alter_partition(0, 1, {("t", 0): shrink})) == {("t", 0): ErrorCode.NONE}
+    after = controller.topics["t"].partitions[0]
+    assert (after.isr, after.leader_epoch, after.partition_epoch) == ((0, 2), 0, 1)
+    assert run(controller.alter_partition(0, 1, {
+        ("t", 0): IsrChange(0, 0, (0,)),            # an older partition epoch
+        ("t", 1): IsrChange(5, 0, (1,)),            # ahead of the controller
+        ("t", 2): IsrChange(0, 0, (2, 9)),          # 9 is not alive
+        ("x", 0): IsrChange(0, 0, (0,))})) == {
+        ("t", 0): ErrorCode.INVALID_UPDATE_VERSION, ("t", 1): ErrorCode.NOT_CONTROLLER,
+        ("t", 2): ErrorCode.INELIGIBLE_REPLICA, ("x", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    with pytest.raises(KafkaError) as info:
+        run(controller.alter_partition(0, 99, {("t", 0): shrink}))
+    assert info.value.code == ErrorCode.STALE_BROKER_EPOCH
+    # with the ISR reported by leaders, a broker coming back does not rejoin by itself
+    run(controller.brokers_changed(brokers(0, 2)))
+    run(controller.brokers_changed(brokers(0, 1, 2)))
+    assert 1 not in controller.topics["t"].partitions[0].isr
