@@ -79,9 +79,10 @@ _group = "Broker"
 _define("broker.id", INT, -1, HIGH,
         "This broker's id in the cluster. With the default -1 and "
         "broker.id.generation.enable, an id above reserved.broker.max.id is "
-        "generated on first start and remembered in the log directories.")
+        "generated on first start and remembered in the log directories "
+        "(in a ZooKeeper cluster from the sequence /brokers/seqid, so ids are unique).")
 _define("broker.id.generation.enable", BOOLEAN, True, MEDIUM,
-        "Let the broker generate its id when broker.id is -1.")
+        "Let the broker generate its id when broker.id is -1 (and none is stored).")
 _define("reserved.broker.max.id", INT, 1000, MEDIUM,
         "Highest id an operator may assign; generated ids start above it.",
         validator=at_least(0))
@@ -543,7 +544,8 @@ _define("num.replica.fetchers", INT, 1, HIGH,
 _define("replica.high.watermark.checkpoint.interval.ms", LONG, 5000, HIGH,
         "How often high watermarks are checkpointed to disk.")
 _define("auto.leader.rebalance.enable", BOOLEAN, True, HIGH,
-        "Let the controller move leadership back to preferred replicas.")
+        "Let the controller move leadership back to preferred replicas (checked every "
+        "leader.imbalance.check.interval.seconds, once the cluster has two brokers).")
 _define("leader.imbalance.per.broker.percentage", INT, 10, HIGH,
         "Share of non-preferred leaders on a broker that triggers a rebalance.")
 _define("leader.imbalance.check.interval.seconds", LONG, 300, HIGH,
@@ -566,12 +568,15 @@ _define("zookeeper.connect", STRING, None, HIGH,
         "cluster mode, where ZooKeeper elects the controller and holds the cluster "
         "state, as in Kafka's ZooKeeper mode. Unset: the single-node embedded controller.")
 _define("zookeeper.session.timeout.ms", INT, 18000, HIGH,
-        "ZooKeeper session timeout.")
+        "ZooKeeper session timeout: a broker that stops answering is removed from the "
+        "cluster (its registration expires) after this long.")
 _define("zookeeper.connection.timeout.ms", INT, None, HIGH,
         "How long to wait for a ZooKeeper connection; when unset, "
         "zookeeper.session.timeout.ms.")
 _define("zookeeper.set.acl", BOOLEAN, False, HIGH,
-        "Create ZooKeeper nodes with secure ACLs.")
+        "Create ZooKeeper nodes with secure ACLs. They need an authenticated "
+        "ZooKeeper connection (SASL or TLS), which this broker cannot make yet: "
+        "true fails startup, as it does in Kafka without one.")
 _define("zookeeper.max.in.flight.requests", INT, 10, HIGH,
         "Unacknowledged ZooKeeper requests allowed before the client blocks.",
         validator=at_least(1))
