@@ -22,7 +22,6 @@ REPLICATION = "replication between brokers is not built yet (cluster issue)"
 ZOOKEEPER = ("the ZooKeeper client (kazoo) pipelines requests without a limit of its own; the session "
              "keys (zookeeper.connect, zookeeper.session.timeout.ms, zookeeper.connection.timeout.ms, "
              "zookeeper.set.acl) take effect")
-COMPACTION = "log compaction (cleanup.policy=compact) is not built yet"
 METRICS = "metrics are kept under Kafka's names; reporters and sampling are not configurable yet"
 REACTOR = ("the reactor's single thread does all socket I/O, so there are no network threads to size "
            "(docs/architecture.md, 'num.network.threads')")
@@ -37,7 +36,6 @@ _PREFIXES = {
     "transaction.": TRANSACTIONS,
     "replica.": REPLICATION,
     "zookeeper.": ZOOKEEPER,
-    "log.cleaner.": COMPACTION,
     "metrics.": METRICS,
 }
 

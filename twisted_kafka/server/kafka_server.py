@@ -205,6 +205,7 @@ class KafkaServer(MultiService):
                 clock=reactor):
             self.apis.register(handler)
         self.dynamic_config.add_reconfigurable(LogDefaults(self.log_manager, self.config_repository))
+        self.dynamic_config.add_reconfigurable(self.log_manager.cleaner)        # log.cleaner.threads, ...
         self.dynamic_config.add_reconfigurable(ConnectionLimits(self.socket_server.quotas))
 
         pools = [KafkaRequestHandlerPool(channel=self.socket_server.data_plane.channel, apis=self.apis,
