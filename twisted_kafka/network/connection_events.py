@@ -4,7 +4,8 @@ The acceptors report each connection's life as events -- accepted (admitted
 by the quotas), rejected (refused by a quota, naming it), authentication
 failed (the reason the authenticator gave; the close that follows is a closed
 event with reason "authentication"), closed (with the ``CloseReason``:
-client, idle, quota, authentication, TLS, shutdown, ...) -- to one ``ConnectionEvents`` bus shared by both planes.  Subscribers are the
+client, idle, quota, authentication, TLS, shutdown, ...) -- to one
+``ConnectionEvents`` bus shared by both planes.  Subscribers are the
 admin endpoint's live counters and the ``__connection_events`` topic that
 keeps the history; the network layer knows neither.  A subscriber must not
 raise or block: it is called on the reactor, inside the accept or close.
