@@ -20,13 +20,19 @@ Records, one per event:
   quota, protocol_error, authentication, produce_error, tls, shutdown);
 * timestamp: the event's time (CreateTime).
 
-The topic is created on first use, as the group coordinator creates
-``__consumer_offsets``: through the ``AdminManager`` and the controller,
-with ``CONNECTION_EVENTS_PARTITIONS`` (1) partition, replication factor
+The topic is created when the service starts, unless it exists -- the
+broker's first event, its controller's connection to the control plane, is
+already waiting -- as the group coordinator creates ``__consumer_offsets``:
+through the ``AdminManager`` and the controller, with
+``CONNECTION_EVENTS_PARTITIONS`` (1) partition, replication factor
 ``default.replication.factor`` capped at the brokers alive, and
 ``cleanup.policy=delete`` (retention by the ``log.retention.*`` defaults).
-It is internal: clients may read it but not produce to it.  Each broker
-writes to partition ``broker id % partitions``, so its events stay in order.
+The broker's startup waits for it (``STARTUP_WAIT_SECONDS`` at most), so a
+broker that has logged it started is not creating it any more; a failed
+creation is retried every ``CREATE_RETRY_BACKOFF_MS``.  A client's Metadata
+request that auto-creates it gets the same topic.  It is internal: clients
+may read it but not produce to it.  Each broker writes to partition
+``broker id % partitions``, so its events stay in order.
 
 The broker must never wait or fail because of this: a subscriber is called
 inside the accept or the close, so an event is only put in a bounded
@@ -43,9 +49,11 @@ logged once per episode.
 The service subscribes when it is built, before the controller connects to
 this broker's control plane, so the broker's own first connection is
 recorded too; it writes once started (after the controller, which creates
-the topic).  Stopping writes what is buffered (waiting at most
-``STOP_TIMEOUT_SECONDS``) and unsubscribes: later events -- connections
-closed as the socket server stops -- are not recorded.
+the topic).  Stopping -- after the lifecycle manager has drained the
+requests, before the controller stops -- writes what is buffered (waiting
+at most ``STOP_TIMEOUT_SECONDS`` for the appends; never for a creation of
+the topic) and unsubscribes: later events -- connections closed as the
+socket server stops -- are not recorded.
 """
 
 from __future__ import annotations
@@ -57,7 +65,7 @@ from typing import Any
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.internet.task import LoopingCall
-from twisted.logger import Logger
+from twisted.logger import Logger, LogLevel
 from twisted.python.failure import Failure
 
 from twisted_kafka.controller.client import NewTopic
@@ -78,7 +86,8 @@ FLUSH_INTERVAL_MS = 500
 MAX_BUFFERED = 10_000
 CREATE_TIMEOUT_MS = 30_000        # how long a creation waits for the topic to reach the brokers
 CREATE_RETRY_BACKOFF_MS = 10_000  # between two creations of the topic
-STOP_TIMEOUT_SECONDS = 5.0
+STARTUP_WAIT_SECONDS = 5.0        # how long the broker's startup waits for the topic's creation
+STOP_TIMEOUT_SECONDS = 5.0        # how long its shutdown waits for the last appends
 
 log = Logger(namespace="twisted_kafka.server.ConnectionEventLog")
 
@@ -129,6 +138,7 @@ class ConnectionEventLog(Service):
         self._appending: Deferred | None = None
         self._creating: Deferred | None = None
         self._next_create_ms = 0.0
+        self._creation_failures = 0
         self._unavailable_logged = False
         self._flush_call = None
         self._loop: LoopingCall | None = None
@@ -151,9 +161,22 @@ class ConnectionEventLog(Service):
 
     # -- Service ---------------------------------------------------------------------------
 
-    def startService(self) -> None:
+    def startService(self) -> Deferred:
         super().startService()
         self._subscribe()
+        return ensureDeferred(self._start())
+
+    async def _start(self) -> None:
+        """Create the topic unless it exists (waiting ``STARTUP_WAIT_SECONDS`` at most), then write."""
+        if not self._topic_exists():
+            self._create_topic()
+            creating = self._creating
+            if creating is not None and not await fired_within(self.reactor, _watch(creating),
+                                                               STARTUP_WAIT_SECONDS):
+                log.warn("{topic} is not created yet; connection events wait in memory meanwhile",
+                         topic=self.topic)
+        if not self.running:
+            return
         loop = self._loop = LoopingCall(self.flush)
         loop.clock = self.reactor
         loop.start(self.flush_interval_ms / 1000.0, now=True).addErrback(
@@ -169,29 +192,23 @@ class ConnectionEventLog(Service):
         return ensureDeferred(self._write_remaining())
 
     async def _write_remaining(self) -> None:
-        """Write what is buffered (within ``STOP_TIMEOUT_SECONDS``), then stop listening."""
+        """Write what is buffered (within ``STOP_TIMEOUT_SECONDS``), then stop listening.
+
+        Only appends are waited for: a creation of the topic still under way
+        needs the controller and this broker's control plane, which may no
+        longer answer now, so what is buffered then is dropped.
+        """
         deadline = self.reactor.seconds() + STOP_TIMEOUT_SECONDS
-        tried_create = False
-        while True:
+        while self.buffer or self._appending is not None:
             left = deadline - self.reactor.seconds()
-            pending = self._appending or self._creating
-            if pending is not None:
-                finished = left > 0 and await fired_within(self.reactor, _watch(pending), left)
-                if not finished and (self._appending is not None or self._creating is not None):
-                    break           # still at it: whatever it does, the rest is not waited for
-                continue
-            if not self.buffer or left <= 0:
-                break
-            if not self._topic_exists():
-                if tried_create:
-                    break
-                tried_create = True
-                self._create_topic()
+            if self._appending is not None:
+                if left <= 0 or not await fired_within(self.reactor, _watch(self._appending), left):
+                    break           # still writing: the rest is not waited for
                 continue
             waiting = len(self.buffer)
-            self.flush()
+            self.flush(create=False)
             if self._appending is None and len(self.buffer) == waiting:
-                break               # its partition is not writable here
+                break               # no topic, or its partition is not writable here
         self.events.unsubscribe(self.on_event)
         self._subscribed = False
         if self.buffer:
@@ -223,12 +240,12 @@ class ConnectionEventLog(Service):
         topic = self.metadata_cache.topics.get(self.topic)
         return topic is not None and bool(topic.partitions)
 
-    def flush(self) -> None:
+    def flush(self, *, create: bool = True) -> None:
         """Write the next batch of buffered events, unless one is being written (or the topic created)."""
         if not self.buffer or self._appending is not None or self._creating is not None:
             return
         if not self._topic_exists():
-            if self.reactor.seconds() * 1000 >= self._next_create_ms:
+            if create and self.reactor.seconds() * 1000 >= self._next_create_ms:
                 self._create_topic()
             return
         topic = self.metadata_cache.topics[self.topic]
@@ -287,16 +304,24 @@ class ConnectionEventLog(Service):
         try:
             (result,) = await self.admin_manager.create_topics([spec], timeout_ms=self.create_timeout_ms)
         except KafkaError as exc:
-            log.warn("Cannot create {topic}: {error}", topic=self.topic, error=exc)
+            self._creation_failed(str(exc))
             return False
         if result.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
-            log.warn("Cannot create {topic}: {error} {message}", topic=self.topic, error=result.error.name,
-                     message=result.message or "")
+            self._creation_failed(f"{result.error.name} {result.message or ''}".strip())
             return False
         if result.error == ErrorCode.NONE:
             log.info("Created {topic} with {n} partition(s), replication factor {factor}", topic=self.topic,
                      n=spec.num_partitions, factor=spec.replication_factor)
+        self._creation_failures = 0
         return True
+
+    def _creation_failed(self, error: str) -> None:
+        """A warning for the first failure; the retries every ``CREATE_RETRY_BACKOFF_MS`` log at debug level."""
+        self._creation_failures += 1
+        log.emit(LogLevel.warn if self._creation_failures == 1 else LogLevel.debug,
+                 "Cannot create {topic}: {error}; connection events wait in memory (at most {max}) and the "
+                 "creation is retried every {backoff} ms", topic=self.topic, error=error, max=self.max_buffered,
+                 backoff=CREATE_RETRY_BACKOFF_MS)
 
     def _created(self, outcome, creating: Deferred) -> None:
         if self._creating is creating:

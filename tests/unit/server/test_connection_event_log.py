@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 
+from twisted.internet.defer import Deferred
 from twisted.internet.testing import MemoryReactorClock
 from twisted.logger import LogLevel, globalLogPublisher
 
@@ -164,24 +165,51 @@ class NoController:
 
 
 def test_without_the_topic_events_wait_bounded_and_are_dropped_at_stop(node):
+    logged = []
+    globalLogPublisher.addObserver(logged.append)
     bus = ConnectionEvents()
     admin = NoController()
     writer = ConnectionEventLog(events=bus, replica_manager=node.replica_manager, admin_manager=admin,
                                 metadata_cache=node.metadata_cache, reactor=node.reactor, broker_id=0,
                                 flush_interval_ms=500, max_buffered=4)
-    writer.startService()
-    for n in range(6):
-        bus.emit(event(node, n))            # never raises into the network layer
-    assert admin.attempts == 0, "nothing to write at start"
-    node.reactor.advance(0.5)
-    assert admin.attempts == 1 and len(writer.buffer) == 4 and writer.dropped == 2
-    node.reactor.advance(5)
-    assert admin.attempts == 1, "asked again only after the backoff"
-    node.reactor.advance(5)
-    assert admin.attempts == 2
-    result_of(writer.stopService())
-    assert admin.attempts == 3, "stopping tries once more"
+    try:
+        assert result_of(writer.startService()) is None, "a failed creation does not fail the startup"
+        assert admin.attempts == 1, "created at start"
+        for n in range(6):
+            bus.emit(event(node, n))            # never raises into the network layer
+        assert len(writer.buffer) == 4 and writer.dropped == 2
+        node.reactor.advance(9.5)
+        assert admin.attempts == 1, "asked again only after the backoff"
+        node.reactor.advance(1)
+        assert admin.attempts == 2
+        result_of(writer.stopService())
+    finally:
+        globalLogPublisher.removeObserver(logged.append)
+    assert admin.attempts == 2, "not at stop: the controller may no longer answer"
     assert (writer.written, writer.dropped, len(writer.buffer)) == (0, 6, 0)
+    warned = [e["log_format"] for e in logged if e.get("log_level") == LogLevel.warn]
+    assert sum("Cannot create" in w for w in warned) == 1, "the retries log at debug level"
+
+
+class Unanswered(NoController):
+    """A controller that never confirms the creation."""
+
+    def create_topics(self, topics, **kwargs):
+        self.attempts += 1
+        return Deferred()
+
+
+def test_a_creation_that_hangs_delays_the_startup_boundedly_and_the_shutdown_not_at_all(node):
+    bus = ConnectionEvents()
+    writer = ConnectionEventLog(events=bus, replica_manager=node.replica_manager, admin_manager=Unanswered(),
+                                metadata_cache=node.metadata_cache, reactor=node.reactor, broker_id=0)
+    bus.emit(event(node, 0))
+    started = writer.startService()
+    assert not started.called
+    node.reactor.advance(5)
+    assert started.called, "the broker starts anyway"
+    stopped = writer.stopService()
+    assert stopped.called and (writer.dropped, len(writer.buffer)) == (1, 0)
 
 
 def test_a_failing_append_drops_its_events_and_the_writer_goes_on(tmp_path):
