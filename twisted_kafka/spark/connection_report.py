@@ -16,7 +16,7 @@ plane × client IP × kind × reason.  Into ``DIR`` it writes:
   closed), ``reason`` (string, null for acceptances), ``count`` (long);
   replaced at every run;
 * ``connection_report.png`` -- events per minute and kind, one panel per
-  listener (matplotlib, Agg);
+  listener (matplotlib, Agg; per hour beyond 3 days, per day beyond 90);
 * ``connection_report.html`` -- a self-contained page: totals, the chart
   (embedded), and a table per listener of its client IPs × kinds × reasons.
 
@@ -254,14 +254,36 @@ def _utc(ms: int | None) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
+#: The chart's bucket for a span of time: minutes up to 3 days, hours up to 90 days, days beyond.
+_BUCKETS = ((3 * 86400_000, 60_000, "minute"), (90 * 86400_000, 3600_000, "hour"), (None, 86400_000, "day"))
+
+
+def chart_buckets(per_minute: Iterable[tuple[int, str, str, int]]) -> tuple[str, dict[str, dict[str, list]]]:
+    """The counts per listener and kind in buckets of the span's size, every bucket of the span present
+    (zero when nothing happened, so a line never bridges a quiet period)."""
+    rows = list(per_minute)
+    if not rows:
+        return "minute", {}
+    first = min(m for m, *_ in rows)
+    last = max(m for m, *_ in rows)
+    size, unit = next((size, unit) for limit, size, unit in _BUCKETS if limit is None or last - first <= limit)
+    start = first - first % size
+    count = (last - start) // size + 1
+    series: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(lambda: [0] * count))
+    for minute_ms, listener, kind, n in rows:
+        series[listener][kind][(minute_ms - start) // size] += int(n)
+    times = [datetime.fromtimestamp((start + i * size) / 1000, UTC) for i in range(count)]
+    return unit, {listener: {kind: list(zip(times, values, strict=True)) for kind, values in kinds.items()}
+                  for listener, kinds in series.items()}
+
+
 def render_chart(per_minute: Iterable[tuple[int, str, str, int]], path: str) -> bytes:
-    """Events per minute and kind, one panel per listener; written to ``path`` as PNG, and returned."""
+    """Events per minute (hour, day, for long spans) and kind, one panel per listener; written to ``path``
+    as PNG, and returned."""
     from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
     from matplotlib.figure import Figure
 
-    series: dict[str, dict[str, dict[datetime, int]]] = defaultdict(lambda: defaultdict(dict))
-    for minute_ms, listener, kind, n in per_minute:
-        series[listener][kind][datetime.fromtimestamp(minute_ms / 1000, UTC)] = int(n)
+    unit, series = chart_buckets(per_minute)
     listeners = sorted(series)
     fig = Figure(figsize=(10, 2.6 * max(1, len(listeners)) + 0.6), dpi=100, layout="constrained")
     if not listeners:
@@ -273,18 +295,18 @@ def render_chart(per_minute: Iterable[tuple[int, str, str, int]], path: str) -> 
         for ax, listener in zip(axes, listeners, strict=True):
             kinds = series[listener]
             for kind in [k for k in KINDS if k in kinds] + sorted(set(kinds) - set(KINDS)):
-                points = sorted(kinds[kind].items())
-                ax.plot([t for t, _ in points], [n for _, n in points], marker="o", markersize=3,
-                        linewidth=1.2, label=kind, color=_KIND_COLORS.get(kind))
+                points = kinds[kind]
+                ax.plot([t for t, _ in points], [n for _, n in points], marker="o" if len(points) <= 120 else None,
+                        markersize=3, linewidth=1.2, label=kind, color=_KIND_COLORS.get(kind))
             ax.set_title(f"listener {listener}", loc="left", fontsize=10)
-            ax.set_ylabel("events / minute")
+            ax.set_ylabel(f"events / {unit}")
             ax.set_ylim(bottom=0)
             ax.grid(True, alpha=0.3)
             ax.legend(loc="upper right", fontsize=8)
         locator = AutoDateLocator()
         axes[-1].xaxis.set_major_locator(locator)
         axes[-1].xaxis.set_major_formatter(ConciseDateFormatter(locator))
-        axes[-1].set_xlabel("minute (UTC)")
+        axes[-1].set_xlabel(f"{unit} (UTC)")
     fig.suptitle(f"Connection events ({CONNECTION_EVENTS_TOPIC})")
     fig.savefig(path, format="png")
     return Path(path).read_bytes()

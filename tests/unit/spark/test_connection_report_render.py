@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from twisted_kafka.spark.connection_report import main, parse_time, render_chart, render_html
+from twisted_kafka.spark.connection_report import chart_buckets, main, parse_time, render_chart, render_html
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 T0 = 1_795_490_880_000          # 2026-11-24 03:28 UTC, a minute's start
@@ -55,3 +55,17 @@ def test_the_command_line_refuses_what_it_cannot_run(capsys):
         with pytest.raises(SystemExit) as exit_:
             main(argv)
         assert exit_.value.code == 2 and complaint in capsys.readouterr().err
+
+
+def test_the_chart_shows_quiet_minutes_as_zero_and_long_spans_per_hour():
+    unit, series = chart_buckets([(T0, "P", "accepted", 2), (T0 + 3 * 60_000, "P", "accepted", 1),
+                                  (T0 + 60_000, "P", "closed", 1)])
+    assert unit == "minute"
+    assert [n for _, n in series["P"]["accepted"]] == [2, 0, 0, 1]
+    assert [n for _, n in series["P"]["closed"]] == [0, 1, 0, 0]
+    assert series["P"]["accepted"][0][0].timestamp() * 1000 == T0
+    unit, series = chart_buckets([(T0, "P", "accepted", 2), (T0 + 60_000, "P", "accepted", 3),
+                                  (T0 + 4 * 86400_000, "P", "accepted", 1)])
+    assert unit == "hour" and len(series["P"]["accepted"]) == 4 * 24 + 1
+    assert series["P"]["accepted"][0][1] == 5 and sum(n for _, n in series["P"]["accepted"]) == 6
+    assert chart_buckets([]) == ("minute", {})
