@@ -190,6 +190,7 @@ class Processor(Protocol):
         if self.closing or self._auth_close_call is not None:
             return
         self.close_reason = CloseReason.AUTHENTICATION
+        self.acceptor.authentication_failed(self, reason)
         self.log.info("Authentication failed for connection {connection_id} from {peer} on listener {listener}: "
                       "{reason}; closing in {delay} ms", connection_id=self.connection_id, peer=self.peer,
                       listener=self.listener_name, reason=reason, delay=self.acceptor.failed_authentication_delay_ms)
