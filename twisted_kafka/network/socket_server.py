@@ -206,8 +206,9 @@ class SocketServer(Service):
         """Close connections idle longer than ``connections.max.idle.ms``; returns how many."""
         cutoff = self.reactor.seconds() - self.max_idle_seconds
         idle = self.registry.idle_before(cutoff)
+        max_idle_ms = self.config["connections.max.idle.ms"]
         for processor in idle:
-            processor.close(CloseReason.IDLE, None)
+            processor.close_idle(max_idle_ms)
         return len(idle)
 
     def stop_accepting(self) -> Deferred:
