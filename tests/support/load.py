@@ -106,6 +106,8 @@ def pipeline(host: str, port: int, connections: int, depth: int, duration: float
             except BlockingIOError:  # the broker is not reading: wait for room in the socket buffer
                 select.select([], [conn.sock], [], 1.0)
                 continue
+            except (BrokenPipeError, ConnectionResetError):
+                return               # closed by the broker: the next read sees it and counts what is lost
             view = view[n:]
 
     for conn in conns:

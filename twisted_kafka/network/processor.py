@@ -10,10 +10,15 @@ the transport and the plane:
 
 * a decoded request becomes a ``Request`` with this connection's
   ``RequestContext`` and goes on the plane's ``RequestChannel``;
-* the connection is *muted* -- its transport paused -- while a request is in
-  flight, while the channel has no room, while it is parked by the quotas,
-  and after a failed authentication, so a client cannot queue unbounded work
-  and responses leave in request order;
+* one request per connection is in flight at a time (the sans-IO
+  connection hands out no other until it is answered), so responses leave
+  in request order and a client cannot queue unbounded work; meanwhile the
+  connection keeps reading only until ``READ_AHEAD_BYTES`` are buffered, so
+  a pipelining client costs no pause/resume of its transport per request
+  and a flooding one is held by the kernel's buffers, not ours;
+* the connection is *muted* -- its transport paused -- beyond that bound,
+  while it is parked by the quotas, after a failed authentication and once
+  shutdown stops reading requests;
 * the plane's ``RequestChannel`` hands back ``SendResponse`` /
   ``NoOpResponse`` / ``CloseConnectionResponse``; the answer is written, the
   timing recorded, and the next buffered request read;
@@ -35,6 +40,7 @@ plane a connection belongs to.
 from __future__ import annotations
 
 import socket
+from functools import partial
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
@@ -67,6 +73,11 @@ from .request import (
 
 if TYPE_CHECKING:
     from .acceptor import Acceptor
+
+#: While a request is in flight or waits for room in the channel, the connection keeps reading
+#: until this many bytes are buffered (one read's worth: Twisted reads 64 KiB at a time), then
+#: is muted.  A client pipelining a few requests is never paused and resumed per request.
+READ_AHEAD_BYTES = 64 * 1024
 
 
 @implementer(IPushProducer)
@@ -133,6 +144,7 @@ class Processor(Protocol):
         self._processing = False
         self._process_again = False
         self._context: RequestContext | None = None
+        self._has_room = partial(self.channel.has_room, connection_id=connection_id)
 
     # -- what operators and the quotas see --------------------------------------------
 
@@ -313,9 +325,12 @@ class Processor(Protocol):
         finally:
             self._processing = False
         # Mute when control returns to the reactor rather than the moment a
-        # request is queued: a request answered synchronously (most are) then
-        # costs no pause/resume round trip, and no byte is read in between.
-        if self._inflight is not None or self._waiting_for_room or not self._may_read():
+        # request is queued, and only once the bytes buffered behind the request
+        # in flight (or waiting for room) reach READ_AHEAD_BYTES: the next
+        # requests of a pipelining client are read without a pause/resume round
+        # trip, and handed out one at a time by the sans-IO connection.
+        if not self._may_read() or ((self._inflight is not None or self._waiting_for_room)
+                                    and self.connection.buffered_bytes >= READ_AHEAD_BYTES):
             if not self.closing and self.transport is not None:
                 self._mute()
         else:
@@ -323,7 +338,7 @@ class Processor(Protocol):
 
     def _process_once(self) -> None:
         while self._may_read():
-            event = self.connection.next_event(self.channel.has_room)
+            event = self.connection.next_event(self._has_room)
             if event is NEED_DATA or event is PAUSED:
                 return
             if isinstance(event, NoRoom):
@@ -423,6 +438,7 @@ class Processor(Protocol):
                 # segments may be memoryviews, so join them once here rather
                 # than converting each (Twisted would join again).
                 self.transport.write(b"".join(chunks))
+            self.plane.wrote = True
         if self.send_backlogged:
             # This response went over the transport's limit: it has left once the buffer drains.
             self._unsent = request

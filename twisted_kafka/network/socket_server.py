@@ -74,6 +74,7 @@ class Plane:
     allows: Callable[[int], bool]  # whether this plane serves an API key (given it has a handler)
     request_metrics: RequestMetrics
     open: bool = True             # False once shutdown starts: no new requests are read
+    wrote: bool = False           # a response was written since the last look (SocketServer.control_plane_wrote)
 
     def serves(self, api_key: int) -> ApiSpec | None:
         """The spec of ``api_key`` if this plane serves it, else None (the connection is then closed)."""
@@ -201,6 +202,20 @@ class SocketServer(Service):
 
     def bound_port(self, listener_name: str) -> int:
         return self.acceptors[listener_name.upper()].bound_port
+
+    def control_plane_wrote(self) -> bool:
+        """Whether a control-plane response was written since the last call.
+
+        Twisted writes a response out on the reactor's next poll, and the
+        data plane's handler pool runs a slice before that poll: it asks this
+        first, and lets the reactor poll once before its slice when the
+        control plane has an answer waiting to leave.
+        """
+        plane = self.control_plane
+        if plane is None or not plane.wrote:
+            return False
+        plane.wrote = False
+        return True
 
     def close_idle_connections(self) -> int:
         """Close connections idle longer than ``connections.max.idle.ms``; returns how many."""

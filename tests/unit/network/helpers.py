@@ -295,6 +295,20 @@ class Stack:
         self.clock.advance(0)
 
 
+def reactor_turn(clock) -> None:
+    """One turn of the reactor: run the calls due now, but not those they schedule for now.
+
+    ``Clock.advance(0)`` runs those too, as if ``callLater(0, ...)`` did not
+    give the reactor back; a real reactor polls its sockets in between.
+    """
+    now = clock.seconds()
+    for call in [call for call in clock.calls if call.getTime() <= now]:
+        if call in clock.calls:                 # not cancelled by an earlier one
+            clock.calls.remove(call)
+            call.called = 1
+            call.func(*call.args, **call.kw)
+
+
 def request_bytes(body, version: int | None = None, correlation_id: int = 1, client_id: str | None = "unit") -> bytes:
     if version is None:
         version = body.version
