@@ -138,6 +138,7 @@ class Processor(Protocol):
         self.last_active = acceptor.reactor.seconds()
         self._auth_close_call = None   # pending delayed close after a failed authentication
         self._muted = False            # the transport is paused (not read)
+        self._fd: int | None = None    # the socket's descriptor, for the plane's ReadinessWatch
         self._flow: ResponseFlow | None = None   # registered with the transport as its producer
         self.send_backlogged = False   # the transport holds more unsent bytes than its limit
         self._unsent: Request | None = None   # the request whose response went over that limit
@@ -201,8 +202,13 @@ class Processor(Protocol):
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
         self._flow = ResponseFlow(self)
         self.transport.registerProducer(self._flow, True)
+        fileno = getattr(self.transport, "fileno", None)
+        fd = fileno() if fileno is not None else -1
+        self._fd = fd if isinstance(fd, int) and fd >= 0 else None
         if self.parked:
             self._mute()
+        else:
+            self._watch(True)
 
     def admit(self, slot) -> None:
         """The quotas admitted this connection (at accept time, or later for a parked one)."""
@@ -220,6 +226,7 @@ class Processor(Protocol):
             return
         self.closing = True
         self.close_reason = reason
+        self._watch(False)          # the transport reads nothing more, whatever arrives
         if message is not None:
             self.log.warn("Closing connection {connection_id} from {peer} on listener {listener} "
                           "({plane} plane): {message}",
@@ -289,6 +296,7 @@ class Processor(Protocol):
         self.acceptor.connection_closed(self, self.close_reason or CloseReason.CLIENT)
         self.connection.close()
         self._flow = None
+        self._watch(False)
         if self._unsent is not None:
             # As Kafka does for responses in flight at a disconnect: their timing is recorded.
             self._record_unsent()
@@ -371,12 +379,23 @@ class Processor(Protocol):
     def _mute(self) -> None:
         if not self._muted:
             self._muted = True
+            self._watch(False)
             self.transport.pauseProducing()
 
     def _unmute(self) -> None:
         if self._muted:
             self._muted = False
             self.transport.resumeProducing()
+            self._watch(True)
+
+    def _watch(self, reading: bool) -> None:
+        """Tell the plane's ReadinessWatch (the control plane has one) whether this connection is read."""
+        readiness = self.plane.readiness
+        if readiness is not None and self._fd is not None:
+            if reading:
+                readiness.watch(self._fd)
+            else:
+                readiness.unwatch(self._fd)
 
     # -- sending ------------------------------------------------------------------------
 

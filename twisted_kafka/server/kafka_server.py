@@ -130,7 +130,7 @@ class KafkaServer(MultiService):
         pools = [KafkaRequestHandlerPool(channel=self.socket_server.data_plane.channel, apis=self.apis,
                                          num_handlers=config["num.io.threads"], reactor=reactor,
                                          metrics=self.metrics, turn_budget=DATA_PLANE_TURN_BUDGET,
-                                         yield_turn=self.socket_server.control_plane_wrote)]
+                                         yield_to=self.socket_server.control_plane_waiting)]
         if self.socket_server.control_plane is not None:
             pools.append(KafkaRequestHandlerPool(channel=self.socket_server.control_plane.channel, apis=self.apis,
                                                  num_handlers=1, reactor=reactor, metrics=self.metrics,

@@ -37,10 +37,12 @@ A pool takes requests in one of two ways (KIP-291's point is the second):
   a slice, a connection whose request was just answered has its next
   request, if already read, taken next (the channel's follow-up), so a
   pipelining client's requests are answered together and its answers leave
-  in one write rather than one per reactor turn.  ``yield_turn`` lets another
-  plane go first: when it says so, the slice waits one turn (at most one in a
-  row), so the reactor's next poll writes out the control plane's answer
-  before more data-plane work.
+  in one write rather than one per reactor turn.  ``yield_to`` lets another
+  plane go first (the control plane: ``SocketServer.control_plane_waiting``):
+  asked before a slice, a yes makes the slice wait one turn (never two in a
+  row), so the reactor's next poll reads the control plane's request or
+  writes its answer out first; asked every ``YIELD_CHECK_SECONDS`` of a
+  slice, a yes ends the slice there.
 """
 
 from __future__ import annotations
@@ -72,9 +74,10 @@ class TurnBudget:
     requests: int           # ... or after this many requests
 
 
-#: The data plane's budget: a control-plane request waits for at most about this long.  Measured
-#: with ``bench/planes.py`` (docs/architecture.md, "Planes").
+#: The data plane's budget.  Measured with ``bench/planes.py`` (docs/architecture.md, "Planes").
 DATA_PLANE_TURN_BUDGET = TurnBudget(seconds=0.001, requests=256)
+#: How often a slice asks ``yield_to`` whether another plane waits (one poll system call).
+YIELD_CHECK_SECONDS = 0.0002
 
 
 class _Slot:
@@ -108,11 +111,12 @@ class KafkaRequestHandlerPool(Service):
 
     def __init__(self, *, channel: RequestChannel, apis, num_handlers: int, reactor,
                  metrics: MetricsRegistry, metric_prefix: str = "", turn_budget: TurnBudget | None = None,
-                 yield_turn: Callable[[], bool] | None = None, timer=perf_counter):
+                 yield_to: Callable[[], bool] | None = None, timer=perf_counter):
         self.channel = channel
         self.turn_budget = turn_budget
-        self._yield_turn = yield_turn
+        self._yield_to = yield_to
         self._yielded = False
+        self._next_check = 0.0
         self._timer = timer             # the slices' clock (seconds)
         self._free: deque[int] = deque()   # budgeted: handlers free for the next slice
         self._slice_call = None
@@ -178,7 +182,7 @@ class KafkaRequestHandlerPool(Service):
     def _slice(self) -> None:
         """Handle queued requests until the turn's budget is spent, then give the reactor back."""
         self._slice_call = None
-        if self._yield_turn is not None and not self._yielded and self._yield_turn():
+        if self._yield_to is not None and not self._yielded and self._yield_to():
             self._yielded = True
             self._slice_call = self.reactor.callLater(0, self._slice)
             return
@@ -186,7 +190,9 @@ class KafkaRequestHandlerPool(Service):
         budget = self.turn_budget
         assert budget is not None
         channel, free, timer = self.channel, self._free, self._timer
-        self._deadline = timer() + budget.seconds
+        now = timer()
+        self._deadline = now + budget.seconds
+        self._next_check = now + YIELD_CHECK_SECONDS
         self._remaining = budget.requests
         handler_id: int | None = None
         self._in_slice = True
@@ -201,7 +207,7 @@ class KafkaRequestHandlerPool(Service):
                 # The follow-up was allowed by the budget when the connection read it.
                 request = channel.take_follow_up()
                 if request is None:
-                    if self._remaining <= 0 or timer() >= self._deadline:
+                    if not self._within_budget():
                         break
                     request = channel.poll_request()
                     if request is None:
@@ -221,8 +227,18 @@ class KafkaRequestHandlerPool(Service):
         self._schedule()
 
     def _within_budget(self) -> bool:
-        """Whether the running slice may take one more request (a connection's follow-up)."""
-        return self._in_slice and self._remaining > 0 and self._timer() < self._deadline
+        """Whether the running slice may take one more request (from the queue or a follow-up)."""
+        if not self._in_slice or self._remaining <= 0:
+            return False
+        now = self._timer()
+        if now >= self._deadline:
+            return False
+        if self._yield_to is not None and now >= self._next_check:
+            self._next_check = now + YIELD_CHECK_SECONDS
+            if self._yield_to():
+                self._deadline = now        # another plane waits: the slice ends here
+                return False
+        return True
 
     # -- at once (the control plane) ------------------------------------------------------
 

@@ -11,6 +11,7 @@ among them -- are polled between two slices.
 
 from __future__ import annotations
 
+import socket
 import sys
 
 import pytest
@@ -24,7 +25,7 @@ from twisted_kafka.protocol.registry import ApiKey
 from twisted_kafka.server.handlers.api_versions import ApiVersionsHandler
 from twisted_kafka.server.request_handler import DATA_PLANE_TURN_BUDGET, KafkaRequestHandlerPool, TurnBudget
 
-from .helpers import Stack, decode, reactor_turn, split_frames
+from .helpers import FakeTransport, Stack, decode, reactor_turn, split_frames
 from .test_processor import api_versions
 from .test_request_handler import Apis, Connection, make_request, send
 
@@ -253,24 +254,30 @@ def test_pipelined_requests_of_a_connection_keep_order_across_slices_with_a_flat
     pool.stopService()
 
 
-# -- another plane first (yield_turn) -------------------------------------------------------
+# -- another plane first (yield_to) ----------------------------------------------------------
 
-def test_a_slice_waits_one_turn_when_another_plane_has_an_answer_to_write():
-    asks = []
-
-    def control_plane_wrote() -> bool:
-        asks.append(True)
-        return len(asks) <= 2           # an answer to write twice, then none
-
+def pool_yielding_to(waiting, budget=GENEROUS, timer=None):
     clock = Clock()
-    channel = RequestChannel(plane="data", max_queued_requests=10)
+    channel = RequestChannel(plane="data", max_queued_requests=100)
     conn = Connection()
     channel.register_connection(conn)
     apis = Apis()
+    kwargs = {"timer": timer} if timer is not None else {}
     pool = KafkaRequestHandlerPool(channel=channel, apis=apis, num_handlers=1, reactor=clock,
-                                   metrics=MetricsRegistry(clock=clock.seconds), turn_budget=GENEROUS,
-                                   yield_turn=control_plane_wrote)
+                                   metrics=MetricsRegistry(clock=clock.seconds), turn_budget=budget,
+                                   yield_to=waiting, **kwargs)
     pool.startService()
+    return pool, channel, apis, clock
+
+
+def test_a_slice_waits_one_turn_when_another_plane_waits_for_the_reactor():
+    asks = []
+
+    def control_plane_waiting() -> bool:
+        asks.append(True)
+        return len(asks) <= 2           # waiting twice, then not
+
+    pool, channel, apis, clock = pool_yielding_to(control_plane_waiting)
     send(channel, 1)
     reactor_turn(clock)
     assert apis.started == [] and pool.slices == 0, "this turn is the other plane's"
@@ -283,30 +290,89 @@ def test_a_slice_waits_one_turn_when_another_plane_has_an_answer_to_write():
     assert apis.started == [1, 2]
     send(channel, 3)
     reactor_turn(clock)
-    assert apis.started == [1, 2, 3], "nothing to write: no turn given away"
+    assert apis.started == [1, 2, 3], "nothing waits: no turn given away"
 
 
-def test_the_control_plane_reports_a_written_answer_once():
+def test_a_slice_ends_early_when_another_plane_starts_waiting():
+    timer = FakeTimer()
+    waiting = []
+    pool, channel, apis, clock = pool_yielding_to(lambda: bool(waiting), timer=timer,
+                                                  budget=TurnBudget(seconds=0.001, requests=100))
+    handle = apis.handle
+
+    async def takes_100_microseconds(request):
+        timer.now += 0.0001
+        if request.correlation_id == 3:
+            waiting.append(True)        # a control-plane request arrives while request 3 is handled
+        return await handle(request)
+
+    apis.handle = takes_100_microseconds
+    for n in range(1, 9):
+        send(channel, n)
+    reactor_turn(clock)
+    assert apis.started == [1, 2, 3, 4], "asked every 200 microseconds: after request 4"
+    waiting.clear()
+    reactor_turn(clock)
+    assert apis.started == [1, 2, 3, 4, 5, 6, 7, 8]
+
+
+def test_the_control_plane_waits_with_a_written_answer_once():
     stack = Stack()
-    assert not stack.server.control_plane_wrote()
+    assert not stack.server.control_plane_waiting()
     p = stack.connect("CONTROLLER")
     p.dataReceived(api_versions(1))
     stack.serve("control")
-    assert stack.server.control_plane_wrote()
-    assert not stack.server.control_plane_wrote(), "until the next answer"
+    assert stack.server.control_plane_waiting()
+    assert not stack.server.control_plane_waiting(), "until the next answer"
     d = stack.connect()
     d.dataReceived(api_versions(2))
     stack.serve()
-    assert not stack.server.control_plane_wrote(), "data-plane answers do not count"
+    assert not stack.server.control_plane_waiting(), "data-plane answers do not count"
 
 
-def test_without_a_control_plane_nothing_is_reported():
+def test_without_a_control_plane_nothing_waits():
     stack = Stack({"listeners": "PLAINTEXT://127.0.0.1:9092", "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT",
                    "control.plane.listener.name": ""})
     p = stack.connect()
     p.dataReceived(api_versions(1))
     stack.serve()
-    assert not stack.server.control_plane_wrote()
+    assert not stack.server.control_plane_waiting()
+
+
+class SocketTransport(FakeTransport):
+    """A FakeTransport over one end of a real socket pair: it has a descriptor to poll."""
+
+    def __init__(self, protocol, clock, peer):
+        super().__init__(protocol, clock, peer)
+        self.sock, self.peer_sock = socket.socketpair()
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+
+def test_the_control_plane_waits_while_one_of_its_connections_has_bytes_to_read():
+    stack = Stack()
+    p = stack.connect("CONTROLLER", transport=SocketTransport)
+    data = stack.connect(transport=SocketTransport)
+    try:
+        assert not stack.server.control_plane_waiting()
+        data.transport.peer_sock.send(api_versions(1))
+        assert not stack.server.control_plane_waiting(), "the data plane's sockets are not watched"
+        p.transport.peer_sock.send(api_versions(1))
+        assert stack.server.control_plane_waiting()
+        p.transport.sock.recv(100)      # what the reactor does on its next poll
+        assert not stack.server.control_plane_waiting()
+        p.transport.peer_sock.send(api_versions(2))
+        p._mute()
+        assert not stack.server.control_plane_waiting(), "a muted connection's bytes wait for it, not the reactor"
+        p._unmute()
+        assert stack.server.control_plane_waiting()
+        p.transport.client_closes()
+        assert not stack.server.control_plane_waiting() and not len(stack.plane("control").readiness)
+    finally:
+        for transport in (p.transport, data.transport):
+            transport.sock.close()
+            transport.peer_sock.close()
 
 
 # -- follow-ups: a connection's next request right after its answer --------------------------
