@@ -87,7 +87,7 @@ from .dynamic_config import ConnectionLimits, DynamicBrokerConfig, LogDefaults
 from .kafka_apis import KafkaApis
 from .metadata_cache import MetadataCache
 from .replica_manager import ReplicaManager
-from .request_handler import KafkaRequestHandlerPool
+from .request_handler import DATA_PLANE_TURN_BUDGET, KafkaRequestHandlerPool
 from .startup import debug_enabled, failure_line
 
 
@@ -222,7 +222,8 @@ class KafkaServer(MultiService):
 
         pools = [KafkaRequestHandlerPool(channel=self.socket_server.data_plane.channel, apis=self.apis,
                                          num_handlers=config["num.io.threads"], reactor=reactor,
-                                         metrics=self.metrics)]
+                                         metrics=self.metrics, turn_budget=DATA_PLANE_TURN_BUDGET,
+                                         yield_to=self.socket_server.control_plane_waiting)]
         if self.socket_server.control_plane is not None:
             pools.append(KafkaRequestHandlerPool(channel=self.socket_server.control_plane.channel, apis=self.apis,
                                                  num_handlers=1, reactor=reactor, metrics=self.metrics,
