@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from kazoo.exceptions import NoNodeError
+
 from tests.support.broker_process import BrokerProcess
 from tests.support.raw_client import RawClient
 from tests.support.wait import wait_until
@@ -100,10 +102,12 @@ class Cluster:
         return self.zookeeper.client(self.chroot)
 
     def controller_id(self) -> int | None:
+        """The broker id in ``/controller``, or None while there is none (it may go at any moment)."""
         with self.zk() as zk:
-            if not zk.exists("/controller"):
+            try:
+                return json.loads(zk.get("/controller")[0])["brokerid"]
+            except NoNodeError:
                 return None
-            return json.loads(zk.get("/controller")[0])["brokerid"]
 
     def controller_epoch(self) -> int:
         with self.zk() as zk:

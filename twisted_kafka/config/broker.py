@@ -3,6 +3,8 @@
 Names, types, defaults, validators, importance and dynamic update modes are
 those of Apache Kafka 3.9 (the last line with ZooKeeper mode, which this
 broker's cluster mode follows); the doc lines are this project's own words.
+The keys of the last group, "Extensions", are this project's own
+(``extension=True``): Kafka has no such keys.
 A key Kafka has but this broker does not define is reported as unknown at
 startup instead of being silently accepted, so an operator is never misled
 into thinking a setting took effect.
@@ -56,6 +58,7 @@ def _define(
     listener: bool = False,
     mechanism: bool = False,
     default_doc: str | None = None,
+    extension: bool = False,
 ) -> None:
     _keys.append(
         ConfigKey(
@@ -70,6 +73,7 @@ def _define(
             per_mechanism=mechanism,
             update_mode=mode,
             default_doc=default_doc,
+            extension=extension,
         )
     )
 
@@ -676,6 +680,17 @@ _define("metrics.recording.level", STRING, "INFO", LOW,
 _define("metric.reporters", LIST, "", LOW,
         "Additional metric reporter classes.",
         mode=CLUSTER_WIDE)
+
+# --------------------------------------------------------------------------
+_group = "Extensions"
+_define("connection.events.enable", BOOLEAN, True, LOW,
+        "Write every connection event of this broker (accepted, rejected by a "
+        "connection quota, authentication failed, closed, with listener, plane, "
+        "client IP and port, principal, reason and time) to the internal topic "
+        "__connection_events, for bin/twisted-kafka-connection-report and "
+        "other readers. The topic is created on first use with one partition "
+        "and cleanup.policy=delete; retention follows log.retention.*.",
+        extension=True)
 
 #: Per-mechanism keys a Kafka broker reads *only* in the form
 #: listener.name.<l>.<mechanism>.<key>; the listener-level form is ignored.

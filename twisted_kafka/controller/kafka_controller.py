@@ -44,7 +44,6 @@ leaders' AlterPartition); followers hold their role without data.
 
 from __future__ import annotations
 
-import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, replace

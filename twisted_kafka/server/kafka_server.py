@@ -16,13 +16,17 @@ finished starting (its ``startService`` Deferred fired):
 6. the ``ControllerService`` (a single node is its own controller): it tells
    this broker, over its control plane, its topic and broker configs and
    which partitions it hosts;
-7. the ``BrokerLifecycleManager``: the data plane starts accepting clients.
+7. the ``ConnectionEventLog`` (unless ``connection.events.enable`` is false):
+   it writes the connection events -- buffered since the server was built,
+   the controller's own connection included -- to ``__connection_events``,
+   creating the topic through the controller on first use;
+8. the ``BrokerLifecycleManager``: the data plane starts accepting clients.
 
 Children stop in the reverse order, each after the one before has finished
-stopping: controlled shutdown and draining (7), the controller (6), every
-connection closed (5), the handlers (4), the group coordinator's timers (3),
-the logs flushed with their checkpoints and clean-shutdown marker (2), the
-pool (1).
+stopping: controlled shutdown and draining (8), the connection events still
+buffered written (7), the controller (6), every connection closed (5), the
+handlers (4), the group coordinator's timers (3), the logs flushed with their
+checkpoints and clean-shutdown marker (2), the pool (1).
 
 The broker's identity (``meta.properties``) is read when the server is built,
 so every part is built with the broker id it runs as -- after every log dir
@@ -76,13 +80,14 @@ from .broker_lifecycle import BrokerLifecycleManager
 from .broker_metadata import BrokerMetadata, LogDirLocks, generate_cluster_id, load_or_create
 from .cluster_view import LocalClusterView
 from .config_repository import ConfigRepository
+from .connection_event_log import ConnectionEventLog
 from .controller_requests import ControllerRequestGuard, new_broker_epoch
 from .descriptor_budget import descriptor_budget, raise_open_file_limit
 from .dynamic_config import ConnectionLimits, DynamicBrokerConfig, LogDefaults
 from .kafka_apis import KafkaApis
 from .metadata_cache import MetadataCache
 from .replica_manager import ReplicaManager
-from .request_handler import KafkaRequestHandlerPool
+from .request_handler import DATA_PLANE_TURN_BUDGET, KafkaRequestHandlerPool
 from .startup import debug_enabled, failure_line
 
 
@@ -208,9 +213,18 @@ class KafkaServer(MultiService):
         self.dynamic_config.add_reconfigurable(self.log_manager.cleaner)        # log.cleaner.threads, ...
         self.dynamic_config.add_reconfigurable(ConnectionLimits(self.socket_server.quotas))
 
+        # Subscribed from now on: the controller's connection at startup is an event too.
+        self.connection_event_log: ConnectionEventLog | None = None
+        if config["connection.events.enable"]:
+            self.connection_event_log = ConnectionEventLog.from_config(
+                config, events=self.socket_server.connection_events, replica_manager=self.replica_manager,
+                admin_manager=self.admin_manager, metadata_cache=self.metadata_cache, reactor=reactor,
+                broker_id=broker_id, metrics=self.metrics)
+
         pools = [KafkaRequestHandlerPool(channel=self.socket_server.data_plane.channel, apis=self.apis,
                                          num_handlers=config["num.io.threads"], reactor=reactor,
-                                         metrics=self.metrics)]
+                                         metrics=self.metrics, turn_budget=DATA_PLANE_TURN_BUDGET,
+                                         yield_to=self.socket_server.control_plane_waiting)]
         if self.socket_server.control_plane is not None:
             pools.append(KafkaRequestHandlerPool(channel=self.socket_server.control_plane.channel, apis=self.apis,
                                                  num_handlers=1, reactor=reactor, metrics=self.metrics,
@@ -219,13 +233,15 @@ class KafkaServer(MultiService):
                                                 socket_server=self.socket_server,
                                                 replica_manager=self.replica_manager, controller=controller,
                                                 reactor=reactor)
+        event_log = [] if self.connection_event_log is None else [self.connection_event_log]
         if cluster:
             assert self.zk is not None and self.registration is not None
             children = (self.io_threads, ZooKeeperSession(self.zk), self.log_manager, self.group_coordinator,
-                        *pools, self.socket_server, self.registration, controller_service, self.lifecycle)
+                        *pools, self.socket_server, self.registration, controller_service, *event_log,
+                        self.lifecycle)
         else:
             children = (self.io_threads, self.log_manager, self.group_coordinator, *pools, self.socket_server,
-                        controller_service, self.lifecycle)
+                        controller_service, *event_log, self.lifecycle)
         for child in children:
             child.setServiceParent(self)
         self.started: Deferred = Deferred()
