@@ -887,8 +887,8 @@ class Log:
             i = next(n for n, s in enumerate(segments) if s is old[0])
         except StopIteration:
             return False
-        if i + len(old) >= len(segments) or any(a is not b for a, b in zip(segments[i:i + len(old)], old)) \
-                or new.base_offset != old[0].base_offset:
+        if i + len(old) >= len(segments) or new.base_offset != old[0].base_offset \
+                or any(a is not b for a, b in zip(segments[i:i + len(old)], old, strict=True)):
             return False
         new.change_suffix(from_suffix, SWAP_SUFFIX)        # raises OSError with nothing changed
         # Past the commit point: whatever happens to the files now, the new segment is

@@ -159,7 +159,7 @@ def _complete_swaps(dir: str, names: list[str]) -> list[str]:
         if any(low <= parsed[0] < high for low, high in ranges):
             log.info("{dir}: removing {name}, replaced by compacted data before a crash", dir=dir, name=name)
             _remove(os.path.join(dir, name))
-    for (base, kind, _), name in valid:
+    for _, name in valid:
         log.info("{dir}: completing the interrupted swap of compacted segment {name}", dir=dir, name=name)
         os.rename(os.path.join(dir, name), os.path.join(dir, name[:-len(SWAP_SUFFIX)]))
     fsync_dir(dir)

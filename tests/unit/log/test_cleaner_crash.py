@@ -10,6 +10,8 @@ renamed ``.swap``) the old segments must come back, after it the cleaned one.
 
 from __future__ import annotations
 
+import contextlib
+
 import os
 
 import pytest
@@ -124,10 +126,8 @@ def test_kill_during_the_swap(tmp_path, kill_at, monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(os, "rename", dying)
-    try:
+    with contextlib.suppress(Killed):
         log.replace_segments(cleaned, group)
-    except Killed:
-        pass
     monkeypatch.setattr(os, "rename", real)
     _kill(log, cleaned)
     reloaded = _reload(log)

@@ -255,10 +255,8 @@ class BatchFilter:
         else:
             parts = [bytes(data[span.start:span.end]) for span in kept]
             new_base = base_ts
-        if log_append_time:
-            max_ts = header.max_timestamp
-        else:
-            max_ts = max(base_ts + span.timestamp_delta for span in kept)
+        max_ts = header.max_timestamp if log_append_time \
+            else max(base_ts + span.timestamp_delta for span in kept)
         payload = b"".join(parts)
         codec = attributes & COMPRESSION_MASK
         if codec:

@@ -1,0 +1,207 @@
+"""Log compaction end to end: a real broker process, real clients.
+
+* 100,000 updates over 1,000 keys on a ``cleanup.policy=compact`` topic read
+  back to the last value of every key after the cleaner has run -- and after
+  the broker was killed (SIGKILL) while the cleaner was rewriting segments:
+  the cleaner is throttled (``log.cleaner.io.max.bytes.per.second``) so the
+  test can see its ``.cleaned``/``.swap`` output on disk and kill the broker
+  then; the restarted broker completes or abandons the swap and loses nothing.
+* Offsets never change: the compacted log has gaps, and librdkafka and
+  kafka-python read across them (from the log start, and from an offset that
+  compaction removed).
+* A tombstone stays for ``delete.retention.ms`` after the cleaning that
+  first saw it, so consumers can see the delete, and is removed by a later
+  cleaning.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import random
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KpTopicPartition
+
+from tests.support.wait import wait_until
+
+from .helpers import partition_dir, segment_files
+
+pytestmark = pytest.mark.integration
+
+KEYS = 1000
+UPDATES = 100_000
+SEGMENT_BYTES = 1 << 20
+THROTTLE = 2 * 1024 * 1024          # bytes/s: a cleaning of the ~8 MB log takes seconds
+
+
+def create_topic(bootstrap: str, name: str, **config: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    config.setdefault("cleanup.policy", "compact")
+    admin.create_topics([NewTopic(name, 1, 1, config=config)])[name].result(15)
+
+
+def produce(bootstrap: str, topic: str, pairs, **config) -> None:
+    """Produce ``(key, value)`` pairs (value None: a tombstone) to partition 0, all acknowledged."""
+    errors = []
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20,
+                         "enable.idempotence": False, "batch.num.messages": 5000, **config})
+    for key, value in pairs:
+        while True:
+            try:
+                producer.produce(topic, value, key, partition=0,
+                                 on_delivery=lambda err, msg: err is not None and errors.append(err))
+                break
+            except BufferError:
+                producer.poll(0.1)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    assert not errors, errors[:3]
+
+
+def read_confluent(bootstrap: str, topic: str, start: int | None = None) -> list[tuple[int, bytes, bytes | None]]:
+    """(offset, key, value) of every record from ``start`` (default: the log start) to the end."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "compaction-reader",
+                         "enable.auto.commit": False, "enable.partition.eof": True})
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=15)
+        consumer.assign([TopicPartition(topic, 0, low if start is None else start)])
+        got: list[tuple[int, bytes, bytes | None]] = []
+        while True:
+            message = consumer.poll(15)
+            assert message is not None, f"no record after {got[-1:] or 'the start'} (high watermark {high})"
+            if message.error() is not None:
+                assert message.error().code() == -191, message.error()          # _PARTITION_EOF
+                if message.offset() >= high:
+                    return got
+                continue
+            got.append((message.offset(), message.key(), message.value()))
+    finally:
+        consumer.close()
+
+
+def read_kafka_python(bootstrap: str, topic: str) -> list[tuple[int, bytes, bytes | None]]:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                             auto_offset_reset="earliest", consumer_timeout_ms=10_000)
+    try:
+        tp = KpTopicPartition(topic, 0)
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        high = consumer.end_offsets([tp])[tp]
+        got: list[tuple[int, bytes, bytes | None]] = []
+        while consumer.position(tp) < high:
+            for records in consumer.poll(timeout_ms=5000).values():
+                got.extend((r.offset, r.key, r.value) for r in records)
+        return got
+    finally:
+        consumer.close()
+
+
+def last_values(records) -> dict[bytes, bytes | None]:
+    return {key: value for _, key, value in records}
+
+
+def check_compacted_read(records, expected: dict[bytes, bytes]) -> None:
+    offsets = [offset for offset, _, _ in records]
+    assert offsets == sorted(set(offsets)), "offsets must be strictly increasing"
+    assert last_values(records) == expected
+
+
+def cleaner_output(broker, topic: str) -> list[str]:
+    directory = partition_dir(broker, topic, 0)
+    return glob.glob(os.path.join(directory, "*.cleaned")) + glob.glob(os.path.join(directory, "*.swap"))
+
+
+def test_100k_updates_over_1k_keys_compact_to_the_last_value_per_key_across_a_kill_during_cleaning(
+        broker_factory):
+    broker = broker_factory({"log.cleaner.backoff.ms": "100",
+                             "log.cleaner.io.max.bytes.per.second": str(THROTTLE)})
+    topic = "compacted-100k"
+    create_topic(broker.bootstrap, topic, **{"segment.bytes": str(SEGMENT_BYTES),
+                                             "min.cleanable.dirty.ratio": "0.01"})
+    expected: dict[bytes, bytes] = {}
+
+    rng = random.Random(9)
+
+    def updates():
+        for i in range(UPDATES):
+            # Every key once, then keys at random: the last updates of the keys are spread
+            # over the log, so the compacted log has gaps everywhere.
+            key = b"key-%04d" % (i if i < KEYS else rng.randrange(KEYS))
+            value = (b"%s=%06d;" % (key, i)).ljust(64, b".")
+            expected[key] = value
+            yield key, value
+
+    produce(broker.bootstrap, topic, updates())
+    assert len(expected) == KEYS
+
+    # Every update is acknowledged.  Kill the broker while the throttled cleaner has output on disk.
+    wait_until(lambda: cleaner_output(broker, topic), 60, "the cleaner's .cleaned/.swap output", interval=0.01)
+    broker.kill()
+    assert cleaner_output(broker, topic), "the kill must come while the cleaner is rewriting segments"
+
+    broker.overrides.pop("log.cleaner.io.max.bytes.per.second")
+    mark = broker.log_mark()
+    broker.start()
+    broker.wait_for_log("removing unfinished compaction output|completing the interrupted swap", after=mark)
+    # Right after the restart (the cleaner may be working meanwhile): nothing lost.
+    check_compacted_read(read_confluent(broker.bootstrap, topic), expected)
+
+    broker.wait_for_log(rf"Cleaner: cleaned {topic}-0 ", 120, after=mark)
+    records = read_confluent(broker.bootstrap, topic)
+    check_compacted_read(records, expected)
+    active_base = int(os.path.basename(segment_files(broker, topic, 0)[-1]).split(".")[0])
+    cleaned_keys = [key for offset, key, _ in records if offset < active_base]
+    assert len(cleaned_keys) == len(set(cleaned_keys)), "the cleaned section keeps one record per key"
+    assert len(records) < UPDATES // 4, f"{len(records)} records left of {UPDATES}"
+    assert records[-1][0] == UPDATES - 1                        # the last offset is kept
+
+    # Offsets are preserved: gaps.  librdkafka reads from inside a gap, kafka-python across them.
+    offsets = [offset for offset, _, _ in records]
+    gap = next(o + 1 for o, following in zip(offsets, offsets[1:], strict=False) if following > o + 1)
+    assert gap > offsets[0]
+    from_gap = read_confluent(broker.bootstrap, topic, start=gap)
+    assert from_gap == [r for r in records if r[0] >= gap]
+    assert read_kafka_python(broker.bootstrap, topic) == records
+
+
+def test_tombstones_stay_for_delete_retention_ms_then_go(broker_factory):
+    broker = broker_factory({"log.cleaner.backoff.ms": "100"})
+    topic = "compacted-tombstones"
+    retention_ms = 4000
+    create_topic(broker.bootstrap, topic, **{"segment.bytes": "16384", "min.cleanable.dirty.ratio": "0.01",
+                                             "delete.retention.ms": str(retention_ms)})
+    small = {"batch.size": 2048}            # batches fit the 16 KiB segments
+    produce(broker.bootstrap, topic, [(b"k%02d" % i, b"v1-%02d" % i) for i in range(100)], **small)
+    produce(broker.bootstrap, topic, [(b"k%02d" % i, None) for i in range(50)], **small)
+    deleted_at = time.monotonic()
+    filler = iter(range(1_000_000))
+
+    def roll() -> None:
+        """Records of another key, enough to roll the active segment (only finished ones are cleaned)."""
+        produce(broker.bootstrap, topic, [(b"filler", (b"%08d" % next(filler)).ljust(200, b"."))
+                                          for _ in range(100)], **small)
+
+    def tombstones_only():
+        roll()
+        records = read_confluent(broker.bootstrap, topic)
+        keyed = [(key, value) for _, key, value in records if key != b"filler"]
+        return keyed if len(keyed) == 100 else None
+
+    # First the old values of the deleted keys go; their tombstones stay (a consumer sees the delete).
+    keyed = wait_until(tombstones_only, 30, "the first cleaning")
+    assert sorted(keyed) == sorted([(b"k%02d" % i, None) for i in range(50)]
+                                   + [(b"k%02d" % i, b"v1-%02d" % i) for i in range(50, 100)])
+
+    # delete.retention.ms after that cleaning, a later cleaning removes them.
+    def tombstones_gone():
+        roll()
+        records = read_confluent(broker.bootstrap, topic)
+        return [key for _, key, value in records if key != b"filler"] == [b"k%02d" % i for i in range(50, 100)]
+
+    wait_until(tombstones_gone, 60, "the tombstones to be removed", interval=0.5)
+    assert time.monotonic() - deleted_at >= retention_ms / 1000
