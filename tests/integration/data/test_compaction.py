@@ -205,3 +205,28 @@ def test_tombstones_stay_for_delete_retention_ms_then_go(broker_factory):
 
     wait_until(tombstones_gone, 60, "the tombstones to be removed", interval=0.5)
     assert time.monotonic() - deleted_at >= retention_ms / 1000
+
+
+def test_consumer_offsets_is_compacted_and_the_latest_commit_survives(broker_factory):
+    """``__consumer_offsets`` is a compacted topic like any other: the cleaner keeps each
+    group's latest commit, which a restarted broker loads."""
+    broker = broker_factory({"log.cleaner.backoff.ms": "100", "offsets.topic.num.partitions": "1",
+                             "offsets.topic.segment.bytes": "8192"})
+    create_topic(broker.bootstrap, "committed", **{"cleanup.policy": "delete"})
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "compacted-commits",
+                         "enable.auto.commit": False})
+    try:
+        for offset in range(1, 301):
+            consumer.commit(offsets=[TopicPartition("committed", 0, offset)], asynchronous=False)
+    finally:
+        consumer.close()
+    line = broker.wait_for_log(r"Cleaner: cleaned __consumer_offsets-0 ", 60)
+    assert " 0 kept" not in line
+    broker.restart()
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "compacted-commits",
+                         "enable.auto.commit": False})
+    try:
+        [committed] = consumer.committed([TopicPartition("committed", 0)], timeout=15)
+        assert committed.offset == 300
+    finally:
+        consumer.close()
