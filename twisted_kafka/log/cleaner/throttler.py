@@ -6,8 +6,10 @@ limit.  Here nothing sleeps: a cleaning is a chain of steps in the I/O
 thread pool, and after each step the cleaner asks ``delay(bytes)`` how long
 to wait before the next one, and waits on the reactor's clock -- no pool
 thread is held while the cleaner is throttled, and a ``task.Clock`` drives it
-in tests.  The rate is measured over a window restarted whenever it falls
-back under the limit, so idle time earns no burst.
+in tests.  Every byte reserves ``1 / rate`` seconds of a shared schedule,
+so the combined rate of all cleanings stays at the limit.  The schedule
+starts at most one report's worth in the past -- the time the I/O being
+reported took -- so idle time earns no burst.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ class Throttler:
     def __init__(self, bytes_per_second: float, clock):
         self.clock = clock
         self.rate = bytes_per_second
-        self._start = clock.seconds()
-        self._observed = 0.0
+        #: When the I/O done so far is paid for at ``rate``.
+        self._free_at = clock.seconds()
 
     @property
     def unlimited(self) -> bool:
@@ -29,21 +31,16 @@ class Throttler:
 
     def set_rate(self, bytes_per_second: float) -> None:
         self.rate = bytes_per_second
-        self._start = self.clock.seconds()
-        self._observed = 0.0
+        self._free_at = self.clock.seconds()
 
     def delay(self, nbytes: int) -> float:
         """Seconds to wait before more I/O, ``nbytes`` having just been read or written."""
         if self.unlimited:
             return 0.0
         now = self.clock.seconds()
-        self._observed += nbytes
-        wait = self._observed / self.rate - (now - self._start)
-        if wait <= 0:
-            self._start = now
-            self._observed = 0.0
-            return 0.0
-        return wait
+        cost = nbytes / self.rate
+        self._free_at = max(self._free_at, now - cost) + cost
+        return max(0.0, self._free_at - now)
 
     def chunk_size(self, io_buffer_size: int) -> int:
         """Bytes a step should read: the I/O buffer, or a tenth of a second's worth when
