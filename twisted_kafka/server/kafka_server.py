@@ -64,6 +64,7 @@ from twisted_kafka.controller.kafka_controller import LiveBroker
 from twisted_kafka.coordinator.group.service import GroupCoordinatorService
 from twisted_kafka.controller.zk_controller_service import ZkControllerService
 from twisted_kafka.log import LogManager
+from twisted_kafka.log.cleaner import register_cleaner_metrics
 from twisted_kafka.metrics import MetricsRegistry
 from twisted_kafka.network.listeners import parse_listeners
 from twisted_kafka.network.socket_server import SocketServer
@@ -211,6 +212,7 @@ class KafkaServer(MultiService):
             self.apis.register(handler)
         self.dynamic_config.add_reconfigurable(LogDefaults(self.log_manager, self.config_repository))
         self.dynamic_config.add_reconfigurable(self.log_manager.cleaner)        # log.cleaner.threads, ...
+        register_cleaner_metrics(self.log_manager.cleaner, self.metrics)
         self.dynamic_config.add_reconfigurable(ConnectionLimits(self.socket_server.quotas))
 
         # Subscribed from now on: the controller's connection at startup is an event too.

@@ -22,6 +22,7 @@ Modules:
 * ``cleaner`` -- ``CleanTask``, one cleaning as steps for the I/O thread pool:
   map, plan, then per group of segments a ``.cleaned`` segment, fsynced;
 * ``throttler`` -- ``log.cleaner.io.max.bytes.per.second``;
+* ``metrics`` -- Kafka's ``LogCleaner`` and ``LogCleanerManager`` gauges;
 * ``manager`` -- ``LogCleaner``: the schedule (``log.cleaner.backoff.ms``),
   ``log.cleaner.threads`` cleanings at once, the swap on the reactor, the
   ``cleaner-offset-checkpoint`` files, aborts and errors.
@@ -36,6 +37,7 @@ loses nothing a producer was told was written.
 from .cleaner import CleanerError, CleanerStats, CleanTask
 from .config import CleanerConfig
 from .manager import CLEANER_CHECKPOINT, CleaningAborted, LogCleaner
+from .metrics import register_cleaner_metrics
 from .offset_map import OffsetMap
 from .records import BatchFilter
 from .selection import LogToClean, log_to_clean
@@ -52,4 +54,5 @@ __all__ = [
     "LogToClean",
     "OffsetMap",
     "log_to_clean",
+    "register_cleaner_metrics",
 ]

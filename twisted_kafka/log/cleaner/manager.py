@@ -106,9 +106,17 @@ class LogCleaner:
         self._loop: task.LoopingCall | None = None
         self._started: Deferred | None = None
         self.running = False
+        #: The periodic selection raised (``DeadThreadCount``).
+        self.schedule_died = False
         #: The last cleaning's statistics per log, and how many cleanings finished (tests, metrics).
         self.last_stats: dict[TopicPartition, CleanerStats] = {}
         self.cleanings = 0
+        #: The statistics and max.compaction.lag.ms delay of the last ``log.cleaner.threads``
+        #: cleanings (what Kafka's gauges read from each cleaner thread's last cleaning).
+        self.recent: list[tuple[CleanerStats, int]] = []
+        #: When the last selection ran (ms) and the highest dirty ratio it saw.
+        self.last_run_ms = self._now_ms()
+        self.max_dirty_ratio = 0.0
 
     def __repr__(self) -> str:
         return f"<LogCleaner {len(self._in_progress)}/{self.config.threads} running>"
@@ -137,8 +145,11 @@ class LogCleaner:
     def _start_loop(self) -> None:
         self._loop = task.LoopingCall(self.wake)
         self._loop.clock = self._reactor
-        self._loop.start(max(self.config.backoff_ms, 1) / 1000.0, now=True).addErrback(
-            lambda f: log.failure("the log cleaner's schedule died", failure=f))
+        self._loop.start(max(self.config.backoff_ms, 1) / 1000.0, now=True).addErrback(self._schedule_died)
+
+    def _schedule_died(self, failure: Failure) -> None:
+        self.schedule_died = True
+        log.failure("the log cleaner's schedule died", failure=failure)
 
     def _read_checkpoints(self) -> dict[str, dict[TopicPartition, int]]:
         out = {}
@@ -229,9 +240,15 @@ class LogCleaner:
                 return
             self._launch(*target)
 
+    def uncleanable_in(self, log_dir: str) -> list[Log]:
+        """The logs of ``log_dir`` set aside as uncleanable (metrics)."""
+        return [log_ for key, log_, d in self._logs() if d == log_dir and key in self._uncleanable]
+
     def _grab_filthiest(self) -> tuple[TopicPartition, str, LogToClean] | None:
         now = self._now_ms()
+        self.last_run_ms = now
         best: tuple[TopicPartition, str, LogToClean] | None = None
+        max_ratio = 0.0
         for key, log_, log_dir in self._logs():
             if not log_.config.compact_enabled or key in self._in_progress or key in self._uncleanable \
                     or log_.deleted or log_.closed or log_.failed is not None:
@@ -253,10 +270,12 @@ class LogCleaner:
                          "{start}: the checkpointed one was outside the log", topic=key[0],
                          partition=key[1], start=target.first_dirty_offset)
                 self._checkpoints.setdefault(log_dir, {})[key] = target.first_dirty_offset
+            max_ratio = max(max_ratio, target.cleanable_ratio)
             if target.total_bytes <= 0 or not target.needs_cleaning:
                 continue
             if best is None or target.cleanable_ratio > best[2].cleanable_ratio:
                 best = (key, log_dir, target)
+        self.max_dirty_ratio = max_ratio
         return best
 
     # -- one cleaning --------------------------------------------------------------------
@@ -345,6 +364,7 @@ class LogCleaner:
                 self._retry_after[key] = self._now_ms() + self.config.backoff_ms
             self._checkpoints.setdefault(cleaning.log_dir, {})[key] = clean.end_offset
             self.last_stats[key] = clean.stats
+            self.recent = (self.recent + [(clean.stats, target.compaction_delay_ms)])[-max(1, self.config.threads):]
             self.cleanings += 1
             log.info("Cleaner: {summary}{skipped}", summary=clean.stats.summary(
                 name, target.first_dirty_offset, clean.end_offset),
