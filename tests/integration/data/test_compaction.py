@@ -6,9 +6,9 @@
   the cleaner is throttled (``log.cleaner.io.max.bytes.per.second``) so the
   test can see its ``.cleaned``/``.swap`` output on disk and kill the broker
   then; the restarted broker completes or abandons the swap and loses nothing.
-* Offsets never change: the compacted log has gaps, and librdkafka and
-  kafka-python read across them (from the log start, and from an offset that
-  compaction removed).
+* Offsets never change: the compacted log has gaps, and librdkafka,
+  kafka-python and aiokafka read across them (from the log start, and, with
+  librdkafka, from an offset that compaction removed).
 * A tombstone stays for ``delete.retention.ms`` after the cleaning that
   first saw it, so consumers can see the delete, and is removed by a later
   cleaning.
@@ -16,12 +16,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import glob
 import os
 import random
 import time
 
 import pytest
+from aiokafka import AIOKafkaConsumer
+from aiokafka.structs import TopicPartition as AioTopicPartition
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
@@ -99,6 +102,26 @@ def read_kafka_python(bootstrap: str, topic: str) -> list[tuple[int, bytes, byte
         return got
     finally:
         consumer.close()
+
+
+def read_aiokafka(bootstrap: str, topic: str) -> list[tuple[int, bytes, bytes | None]]:
+    async def read():
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                                    auto_offset_reset="earliest")
+        await consumer.start()
+        try:
+            tp = AioTopicPartition(topic, 0)
+            consumer.assign([tp])
+            high = (await consumer.end_offsets([tp]))[tp]
+            got: list[tuple[int, bytes, bytes | None]] = []
+            while await consumer.position(tp) < high:
+                for records in (await consumer.getmany(timeout_ms=5000)).values():
+                    got.extend((r.offset, r.key, r.value) for r in records)
+            return got
+        finally:
+            await consumer.stop()
+
+    return asyncio.run(read())
 
 
 def last_values(records) -> dict[bytes, bytes | None]:
@@ -205,10 +228,12 @@ def test_tombstones_stay_for_delete_retention_ms_then_go(broker_factory):
 
     wait_until(tombstones_gone, 60, "the tombstones to be removed", interval=0.5)
     assert time.monotonic() - deleted_at >= retention_ms / 1000
-    # Rebuilt batches (some fillers removed, some kept) read the same with both clients.
+    # Rebuilt batches (some fillers removed, some kept) read the same with every client.
     assert any(header.base_offset + header.records_count - 1 < header.last_offset
                for _, _, header in stored_batches(broker, topic, 0))
-    assert read_kafka_python(broker.bootstrap, topic) == read_confluent(broker.bootstrap, topic)
+    records = read_confluent(broker.bootstrap, topic)
+    assert read_kafka_python(broker.bootstrap, topic) == records
+    assert read_aiokafka(broker.bootstrap, topic) == records
 
 
 def test_consumer_offsets_is_compacted_and_the_latest_commit_survives(broker_factory):
