@@ -26,7 +26,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition as AioTopicPartition
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 
@@ -259,3 +259,35 @@ def test_consumer_offsets_is_compacted_and_the_latest_commit_survives(broker_fac
         assert committed.offset == 300
     finally:
         consumer.close()
+
+
+def test_the_cleaner_throttle_is_changed_at_run_time(broker_factory):
+    """``log.cleaner.io.max.bytes.per.second`` is a dynamic broker config: a cleaning crawling
+    at 20 kB/s finishes within seconds once an admin client lifts the limit."""
+    broker = broker_factory({"log.cleaner.backoff.ms": "100", "log.cleaner.io.max.bytes.per.second": "20000"})
+    topic = "compacted-throttled"
+    create_topic(broker.bootstrap, topic, **{"segment.bytes": str(SEGMENT_BYTES), "min.cleanable.dirty.ratio": "0.01"})
+    expected: dict[bytes, bytes] = {}
+
+    def updates():
+        for i in range(30_000):
+            key = b"key-%03d" % (i % 100)
+            expected[key] = (b"%06d" % i).ljust(64, b".")
+            yield key, expected[key]
+
+    mark = broker.log_mark()
+    produce(broker.bootstrap, topic, updates())
+    broker.wait_for_log(f"Cleaner: beginning cleaning of {topic}-0", 30)
+    # A cleaning reads at least one 1 MiB segment twice: at 20 kB/s, over a minute and a half.
+    assert f"Cleaner: cleaned {topic}-0 " not in broker.log_text()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    entry = ConfigEntry("log.cleaner.io.max.bytes.per.second", "1000000000",
+                        incremental_operation=AlterConfigOpType.SET)
+    futures = admin.incremental_alter_configs([ConfigResource(ResourceType.BROKER, "0",
+                                                              incremental_configs=[entry])])
+    for future in futures.values():
+        future.result(15)
+    started = time.monotonic()
+    broker.wait_for_log(rf"Cleaner: cleaned {topic}-0 ", 20, after=mark)
+    assert time.monotonic() - started < 10, "the throttle's pending wait ends when the rate changes"
+    check_compacted_read(read_confluent(broker.bootstrap, topic), expected)

@@ -74,6 +74,7 @@ class _Cleaning:
     task: CleanTask | None = None
     aborted: str | None = None          # why, once asked to stop
     waiting: Deferred | None = None     # the throttle's wait, cancelled on abort
+    wait_call: Any = None               # its timer, cut short when the rate changes
     done: Deferred | None = None
 
 
@@ -184,6 +185,8 @@ class LogCleaner:
         self.config = new
         if new.io_max_bytes_per_second != old.io_max_bytes_per_second:
             self.throttler.set_rate(new.io_max_bytes_per_second)
+            for cleaning in self._in_progress.values():
+                self._end_wait(cleaning)        # waits computed at the old rate end now
         if new.map_memory != old.map_memory or new.io_buffer_load_factor != old.io_buffer_load_factor:
             self._maps = []
         if self.running and new.backoff_ms != old.backoff_ms and self._loop is not None:
@@ -229,6 +232,13 @@ class LogCleaner:
         waiting = cleaning.waiting
         if waiting is not None and not waiting.called:
             waiting.cancel()
+
+    @staticmethod
+    def _end_wait(cleaning: _Cleaning) -> None:
+        call, waiting = cleaning.wait_call, cleaning.waiting
+        if call is not None and call.active() and waiting is not None and not waiting.called:
+            call.cancel()
+            waiting.callback(None)
 
     # -- selection -----------------------------------------------------------------------
 
@@ -323,11 +333,17 @@ class LogCleaner:
         delay = self.throttler.delay(nbytes)
         if delay > 0:
             self._check(cleaning)
-            cleaning.waiting = task.deferLater(self._reactor, delay, lambda: None)
+            def cancel(_d: Deferred) -> None:
+                if call.active():
+                    call.cancel()
+
+            waiting: Deferred = Deferred(cancel)
+            call = self._reactor.callLater(delay, waiting.callback, None)
+            cleaning.waiting, cleaning.wait_call = waiting, call
             try:
-                await cleaning.waiting
+                await waiting
             finally:
-                cleaning.waiting = None
+                cleaning.waiting = cleaning.wait_call = None
 
     async def _clean(self, cleaning: _Cleaning) -> None:
         key, target = cleaning.key, cleaning.target
