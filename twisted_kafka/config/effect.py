@@ -17,7 +17,7 @@ about as deprecated when set (``deprecation``), saying whether it still acts.
 from __future__ import annotations
 
 SECURITY = "TLS, SASL and ACLs are not built yet (security issue)"
-TRANSACTIONS = "idempotence and transactions are not built yet"
+TRANSACTIONS = "transactions are not built yet (idempotent producers are)"
 REPLICATION = "replication between brokers is not built yet (cluster issue)"
 ZOOKEEPER = "ZooKeeper-coordinated clusters are not built yet; setting zookeeper.connect fails startup"
 COMPACTION = "log compaction (cleanup.policy=compact) is not built yet"
@@ -48,7 +48,6 @@ _KEYS = {
     "principal.builder.class": SECURITY,
     "security.providers": SECURITY,
     "super.users": SECURITY,
-    "producer.id.expiration.ms": TRANSACTIONS,
     "transactional.id.expiration.ms": TRANSACTIONS,
     "num.replica.fetchers": REPLICATION,
     "unclean.leader.election.enable": REPLICATION,
