@@ -46,6 +46,7 @@ from twisted_kafka.config import ConfigError
 from twisted_kafka.controller.controller_service import ControllerService
 from twisted_kafka.controller.kafka_controller import LiveBroker
 from twisted_kafka.coordinator.group.service import GroupCoordinatorService
+from twisted_kafka.coordinator.transaction import FileProducerIdBlockStore, ProducerIdManager
 from twisted_kafka.log import LogManager
 from twisted_kafka.metrics import MetricsRegistry
 from twisted_kafka.network.listeners import parse_listeners
@@ -58,7 +59,7 @@ from .broker_metadata import BrokerMetadata, LogDirLocks, load_or_create
 from .config_repository import ConfigRepository
 from .controller_requests import ControllerRequestGuard, new_broker_epoch
 from .descriptor_budget import descriptor_budget, raise_open_file_limit
-from .dynamic_config import ConnectionLimits, DynamicBrokerConfig, LogDefaults
+from .dynamic_config import ConnectionLimits, DynamicBrokerConfig, LogDefaults, ProducerIdExpiration
 from .kafka_apis import KafkaApis
 from .metadata_cache import MetadataCache
 from .replica_manager import ReplicaManager
@@ -140,6 +141,9 @@ class KafkaServer(MultiService):
         self.admin_manager = AdminManager(controller=controller, metadata_cache=self.metadata_cache,
                                           config_repository=self.config_repository,
                                           dynamic_config=self.dynamic_config)
+        # Producer ids (InitProducerId): blocks recorded in the log dirs on a single node.
+        self.producer_ids = ProducerIdManager(broker_id, FileProducerIdBlockStore(
+            self.log_dirs, reactor=reactor, threadpool=pool))
         self.group_coordinator = GroupCoordinatorService(
             config=config, replica_manager=self.replica_manager, admin_manager=self.admin_manager,
             metadata_cache=self.metadata_cache, reactor=reactor, broker_id=broker_id)
@@ -149,10 +153,11 @@ class KafkaServer(MultiService):
                 admin_manager=self.admin_manager, config_repository=self.config_repository,
                 dynamic_config=self.dynamic_config, controller=controller, controller_guard=self.controller_guard,
                 group_coordinator=self.group_coordinator.coordinator, offsets_topic=self.group_coordinator,
-                clock=reactor):
+                producer_ids=self.producer_ids, clock=reactor):
             self.apis.register(handler)
         self.dynamic_config.add_reconfigurable(LogDefaults(self.log_manager, self.config_repository))
         self.dynamic_config.add_reconfigurable(ConnectionLimits(self.socket_server.quotas))
+        self.dynamic_config.add_reconfigurable(ProducerIdExpiration(self.log_manager))
 
         pools = [KafkaRequestHandlerPool(channel=self.socket_server.data_plane.channel, apis=self.apis,
                                          num_handlers=config["num.io.threads"], reactor=reactor,
