@@ -1,5 +1,6 @@
-# The two commands of README.md's quick start:
+# The commands of README.md's quick start:
 #   make run    start a broker (single node, ./data, loopback listeners)
+#   make cluster  start ZooKeeper and three brokers (etc/cluster/, ./data/cluster; docs/cluster.md)
 #   make test   run the linters (make lint), then the whole test suite
 # Each does its own set-up on first use: a virtualenv in .venv, the package
 # installed into it in editable mode, and (as root) the Debian packages the
@@ -16,10 +17,13 @@ PYTEST_ARGS ?=
 # generators wait on sockets much of the time.  PYTEST_PARALLEL= runs it serially.
 PYTEST_PARALLEL ?= -n 3 --dist loadfile
 
-.PHONY: run lint test test-slow bench-codec bench-log bench-network bench-planes bench-produce bench-groups system-deps clean
+.PHONY: run cluster lint test test-slow bench-codec bench-log bench-network bench-planes bench-produce bench-groups system-deps clean
 
 run: $(VENV)/.base-installed
 	bin/twisted-kafka-server-start $(CONFIG) $(ARGS)
+
+cluster: $(VENV)/.base-installed system-deps
+	bin/twisted-kafka-cluster $(CLUSTER_CONFIG)
 
 # ruff and mypy are configured in pyproject.toml; any finding fails the target.
 lint: $(VENV)/.test-installed

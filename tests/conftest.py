@@ -7,19 +7,29 @@
 * ``broker_factory(overrides=None, *, control_plane=True, start=True)`` —
   brokers with overrides; every broker it made is stopped at teardown.
 
-Tests using either fixture are marked ``integration``.
+* ``zookeeper`` — a real ZooKeeper (``tests/support/zookeeper.py``) shared by
+  a test module, started on loopback port 0 and stopped after the module;
+  ``zk_chroot`` — a chroot of its own for each test (``/<test name>``), so a
+  test's brokers form a new cluster: ``zookeeper.connect`` is
+  ``zookeeper.connect_string(zk_chroot)``.
+
+Tests using ``broker``, ``broker_factory`` or ``zookeeper`` are marked ``integration``.
 """
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.support.broker_process import BrokerProcess
+from tests.support.zookeeper import ZooKeeperServer
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if {"broker", "broker_factory"} & set(getattr(item, "fixturenames", ())) or "/integration/" in str(item.path):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if {"broker", "broker_factory", "zookeeper"} & fixtures or "/integration/" in str(item.path):
             item.add_marker(pytest.mark.integration)
 
 
@@ -69,3 +79,17 @@ def module_broker(request, tmp_path_factory):
     if broker.running:
         status = broker.stop()
         assert status == 0, f"clean stop exited with status {status}\n{broker.log_text()[-4000:]}"
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory):
+    """One real ZooKeeper per test module (about 1.5 s to start: the JVM compiles the launcher first)."""
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def zk_chroot(request) -> str:
+    """A ZooKeeper chroot of this test's own (``zookeeper.connect=host:port/<chroot>``): a new cluster."""
+    return "/" + re.sub(r"[^A-Za-z0-9_.-]+", "-", request.node.name).strip("-")[:80]

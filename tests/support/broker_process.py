@@ -295,6 +295,10 @@ class BrokerProcess:
         data plane without one) -- connection limits can be tested exactly.
         """
         self.spawn()
+        return self.wait_started(timeout)
+
+    def wait_started(self, timeout: float = 30) -> BrokerProcess:
+        """Wait for a spawned broker's started line (several brokers spawned together start in parallel)."""
         try:
             line = wait_until(self._started_line, timeout, what="the broker's started line")
         except WaitTimeout:

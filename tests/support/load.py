@@ -5,6 +5,7 @@ Used by the network integration tests and by ``bench/network.py`` and ``bench/pl
     python -m tests.support.load pipeline --port 9092 --connections 10 --depth 5 --duration 5 --api metadata
     python -m tests.support.load accept --port 9092 --concurrency 16 --duration 5
     python -m tests.support.load latency --port 9093 --duration 3 --interval 0.01
+    python -m tests.support.load nonreader --port 9092 --duration 30 --api metadata
 
 Each prints one JSON object (its last line of output).  ``pipeline`` keeps
 ``depth`` requests in flight on each of ``connections`` connections for
@@ -19,10 +20,16 @@ has had an answer, so a test can wait for the flood to be under way
 sends one ApiVersions request, reads the answer and closes.
 ``latency`` sends one request at a time on one connection, every
 ``interval`` seconds (the generator's own pace), and reports the round-trip
-times.
+times.  ``nonreader`` is a client that never reads its responses: one
+connection with 4 KiB socket buffers sending requests as fast as the
+broker takes them, until ``duration``, SIGTERM or the broker closes it; it
+reports how many requests the broker took and whether (and after how long)
+the broker closed it.
 
-The requests are hand-built (no encoder in the loop): ApiVersions v0, and
-Metadata v1 with a null topic list (every topic).
+The requests are hand-built (no encoder in the loop): ApiVersions v0,
+Metadata v1 with a null topic list (every topic), and Produce v3 (acks=1,
+one record of 100 bytes to partition 0 of ``PRODUCE_TOPIC``, which must
+exist; its record batch is built once).
 """
 
 from __future__ import annotations
@@ -44,11 +51,29 @@ from pathlib import Path
 
 _CLIENT_ID = b"load"
 _HEADER = struct.Struct(">ihhih")   # size, api_key, api_version, correlation_id, client_id length
-API_KEYS = {"api_versions": (18, 0, b""), "metadata": (3, 1, struct.pack(">i", -1))}
+API_KEYS = {"api_versions": (18, 0, b""), "metadata": (3, 1, struct.pack(">i", -1)), "produce": (0, 3, None)}
+PRODUCE_TOPIC = "load-produce"
+_bodies: dict[str, bytes] = {}
+
+
+def _body(api: str) -> bytes:
+    body = API_KEYS[api][2]
+    if body is not None:
+        return body
+    body = _bodies.get(api)
+    if body is None:       # Produce v3: null transactional id, acks=1, 5 s, one topic, partition 0, one batch
+        from twisted_kafka.protocol.records import build_batch
+
+        batch = build_batch([(None, b"v" * 100)])
+        topic = PRODUCE_TOPIC.encode()
+        body = _bodies[api] = (struct.pack(">hhii", -1, 1, 5000, 1) + struct.pack(">h", len(topic)) + topic
+                               + struct.pack(">iii", 1, 0, len(batch)) + batch)
+    return body
 
 
 def request(api: str, correlation_id: int) -> bytes:
-    key, version, body = API_KEYS[api]
+    key, version, _ = API_KEYS[api]
+    body = _body(api)
     return (_HEADER.pack(2 + 2 + 4 + 2 + len(_CLIENT_ID) + len(body), key, version, correlation_id, len(_CLIENT_ID))
             + _CLIENT_ID + body)
 
@@ -106,6 +131,8 @@ def pipeline(host: str, port: int, connections: int, depth: int, duration: float
             except BlockingIOError:  # the broker is not reading: wait for room in the socket buffer
                 select.select([], [conn.sock], [], 1.0)
                 continue
+            except (BrokenPipeError, ConnectionResetError):
+                return               # closed by the broker: the next read sees it and counts what is lost
             view = view[n:]
 
     for conn in conns:
@@ -270,6 +297,42 @@ def latency(host: str, port: int, duration: float, interval: float, api: str) ->
             "p50_ms": percentile(ordered, 0.50), "p99_ms": percentile(ordered, 0.99), "max_ms": ordered[-1]}
 
 
+def nonreader(host: str, port: int, duration: float, api: str, receive_buffer: int = 4096) -> dict:
+    """Send requests as fast as the broker takes them and never read an answer."""
+    signal.signal(signal.SIGTERM, _request_stop)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, receive_buffer)   # requests wait in the broker, not here
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.settimeout(10)
+    sock.connect((host, port))
+    sock.setblocking(False)
+    print(json.dumps({"connected": True}), flush=True)
+    batch = 256
+    data = b"".join(request(api, i) for i in range(batch))
+    per_request = len(data) / batch
+    sent_bytes = 0
+    closed_after = None
+    start = time.monotonic()
+    view = memoryview(data)
+    offset = 0
+    while not _stop_requested and time.monotonic() - start < duration:
+        try:
+            n = sock.send(view[offset:])
+        except (BlockingIOError, InterruptedError):
+            select.select([], [sock], [], 0.05)
+            continue
+        except OSError:          # reset or broken pipe: the broker closed it
+            closed_after = time.monotonic() - start
+            break
+        sent_bytes += n
+        offset = (offset + n) % len(data)
+    sock.close()
+    return {"mode": "nonreader", "api": api, "requests_taken": int(sent_bytes / per_request),
+            "closed_by_broker": closed_after is not None, "closed_after_seconds": closed_after,
+            "seconds": time.monotonic() - start}
+
+
 def percentile(ordered: list[float], q: float) -> float:
     """The q-quantile (nearest rank) of an ascending list."""
     if not ordered:
@@ -357,11 +420,18 @@ def main(argv=None) -> None:
     lat.add_argument("--duration", type=float, default=3.0)
     lat.add_argument("--interval", type=float, default=0.01)
     lat.add_argument("--api", choices=sorted(API_KEYS), default="api_versions")
+    nr = sub.add_parser("nonreader")
+    nr.add_argument("--host", default="127.0.0.1")
+    nr.add_argument("--port", type=int, required=True)
+    nr.add_argument("--duration", type=float, default=30.0)
+    nr.add_argument("--api", choices=sorted(API_KEYS), default="metadata")
     args = parser.parse_args(argv)
     if args.mode == "pipeline":
         result = pipeline(args.host, args.port, args.connections, args.depth, args.duration, args.api)
     elif args.mode == "latency":
         result = latency(args.host, args.port, args.duration, args.interval, args.api)
+    elif args.mode == "nonreader":
+        result = nonreader(args.host, args.port, args.duration, args.api)
     else:
         result = accept(args.host, args.port, args.concurrency, args.duration)
     print(json.dumps(result), flush=True)

@@ -105,5 +105,5 @@ def test_kafka_server_is_composed_of_child_services(tmp_path):
     names = [type(child).__name__ for child in children]
     assert names == ["ThreadPoolService", "LogManager", "GroupCoordinatorService", "KafkaRequestHandlerPool",
                      "KafkaRequestHandlerPool",
-                     "SocketServer", "ControllerService", "BrokerLifecycleManager"]
+                     "SocketServer", "ControllerService", "ConnectionEventLog", "BrokerLifecycleManager"]
     assert all(child.parent is server for child in children)

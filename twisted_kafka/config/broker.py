@@ -3,6 +3,8 @@
 Names, types, defaults, validators, importance and dynamic update modes are
 those of Apache Kafka 3.9 (the last line with ZooKeeper mode, which this
 broker's cluster mode follows); the doc lines are this project's own words.
+The keys of the last group, "Extensions", are this project's own
+(``extension=True``): Kafka has no such keys.
 A key Kafka has but this broker does not define is reported as unknown at
 startup instead of being silently accepted, so an operator is never misled
 into thinking a setting took effect.
@@ -56,6 +58,7 @@ def _define(
     listener: bool = False,
     mechanism: bool = False,
     default_doc: str | None = None,
+    extension: bool = False,
 ) -> None:
     _keys.append(
         ConfigKey(
@@ -70,6 +73,7 @@ def _define(
             per_mechanism=mechanism,
             update_mode=mode,
             default_doc=default_doc,
+            extension=extension,
         )
     )
 
@@ -79,9 +83,10 @@ _group = "Broker"
 _define("broker.id", INT, -1, HIGH,
         "This broker's id in the cluster. With the default -1 and "
         "broker.id.generation.enable, an id above reserved.broker.max.id is "
-        "generated on first start and remembered in the log directories.")
+        "generated on first start and remembered in the log directories "
+        "(in a ZooKeeper cluster from the sequence /brokers/seqid, so ids are unique).")
 _define("broker.id.generation.enable", BOOLEAN, True, MEDIUM,
-        "Let the broker generate its id when broker.id is -1.")
+        "Let the broker generate its id when broker.id is -1 (and none is stored).")
 _define("reserved.broker.max.id", INT, 1000, MEDIUM,
         "Highest id an operator may assign; generated ids start above it.",
         validator=at_least(0))
@@ -543,7 +548,8 @@ _define("num.replica.fetchers", INT, 1, HIGH,
 _define("replica.high.watermark.checkpoint.interval.ms", LONG, 5000, HIGH,
         "How often high watermarks are checkpointed to disk.")
 _define("auto.leader.rebalance.enable", BOOLEAN, True, HIGH,
-        "Let the controller move leadership back to preferred replicas.")
+        "Let the controller move leadership back to preferred replicas (checked every "
+        "leader.imbalance.check.interval.seconds, once the cluster has two brokers).")
 _define("leader.imbalance.per.broker.percentage", INT, 10, HIGH,
         "Share of non-preferred leaders on a broker that triggers a rebalance.")
 _define("leader.imbalance.check.interval.seconds", LONG, 300, HIGH,
@@ -566,12 +572,15 @@ _define("zookeeper.connect", STRING, None, HIGH,
         "cluster mode, where ZooKeeper elects the controller and holds the cluster "
         "state, as in Kafka's ZooKeeper mode. Unset: the single-node embedded controller.")
 _define("zookeeper.session.timeout.ms", INT, 18000, HIGH,
-        "ZooKeeper session timeout.")
+        "ZooKeeper session timeout: a broker that stops answering is removed from the "
+        "cluster (its registration expires) after this long.")
 _define("zookeeper.connection.timeout.ms", INT, None, HIGH,
         "How long to wait for a ZooKeeper connection; when unset, "
         "zookeeper.session.timeout.ms.")
 _define("zookeeper.set.acl", BOOLEAN, False, HIGH,
-        "Create ZooKeeper nodes with secure ACLs.")
+        "Create ZooKeeper nodes with secure ACLs. They need an authenticated "
+        "ZooKeeper connection (SASL or TLS), which this broker cannot make yet: "
+        "true fails startup, as it does in Kafka without one.")
 _define("zookeeper.max.in.flight.requests", INT, 10, HIGH,
         "Unacknowledged ZooKeeper requests allowed before the client blocks.",
         validator=at_least(1))
@@ -674,6 +683,17 @@ _define("metrics.recording.level", STRING, "INFO", LOW,
 _define("metric.reporters", LIST, "", LOW,
         "Additional metric reporter classes.",
         mode=CLUSTER_WIDE)
+
+# --------------------------------------------------------------------------
+_group = "Extensions"
+_define("connection.events.enable", BOOLEAN, True, LOW,
+        "Write every connection event of this broker (accepted, rejected by a "
+        "connection quota, authentication failed, closed, with listener, plane, "
+        "client IP and port, principal, reason and time) to the internal topic "
+        "__connection_events, for bin/twisted-kafka-connection-report and "
+        "other readers. The topic is created on first use with one partition "
+        "and cleanup.policy=delete; retention follows log.retention.*.",
+        extension=True)
 
 #: Per-mechanism keys a Kafka broker reads *only* in the form
 #: listener.name.<l>.<mechanism>.<key>; the listener-level form is ignored.

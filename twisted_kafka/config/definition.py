@@ -91,6 +91,9 @@ class ConfigKey:
     #: The default as Kafka's docs print it, when that is not simply the
     #: formatted default (e.g. a value that depends on the JVM).
     default_doc: str | None = field(default=None, compare=False)
+    #: A key of twisted_kafka's own, which Apache Kafka does not have (a Kafka
+    #: broker would report it as unknown).
+    extension: bool = False
 
     def __post_init__(self) -> None:
         if self.default is not NO_DEFAULT and self.default is not None:

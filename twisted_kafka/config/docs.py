@@ -52,6 +52,11 @@ Kafka means the same here. At startup:
   are the deprecated topic keys, when a topic is created or altered with them;
 * values of *password* keys are never shown: not in logs, errors or here.
 
+**twisted_kafka's own keys.** The keys of the group
+[Extensions](#extensions) are this broker's own: Apache Kafka has no such
+keys (a Kafka broker warns about them as unknown), so leave them out of a
+configuration meant for Kafka.
+
 **Per-listener keys.** Keys marked *per listener* may also be written as
 `listener.name.<listener>.<key>` (listener name in lower case) to apply to one
 listener only, for example `listener.name.internal.max.connections=100`.
@@ -114,6 +119,8 @@ def _key_section(key: ConfigKey) -> list[str]:
     if overrides:
         facts.append(overrides)
     lines = [f"### `{key.name}`", "", _text(key.doc), "", " · ".join(facts), ""]
+    if key.extension:
+        lines += ["**twisted_kafka key:** not an Apache Kafka key.", ""]
     deprecated = deprecation(key.name)
     reason = not_effective_reason(key.name)
     if deprecated is not None:

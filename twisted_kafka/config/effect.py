@@ -19,7 +19,9 @@ from __future__ import annotations
 SECURITY = "TLS, SASL and ACLs are not built yet (security issue)"
 TRANSACTIONS = "transactions are not built yet (idempotent producers are)"
 REPLICATION = "replication between brokers is not built yet (cluster issue)"
-ZOOKEEPER = "ZooKeeper-coordinated clusters are not built yet; setting zookeeper.connect fails startup"
+ZOOKEEPER = ("the ZooKeeper client (kazoo) pipelines requests without a limit of its own; the session "
+             "keys (zookeeper.connect, zookeeper.session.timeout.ms, zookeeper.connection.timeout.ms, "
+             "zookeeper.set.acl) take effect")
 COMPACTION = "log compaction (cleanup.policy=compact) is not built yet"
 METRICS = "metrics are kept under Kafka's names; reporters and sampling are not configurable yet"
 REACTOR = ("the reactor's single thread does all socket I/O, so there are no network threads to size "
@@ -28,14 +30,12 @@ FETCH_SESSIONS = "incremental fetch sessions (KIP-227) are not offered: every fe
 RECOMPRESSION = ("batches are stored as producers compressed them (Kafka's 'producer'); "
                  "recompression to another codec is not built yet")
 BACKGROUND = "background work runs on the reactor and the I/O thread pool (sized by num.io.threads)"
-ID_GENERATION = "broker ids are generated only for a single node (reserved.broker.max.id + 1)"
 
 _PREFIXES = {
     "ssl.": SECURITY,
     "sasl.": SECURITY,
     "transaction.": TRANSACTIONS,
     "replica.": REPLICATION,
-    "leader.imbalance.": REPLICATION,
     "zookeeper.": ZOOKEEPER,
     "log.cleaner.": COMPACTION,
     "metrics.": METRICS,
@@ -50,9 +50,7 @@ _KEYS = {
     "super.users": SECURITY,
     "transactional.id.expiration.ms": TRANSACTIONS,
     "num.replica.fetchers": REPLICATION,
-    "unclean.leader.election.enable": REPLICATION,
     "compression.type": RECOMPRESSION,
-    "auto.leader.rebalance.enable": REPLICATION,
     "request.timeout.ms": REPLICATION,
     "socket.connection.setup.timeout.ms": REPLICATION,
     "socket.connection.setup.timeout.max.ms": REPLICATION,
@@ -60,7 +58,6 @@ _KEYS = {
     "num.network.threads": REACTOR,
     "max.incremental.fetch.session.cache.slots": FETCH_SESSIONS,
     "background.threads": BACKGROUND,
-    "broker.id.generation.enable": ID_GENERATION,
 }
 
 
@@ -86,8 +83,9 @@ def deprecation(name: str) -> str | None:
     return entry[0] if entry else None
 
 
-# Read although a prefix above matches: zookeeper.connect, when set, fails startup with a clear message.
-_EFFECTIVE = frozenset({"zookeeper.connect"})
+# Read although a prefix above matches: the ZooKeeper session's keys (cluster mode).
+_EFFECTIVE = frozenset({"zookeeper.connect", "zookeeper.session.timeout.ms", "zookeeper.connection.timeout.ms",
+                        "zookeeper.set.acl"})
 
 
 def not_effective_reason(name: str) -> str | None:

@@ -9,8 +9,10 @@ the controller.  The broker side here depends only on this interface:
   (the single node, or the cluster member that won the election);
 * ``NoControllerClient`` -- this broker cannot reach a controller: every call
   fails with NOT_CONTROLLER, which clients retry elsewhere;
-* a network client to the active controller (cluster mode) implements the
-  same methods.
+* ``ClusterControllerClient`` (``cluster_client.py``) -- a ZooKeeper
+  cluster: topic and config changes are written to ZooKeeper for the
+  controller to act on (any broker may), the rest goes to the active
+  controller -- this broker's, or another's over its control plane.
 
 The broker never touches the controller's objects (its store, its channels,
 its in-memory state); what it needs to know about topics and configs reaches
@@ -47,6 +49,21 @@ def excessive_batch_error(partitions: int) -> KafkaError:
                       f"{MAX_PARTITIONS_PER_REQUEST}.")
 
 
+#: The client id a broker's requests to the controller carry ends with this: the controller's broker
+#: answers them itself and never forwards them again (two brokers briefly disagreeing about who the
+#: controller is must not pass a request back and forth).
+FORWARDED_SUFFIX = "-to-controller"
+
+
+def forwarding_client_id(broker_id: int) -> str:
+    return f"broker-{broker_id}{FORWARDED_SUFFIX}"
+
+
+def forwarded(client_id: str | None) -> bool:
+    """Whether a request came from another broker on its way to the controller."""
+    return bool(client_id) and str(client_id).endswith(FORWARDED_SUFFIX)
+
+
 @dataclass
 class NewTopic:
     name: str
@@ -65,6 +82,24 @@ class TopicResult:
     num_partitions: int = -1
     replication_factor: int = -1
     configs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ElectionOutcome:
+    """One partition's ElectLeaders result: NONE with the new leader, or an error."""
+
+    error: ErrorCode
+    message: str | None = None
+    leader: int = -1
+
+
+@dataclass(frozen=True)
+class ReassignmentState:
+    """An ongoing reassignment: all replicas, the ones being added and the ones being removed."""
+
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...]
+    removing_replicas: tuple[int, ...]
 
 
 class ControllerClient(ABC):
@@ -101,9 +136,30 @@ class ControllerClient(ABC):
     async def alter_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
         """Replace the dynamic configs of a broker id or "" (the cluster default); brokers are told first."""
 
+    # The controller's own operations.  ``forward`` False: only this broker's controller may answer
+    # (NOT_CONTROLLER otherwise) -- a request forwarded by another broker is never sent on again.
+
     @abstractmethod
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[tuple[str, int]]:
-        """Move leadership off a stopping broker; the partitions it still leads."""
+        """Move leadership off a stopping broker; the partitions it still leads.  (Asked for another
+        broker -- a ControlledShutdown received -- only the active controller answers.)"""
+
+    @abstractmethod
+    async def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]] | None, *,
+                            timeout_ms: int, forward: bool = True) -> dict[tuple[str, int], ElectionOutcome]:
+        """ElectLeaders: per partition (None: every partition) the error, message and elected leader."""
+
+    @abstractmethod
+    async def alter_partition_reassignments(self, targets: dict[tuple[str, int], list[int] | None], *,
+                                            allow_replication_factor_change: bool = True, timeout_ms: int = 0,
+                                            forward: bool = True,
+                                            ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """AlterPartitionReassignments: per partition (error, message)."""
+
+    @abstractmethod
+    async def list_partition_reassignments(self, partitions: list[tuple[str, int]] | None, *, timeout_ms: int = 0,
+                                           forward: bool = True) -> dict[tuple[str, int], ReassignmentState]:
+        """ListPartitionReassignments: the ongoing reassignments among ``partitions`` (None: all)."""
 
 
 class LocalControllerClient(ControllerClient):
@@ -137,6 +193,19 @@ class LocalControllerClient(ControllerClient):
     async def controlled_shutdown(self, broker_id, broker_epoch):
         return await self._controller.controlled_shutdown(broker_id, broker_epoch)
 
+    async def elect_leaders(self, election_type, partitions, *, timeout_ms, forward=True):
+        from .election import ElectionType
+
+        return await self._controller.elect_leaders(ElectionType(election_type), partitions)
+
+    async def alter_partition_reassignments(self, targets, *, allow_replication_factor_change=True, timeout_ms=0,
+                                            forward=True):
+        return await self._controller.alter_partition_reassignments(
+            targets, allow_replication_factor_change=allow_replication_factor_change)
+
+    async def list_partition_reassignments(self, partitions, *, timeout_ms=0, forward=True):
+        return self._controller.list_partition_reassignments(partitions)
+
 
 class NoControllerClient(ControllerClient):
     """No controller is reachable from this broker: every operation is NOT_CONTROLLER."""
@@ -168,6 +237,17 @@ class NoControllerClient(ControllerClient):
     async def controlled_shutdown(self, broker_id, broker_epoch):
         self._refuse()
 
+    async def elect_leaders(self, election_type, partitions, *, timeout_ms, forward=True):
+        self._refuse()
+
+    async def alter_partition_reassignments(self, targets, *, allow_replication_factor_change=True, timeout_ms=0,
+                                            forward=True):
+        self._refuse()
+
+    async def list_partition_reassignments(self, partitions, *, timeout_ms=0, forward=True):
+        self._refuse()
+
 
 __all__ = ["ControllerClient", "LocalControllerClient", "NoControllerClient", "NewTopic", "TopicResult",
+           "ElectionOutcome", "ReassignmentState", "forwarded", "forwarding_client_id", "FORWARDED_SUFFIX",
            "MAX_PARTITIONS_PER_REQUEST", "excessive_batch_error"]

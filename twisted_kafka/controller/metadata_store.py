@@ -35,6 +35,14 @@ from twisted_kafka.log.checkpoints import write_atomically
 from twisted_kafka.log.inventory import PartitionOnDisk, partitions_on_disk
 from twisted_kafka.log.layout import PARTITION_METADATA
 
+#: A partition without a leader (Kafka's LeaderAndIsr.NoLeader).
+NO_LEADER = -1
+#: ``partition_epoch`` of a partition whose state was never written (ZooKeeper: an assignment
+#: in ``/brokers/topics/<t>`` whose ``.../partitions/<p>/state`` does not exist yet).
+NO_STATE = -1
+#: Leader recovery states (KIP-704): an unclean election makes the new leader RECOVERING.
+RECOVERED, RECOVERING = 0, 1
+
 STORE_FILE = "cluster-metadata.json"
 BACKUP_SUFFIX = ".bak"          # the version the last write replaced
 DAMAGED_SUFFIX = ".damaged"     # a main file found damaged, kept for inspection
@@ -44,15 +52,46 @@ MISSING = "missing"
 log = Logger()
 
 
+class ControllerMovedError(Exception):
+    """Another controller took over: a write was refused because the controller epoch moved on
+    (ZooKeeper: the conditional check on ``/controller_epoch`` failed), or the controllership
+    could not be claimed.  The controller that gets it resigns."""
+
+
 @dataclass(frozen=True)
 class PartitionRecord:
-    """A partition's state: ZooKeeper's ``/brokers/topics/<t>/partitions/<p>/state`` plus its assignment."""
+    """A partition's state: ZooKeeper's ``/brokers/topics/<t>/partitions/<p>/state`` plus its assignment.
+
+    ``replicas`` is the full replica set; during a reassignment it holds the
+    target replicas and the original ones (Kafka's ReplicaAssignment), with
+    ``adding_replicas`` and ``removing_replicas`` naming the difference.
+    ``partition_epoch`` is the state znode's version (NO_STATE: not written yet).
+    """
 
     replicas: tuple[int, ...]
     leader: int
     leader_epoch: int
     isr: tuple[int, ...]
     partition_epoch: int = 0      # the state znode's version in ZooKeeper mode
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+    leader_recovery_state: int = RECOVERED
+
+    @property
+    def has_state(self) -> bool:
+        return self.partition_epoch != NO_STATE
+
+    @property
+    def is_being_reassigned(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
+
+    @property
+    def target_replicas(self) -> tuple[int, ...]:
+        return tuple(b for b in self.replicas if b not in self.removing_replicas)
+
+    @property
+    def origin_replicas(self) -> tuple[int, ...]:
+        return tuple(b for b in self.replicas if b not in self.adding_replicas)
 
 
 @dataclass(frozen=True)
@@ -92,6 +131,19 @@ def _describe(topics: Mapping[str, TopicRecord]) -> str:
     return ", ".join(f"{name} ({len(t.partitions)} partition(s), id {t.topic_id})" for name, t in topics.items())
 
 
+def _partition_json(p: PartitionRecord) -> dict:
+    value = {"replicas": list(p.replicas), "leader": p.leader, "leader_epoch": p.leader_epoch, "isr": list(p.isr),
+             "partition_epoch": p.partition_epoch}
+    # Written only when set, so a file without reassignments or unclean elections keeps its shape.
+    if p.adding_replicas:
+        value["adding_replicas"] = list(p.adding_replicas)
+    if p.removing_replicas:
+        value["removing_replicas"] = list(p.removing_replicas)
+    if p.leader_recovery_state != RECOVERED:
+        value["leader_recovery_state"] = p.leader_recovery_state
+    return value
+
+
 class ClusterMetadataStore(ABC):
     """Durable cluster state; see the module docstring."""
 
@@ -101,7 +153,12 @@ class ClusterMetadataStore(ABC):
 
     @abstractmethod
     async def increment_controller_epoch(self) -> int:
-        """Bump and persist the controller epoch; returns the new epoch."""
+        """Become the controller: bump and persist the controller epoch; returns the new epoch.
+
+        In ZooKeeper this is the election itself: ``/controller`` is created
+        (ephemeral) and ``/controller_epoch`` bumped in one transaction, and
+        ControllerMovedError says another broker won.  Every later write is
+        conditional on that epoch (ControllerMovedError once it moved on)."""
 
     @abstractmethod
     async def create_topics(self, topics: list[TopicRecord]) -> None:
@@ -113,7 +170,11 @@ class ClusterMetadataStore(ABC):
 
     @abstractmethod
     async def set_partitions(self, topic: str, partitions: Mapping[int, PartitionRecord]) -> None:
-        """Add partitions to ``topic`` or replace their states."""
+        """Add partitions to ``topic`` or replace their states and assignments.
+
+        A record's ``partition_epoch`` is the version its state has once written:
+        0 creates the state, n replaces the state of version n - 1 (ZooKeeper
+        refuses the write if the version differs)."""
 
     @abstractmethod
     async def set_topic_configs(self, topic: str, configs: Mapping[str, str]) -> None:
@@ -122,6 +183,34 @@ class ClusterMetadataStore(ABC):
     @abstractmethod
     async def set_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None:
         """Replace the dynamic configs of a broker id, or of "" (the cluster default)."""
+
+    # -- what others changed (a cluster: topics and configs written by any broker's admin) --
+
+    async def topic_names(self) -> set[str]:
+        """The names of every stored topic (ZooKeeper: the children of ``/brokers/topics``)."""
+        return set((await self.load()).topics)
+
+    async def load_topics(self, names) -> dict[str, TopicRecord]:
+        """The stored records of ``names`` (those that exist); partitions whose state was never
+        written have ``partition_epoch == NO_STATE``."""
+        topics = (await self.load()).topics
+        return {name: topics[name] for name in names if name in topics}
+
+    async def topic_configs(self, name: str) -> dict[str, str]:
+        topic = (await self.load()).topics.get(name)
+        return dict(topic.configs) if topic is not None else {}
+
+    async def broker_configs(self, entity: str) -> dict[str, str]:
+        return dict((await self.load()).broker_configs.get(entity, {}))
+
+    async def topics_queued_for_deletion(self) -> list[str]:
+        """Topics an administrator asked to delete (ZooKeeper: ``/admin/delete_topics``); a single node
+        deletes at once and never has any."""
+        return []
+
+    async def cancel_deletions(self, names) -> None:
+        """Forget deletion requests (for topics that do not exist, or with deletion disabled)."""
+        return None
 
 
 class JsonFileMetadataStore(ClusterMetadataStore):
@@ -228,7 +317,10 @@ class JsonFileMetadataStore(ClusterMetadataStore):
             topics = {}
             for name, topic in data["topics"].items():
                 partitions = {int(index): PartitionRecord(tuple(p["replicas"]), p["leader"], p["leader_epoch"],
-                                                          tuple(p["isr"]), p.get("partition_epoch", 0))
+                                                          tuple(p["isr"]), p.get("partition_epoch", 0),
+                                                          tuple(p.get("adding_replicas", ())),
+                                                          tuple(p.get("removing_replicas", ())),
+                                                          p.get("leader_recovery_state", RECOVERED))
                               for index, p in topic["partitions"].items()}
                 topics[name] = topic_record(name, uuid.UUID(topic["topic_id"]), partitions,
                                             topic.get("configs", {}))
@@ -338,10 +430,7 @@ class JsonFileMetadataStore(ClusterMetadataStore):
                 name: {
                     "topic_id": str(topic.topic_id),
                     "configs": dict(topic.configs),
-                    "partitions": {str(index): {"replicas": list(p.replicas), "leader": p.leader,
-                                                "leader_epoch": p.leader_epoch, "isr": list(p.isr),
-                                                "partition_epoch": p.partition_epoch}
-                                   for index, p in sorted(topic.partitions.items())},
+                    "partitions": {str(index): _partition_json(p) for index, p in sorted(topic.partitions.items())},
                 }
                 for name, topic in sorted(state.topics.items())
             },
@@ -376,4 +465,4 @@ class JsonFileMetadataStore(ClusterMetadataStore):
 
 
 __all__ = ["ClusterMetadataStore", "JsonFileMetadataStore", "ClusterState", "TopicRecord", "PartitionRecord",
-           "topic_record", "STORE_FILE"]
+           "topic_record", "STORE_FILE", "ControllerMovedError", "NO_LEADER", "NO_STATE", "RECOVERED", "RECOVERING"]

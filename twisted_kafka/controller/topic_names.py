@@ -8,7 +8,8 @@ from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+#: Kafka's two, and this broker's record of its connections (server/connection_event_log.py).
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__connection_events"})
 
 
 def validate_topic_name(name: str | None) -> None:

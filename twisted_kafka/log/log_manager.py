@@ -224,6 +224,15 @@ class LogManager(Service):
 
     # -- helpers ------------------------------------------------------------
 
+    @property
+    def broker_epoch(self) -> int:
+        """The epoch written into the clean-shutdown marker (a cluster learns it once registered)."""
+        return self._broker_epoch
+
+    @broker_epoch.setter
+    def broker_epoch(self, epoch: int) -> None:
+        self._broker_epoch = epoch
+
     def _now_ms(self) -> int:
         return int(self._reactor.seconds() * 1000)
 

@@ -240,6 +240,10 @@ class Acceptor(ServerFactory):
             processor.slot.release(reason)
             self._emit(ConnectionEventKind.CLOSED, processor, reason)
 
+    def authentication_failed(self, processor, reason: str) -> None:
+        """``processor`` failed to authenticate (it closes after the delay, as a CLOSED event of its own)."""
+        self._emit(ConnectionEventKind.AUTHENTICATION_FAILED, processor, reason)
+
     def _emit(self, kind: ConnectionEventKind, processor, reason: str | None = None) -> None:
         if self.events is not None:
             self.events.emit(ConnectionEvent(

@@ -1,9 +1,11 @@
 """Connection events: what happened to every connection, for whoever keeps history or counts.
 
 The acceptors report each connection's life as events -- accepted (admitted
-by the quotas), rejected (refused by a quota, naming it), closed (with the
-``CloseReason``: client, idle, quota, authentication, TLS, shutdown, ...) --
-to one ``ConnectionEvents`` bus shared by both planes.  Subscribers are the
+by the quotas), rejected (refused by a quota, naming it), authentication
+failed (the reason the authenticator gave; the close that follows is a closed
+event with reason "authentication"), closed (with the ``CloseReason``:
+client, idle, quota, authentication, TLS, shutdown, ...) -- to one
+``ConnectionEvents`` bus shared by both planes.  Subscribers are the
 admin endpoint's live counters and the ``__connection_events`` topic that
 keeps the history; the network layer knows neither.  A subscriber must not
 raise or block: it is called on the reactor, inside the accept or close.
@@ -22,6 +24,7 @@ class ConnectionEventKind(enum.Enum):
     ACCEPTED = "accepted"
     REJECTED = "rejected"
     CLOSED = "closed"
+    AUTHENTICATION_FAILED = "authentication_failed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +37,8 @@ class ConnectionEvent:
     port: int
     connection_id: str
     principal: str
-    reason: str | None = None    # the quota of a rejection (a config key), the CloseReason of a close
+    reason: str | None = None    # the quota of a rejection (a config key), the CloseReason of a close,
+                                 # the authenticator's reason of an authentication failure
 
 
 class ConnectionEvents:

@@ -10,13 +10,26 @@ the transport and the plane:
 
 * a decoded request becomes a ``Request`` with this connection's
   ``RequestContext`` and goes on the plane's ``RequestChannel``;
-* the connection is *muted* -- its transport paused -- while a request is in
-  flight, while the channel has no room, while it is parked by the quotas,
-  and after a failed authentication, so a client cannot queue unbounded work
-  and responses leave in request order;
+* one request per connection is in flight at a time (the sans-IO
+  connection hands out no other until it is answered), so responses leave
+  in request order and a client cannot queue unbounded work; meanwhile the
+  connection keeps reading only until ``READ_AHEAD_BYTES`` are buffered, so
+  a pipelining client costs no pause/resume of its transport per request
+  and a flooding one is held by the kernel's buffers, not ours;
+* the connection is *muted* -- its transport paused -- beyond that bound,
+  while it is parked by the quotas, after a failed authentication and once
+  shutdown stops reading requests;
 * the plane's ``RequestChannel`` hands back ``SendResponse`` /
   ``NoOpResponse`` / ``CloseConnectionResponse``; the answer is written, the
   timing recorded, and the next buffered request read;
+* the connection is also the transport's streaming producer of *writes*
+  (``ResponseFlow``): while the transport holds more unsent bytes than its
+  limit, no further request is handed out and nothing more is read, until
+  the transport has drained -- Kafka keeps a connection muted until its
+  response has actually left, so a client that does not read its responses
+  costs one response plus the transport's limit, not every response it asked
+  for.  A connection whose responses make no progress for
+  ``connections.max.idle.ms`` is closed as idle;
 * anything malformed closes this connection alone, with one log line naming
   peer and reason.
 
@@ -27,12 +40,15 @@ plane a connection belongs to.
 from __future__ import annotations
 
 import socket
+from functools import partial
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet.error import ConnectionDone
+from twisted.internet.interfaces import IPushProducer
 from twisted.internet.protocol import Protocol
 from twisted.logger import Logger
+from zope.interface import implementer
 
 from twisted_kafka.protocol.connection import (
     NEED_DATA,
@@ -57,6 +73,38 @@ from .request import (
 
 if TYPE_CHECKING:
     from .acceptor import Acceptor
+
+#: While a request is in flight or waits for room in the channel, the connection keeps reading
+#: until this many bytes are buffered (one read's worth: Twisted reads 64 KiB at a time), then
+#: is muted.  A client pipelining a few requests is never paused and resumed per request.
+READ_AHEAD_BYTES = 64 * 1024
+
+
+@implementer(IPushProducer)
+class ResponseFlow:
+    """The producer a connection registers with its transport, for the bytes it *writes*.
+
+    The transport calls ``pauseProducing`` when its buffer of unsent bytes
+    goes over its limit (Twisted's ``bufferSize``, 64 KiB) and
+    ``resumeProducing`` once it has handed everything to the socket.  The
+    names are Twisted's and collide with the transport's own
+    ``pauseProducing`` (which *mutes* reading), hence this separate object
+    forwarding to ``Processor.send_buffer_full`` / ``send_buffer_drained``.
+    """
+
+    __slots__ = ("processor",)
+
+    def __init__(self, processor: Processor):
+        self.processor = processor
+
+    def pauseProducing(self) -> None:
+        self.processor.send_buffer_full()
+
+    def resumeProducing(self) -> None:
+        self.processor.send_buffer_drained()
+
+    def stopProducing(self) -> None:
+        """The connection is lost; ``connectionLost`` follows and does the cleaning up."""
 
 
 class Processor(Protocol):
@@ -90,9 +138,14 @@ class Processor(Protocol):
         self.last_active = acceptor.reactor.seconds()
         self._auth_close_call = None   # pending delayed close after a failed authentication
         self._muted = False            # the transport is paused (not read)
+        self._fd: int | None = None    # the socket's descriptor, for the plane's ReadinessWatch
+        self._flow: ResponseFlow | None = None   # registered with the transport as its producer
+        self.send_backlogged = False   # the transport holds more unsent bytes than its limit
+        self._unsent: Request | None = None   # the request whose response went over that limit
         self._processing = False
         self._process_again = False
         self._context: RequestContext | None = None
+        self._has_room = partial(self.channel.has_room, connection_id=connection_id)
 
     # -- what operators and the quotas see --------------------------------------------
 
@@ -147,8 +200,15 @@ class Processor(Protocol):
             send_buffer = self.acceptor.socket_send_buffer_bytes
             if send_buffer != -1:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
+        self._flow = ResponseFlow(self)
+        self.transport.registerProducer(self._flow, True)
+        fileno = getattr(self.transport, "fileno", None)
+        fd = fileno() if fileno is not None else -1
+        self._fd = fd if isinstance(fd, int) and fd >= 0 else None
         if self.parked:
             self._mute()
+        else:
+            self._watch(True)
 
     def admit(self, slot) -> None:
         """The quotas admitted this connection (at accept time, or later for a parked one)."""
@@ -166,6 +226,7 @@ class Processor(Protocol):
             return
         self.closing = True
         self.close_reason = reason
+        self._watch(False)          # the transport reads nothing more, whatever arrives
         if message is not None:
             self.log.warn("Closing connection {connection_id} from {peer} on listener {listener} "
                           "({plane} plane): {message}",
@@ -175,7 +236,26 @@ class Processor(Protocol):
             if abort:
                 self.transport.abortConnection()
             else:
+                # Responses already written leave first.  If the transport is over its
+                # limit, it waits for this producer: send_buffer_drained lets it go.
                 self.transport.loseConnection()
+
+    def close_idle(self, max_idle_ms: int) -> None:
+        """The idle reaper's close: no request, read or response progress for ``max_idle_ms``.
+
+        That includes a graceful close whose last responses are not being
+        read: it is aborted, as the connection would otherwise stay open,
+        holding them, for as long as the client wants.
+        """
+        if self.closing:
+            if self.connected and self.transport is not None:
+                self.transport.abortConnection()
+            return
+        message = None
+        if self.send_backlogged:
+            message = (f"its responses have made no progress for {max_idle_ms} ms (connections.max.idle.ms): "
+                       "the client is not reading them")
+        self.close(CloseReason.IDLE, message)
 
     def close_after_authentication_failure(self, reason: str) -> None:
         """Authentication failed: mute this connection now and close it after
@@ -190,6 +270,7 @@ class Processor(Protocol):
         if self.closing or self._auth_close_call is not None:
             return
         self.close_reason = CloseReason.AUTHENTICATION
+        self.acceptor.authentication_failed(self, reason)
         self.log.info("Authentication failed for connection {connection_id} from {peer} on listener {listener}: "
                       "{reason}; closing in {delay} ms", connection_id=self.connection_id, peer=self.peer,
                       listener=self.listener_name, reason=reason, delay=self.acceptor.failed_authentication_delay_ms)
@@ -215,6 +296,11 @@ class Processor(Protocol):
         self.channel.unregister_connection(self)
         self.acceptor.connection_closed(self, self.close_reason or CloseReason.CLIENT)
         self.connection.close()
+        self._flow = None
+        self._watch(False)
+        if self._unsent is not None:
+            # As Kafka does for responses in flight at a disconnect: their timing is recorded.
+            self._record_unsent()
 
     # -- receiving ----------------------------------------------------------------------
 
@@ -226,7 +312,7 @@ class Processor(Protocol):
 
     def _may_read(self) -> bool:
         return bool(self.connected and not self.closing and not self.parked and self._auth_close_call is None
-                and self.plane.open)
+                and self.plane.open and not self.send_backlogged)
 
     def _process(self) -> None:
         """Hand every buffered request to the plane, as long as the connection may read.
@@ -248,9 +334,12 @@ class Processor(Protocol):
         finally:
             self._processing = False
         # Mute when control returns to the reactor rather than the moment a
-        # request is queued: a request answered synchronously (most are) then
-        # costs no pause/resume round trip, and no byte is read in between.
-        if self._inflight is not None or self._waiting_for_room or not self._may_read():
+        # request is queued, and only once the bytes buffered behind the request
+        # in flight (or waiting for room) reach READ_AHEAD_BYTES: the next
+        # requests of a pipelining client are read without a pause/resume round
+        # trip, and handed out one at a time by the sans-IO connection.
+        if not self._may_read() or ((self._inflight is not None or self._waiting_for_room)
+                                    and self.connection.buffered_bytes >= READ_AHEAD_BYTES):
             if not self.closing and self.transport is not None:
                 self._mute()
         else:
@@ -258,7 +347,7 @@ class Processor(Protocol):
 
     def _process_once(self) -> None:
         while self._may_read():
-            event = self.connection.next_event(self.channel.has_room)
+            event = self.connection.next_event(self._has_room)
             if event is NEED_DATA or event is PAUSED:
                 return
             if isinstance(event, NoRoom):
@@ -291,14 +380,68 @@ class Processor(Protocol):
     def _mute(self) -> None:
         if not self._muted:
             self._muted = True
+            self._watch(False)
             self.transport.pauseProducing()
 
     def _unmute(self) -> None:
         if self._muted:
             self._muted = False
             self.transport.resumeProducing()
+            self._watch(True)
+
+    def _watch(self, reading: bool) -> None:
+        """Tell the plane's ReadinessWatch (the control plane has one) whether this connection is read."""
+        readiness = self.plane.readiness
+        if readiness is not None and self._fd is not None:
+            if reading:
+                readiness.watch(self._fd)
+            else:
+                readiness.unwatch(self._fd)
 
     # -- sending ------------------------------------------------------------------------
+
+    def send_buffer_full(self) -> None:
+        """The transport's unsent bytes went over its limit (``ResponseFlow.pauseProducing``).
+
+        Called from inside the write of a response: ``send`` then hands out
+        no further request and mutes the connection.  Twisted calls it again
+        on every write while the buffer is full; only the first counts.
+        """
+        if self.send_backlogged:
+            return
+        self.send_backlogged = True
+        if not self._processing and not self.closing and self.connected:
+            self._mute()
+
+    def send_buffer_drained(self) -> None:
+        """The transport handed every buffered byte to the socket (``ResponseFlow.resumeProducing``).
+
+        That is progress for the idle reaper, the end of the response that
+        filled the buffer (its ResponseSendTimeMs), and the connection reads
+        and hands out requests again.
+        """
+        if not self.send_backlogged:
+            return
+        self.send_backlogged = False
+        self.last_active = self.acceptor.reactor.seconds()
+        self.acceptor.registry.touch(self)
+        if self._unsent is not None:
+            self._record_unsent()
+        if self.closing:
+            # A graceful close was waiting for the buffer: a transport with a paused
+            # producer does not close until the producer is unregistered.
+            if self._flow is not None and self.connected:
+                self._flow = None
+                self.transport.unregisterProducer()
+            return
+        if self.connected:
+            self._process()
+
+    def _record_unsent(self) -> None:
+        request, self._unsent = self._unsent, None
+        assert request is not None
+        request.complete_ns = perf_counter_ns()
+        self.plane.request_metrics.record(request)
 
     def send(self, response: Response) -> None:
         """Answer the in-flight request (called by the plane's RequestChannel)."""
@@ -315,8 +458,13 @@ class Processor(Protocol):
                 # segments may be memoryviews, so join them once here rather
                 # than converting each (Twisted would join again).
                 self.transport.write(b"".join(chunks))
-        request.complete_ns = perf_counter_ns()
-        self.plane.request_metrics.record(request)
+            self.plane.wrote = True
+        if self.send_backlogged:
+            # This response went over the transport's limit: it has left once the buffer drains.
+            self._unsent = request
+        else:
+            request.complete_ns = perf_counter_ns()
+            self.plane.request_metrics.record(request)
         self._inflight = None
         self.connection.response_complete()
         self.last_active = self.acceptor.reactor.seconds()

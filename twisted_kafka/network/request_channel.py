@@ -14,6 +14,23 @@ while it sits in the queue), because that is how long its buffer is alive.
 A request larger than the whole byte budget is still admitted when nothing
 else is held, or it could never be served.
 
+Handlers take requests in one of two ways: waiting on ``receive_request``'s
+Deferred, which a request fires the moment it is queued (the control plane:
+handled as soon as it is read), or polling the queue when told that a request
+was queued (``notify_when_queued``: the data plane, handled in budgeted
+slices between which the reactor polls its sockets).
+
+A polling consumer may also take a connection's next request straight after
+answering the previous one (``serve_follow_ups``): while it serves a request
+(``serving``), the next request of that connection -- read already, and
+handed out by the connection as soon as the answer is written -- is kept
+aside as the *follow-up* rather than queued behind the others, as long as
+the consumer's budget allows.  A pipelining client then has its requests
+answered together and its answers leave in one write, as when every request
+was handled the moment it was read; each connection still has one request in
+flight at a time, and the budget bounds how long one connection is served
+before the others.
+
 Answers come back through ``send_response`` (Kafka's
 ``RequestChannel.sendResponse``): it releases the request's byte budget and
 hands the response to the connection the request came from, found by its
@@ -57,6 +74,10 @@ class RequestChannel:
         self._connections: dict[str, Processor] = {}   # connection id -> Processor
         self.outstanding = 0                          # requests queued or being handled, not yet answered
         self._idle_waiters: list[Deferred] = []
+        self._queued_listener: Callable[[], None] | None = None
+        self.serving: str | None = None                 # connection id whose request a consumer is serving
+        self._follow_up: Request | None = None
+        self._may_follow: Callable[[], bool] | None = None
 
     # -- connections --------------------------------------------------------------------
 
@@ -98,11 +119,18 @@ class RequestChannel:
         """Processors of this plane paused until the channel has room."""
         return len(self._room_waiters)
 
-    def has_room(self, size: int) -> bool:
-        """Whether a request of ``size`` bytes may be queued now without exceeding a bound."""
-        if len(self._queue) >= self.max_queued_requests:
+    def has_room(self, size: int, connection_id: str | None = None) -> bool:
+        """Whether a request of ``size`` bytes may be queued now without exceeding a bound
+        (or, from ``connection_id``, be taken at once as the follow-up of the one being served)."""
+        if self.max_queued_bytes >= 0 and self.held_bytes and self.held_bytes + size > self.max_queued_bytes:
             return False
-        return not (self.max_queued_bytes >= 0 and self.held_bytes and self.held_bytes + size > self.max_queued_bytes)
+        if len(self._queue) < self.max_queued_requests:
+            return True
+        return connection_id is not None and self._takes_follow_up(connection_id)
+
+    def _takes_follow_up(self, connection_id: str) -> bool:
+        return (connection_id == self.serving and self._follow_up is None and self._may_follow is not None
+                and self._may_follow())
 
     def wait_for_room(self, resume: Callable[[], None], size: int = 0) -> None:
         """Register a processor that found no room for a request of ``size`` bytes.
@@ -119,6 +147,37 @@ class RequestChannel:
                 self._room_waiters.remove(entry)
                 return
 
+    def notify_when_queued(self, listener: Callable[[], None] | None) -> None:
+        """Call ``listener`` whenever a request is queued (rather than handed to a waiting taker).
+
+        For a consumer that polls (``poll_request``) instead of waiting on
+        ``receive_request``: the data plane's handler pool, which handles
+        requests in slices scheduled on the reactor.
+        """
+        self._queued_listener = listener
+
+    def serve_follow_ups(self, may_follow: Callable[[], bool] | None) -> None:
+        """Keep the next request of the connection named by ``serving`` aside as its follow-up
+        whenever ``may_follow()`` says the consumer will take it next (see the module docstring);
+        None: never."""
+        self._may_follow = may_follow
+
+    def take_follow_up(self) -> Request | None:
+        """The follow-up kept aside while serving the last request, if any."""
+        request = self._follow_up
+        if request is not None:
+            self._follow_up = None
+            request.dequeue_ns = perf_counter_ns()
+        return request
+
+    def requeue_follow_up(self) -> None:
+        """A follow-up the consumer did not take after all goes to the back of the queue."""
+        request, self._follow_up = self._follow_up, None
+        if request is not None:
+            self._queue.append(request)
+            if len(self._queue) > self.peak_queue_size:
+                self.peak_queue_size = len(self._queue)
+
     def send_request(self, request: Request) -> None:
         """Queue a request (the caller checked ``has_room``) or hand it to a waiting handler."""
         self.held_bytes += request.size
@@ -130,9 +189,16 @@ class RequestChannel:
                 request.dequeue_ns = perf_counter_ns()
                 taker.callback(request)
                 return
+        if (self.serving is not None and request.context.connection_id == self.serving and self._follow_up is None
+                and (len(self._queue) >= self.max_queued_requests or self._takes_follow_up(self.serving))):
+            # A full queue means has_room() let this request in as the follow-up: no second look.
+            self._follow_up = request
+            return
         self._queue.append(request)
         if len(self._queue) > self.peak_queue_size:
             self.peak_queue_size = len(self._queue)
+        if self._queued_listener is not None:
+            self._queued_listener()
 
     # -- consumer side (handlers) --------------------------------------------------
 

@@ -5,10 +5,15 @@ RequestQueueTimeMs, LocalTimeMs, RemoteTimeMs, ResponseQueueTimeMs,
 ResponseSendTimeMs, TotalTimeMs and RequestBytes, plus the RequestsPerSec
 meter tagged with the version — the names operators already graph.
 
-Here "response send" is the time to hand the response to the transport: the
-reactor writes it out as the socket drains, and Twisted does not report when
-the last byte left, so slow-reading clients show up as transport buffering
-rather than in this histogram.
+"Response send" (ResponseSendTimeMs) ends when the response has left the
+broker's buffer, as far as Twisted reports it: a response that fits under
+the transport's limit of unsent bytes (64 KiB) is handed to the socket on the
+reactor's next write event, and the time ends when it is handed to the
+transport; a response that takes the transport over that limit ends when the
+transport reports it has drained (the connection is its streaming producer,
+``network.processor.ResponseFlow``), so a slow-reading client shows up here.
+A response still unsent when its connection closes is recorded then, as Kafka
+records the responses in flight at a disconnect.
 """
 
 from __future__ import annotations

@@ -51,6 +51,7 @@ from .connections import ConnectionRegistry
 from .listeners import EndPoint, ListenerConfig
 from .close_reasons import CloseReason
 from .processor import ControlPlaneProcessor, DataPlaneProcessor
+from .readiness import ReadinessWatch, readiness_watch
 from .request_channel import RequestChannel
 from .request_metrics import RequestMetrics
 
@@ -77,6 +78,8 @@ class Plane:
     allows: Callable[[int], bool]  # whether this plane serves an API key (given it has a handler)
     request_metrics: RequestMetrics
     open: bool = True             # False once shutdown starts: no new requests are read
+    wrote: bool = False           # a response was written since the last look (SocketServer.control_plane_waiting)
+    readiness: ReadinessWatch | None = None   # the connections being read (the control plane's)
 
     def serves(self, api_key: int) -> ApiSpec | None:
         """The spec of ``api_key`` if this plane serves it, else None (the connection is then closed)."""
@@ -120,7 +123,7 @@ class SocketServer(Service):
             self.control_plane = Plane(
                 "control", "ControlPlane",
                 RequestChannel(plane="control", max_queued_requests=CONTROL_PLANE_QUEUE_SIZE),
-                ControlPlaneProcessor, apis, _everything, request_metrics)
+                ControlPlaneProcessor, apis, _everything, request_metrics, readiness=readiness_watch())
         self.acceptors: dict[str, Acceptor] = {}
         for ep in listeners.listeners:
             plane = self.data_plane
@@ -210,12 +213,29 @@ class SocketServer(Service):
     def bound_port(self, listener_name: str) -> int:
         return self.acceptors[listener_name.upper()].bound_port
 
+    def control_plane_waiting(self) -> bool:
+        """Whether the control plane waits for the reactor: a control-plane connection has bytes
+        to read, or a control-plane response was written since the last call.
+
+        The data plane's handler pool asks before a slice (and lets the
+        reactor poll once first: Twisted reads requests and writes responses
+        out on a poll) and between requests of a slice (and ends it).
+        """
+        plane = self.control_plane
+        if plane is None:
+            return False
+        if plane.wrote:
+            plane.wrote = False
+            return True
+        return plane.readiness is not None and plane.readiness.ready()
+
     def close_idle_connections(self) -> int:
         """Close connections idle longer than ``connections.max.idle.ms``; returns how many."""
         cutoff = self.reactor.seconds() - self.max_idle_seconds
         idle = self.registry.idle_before(cutoff)
+        max_idle_ms = self.config["connections.max.idle.ms"]
         for processor in idle:
-            processor.close(CloseReason.IDLE, None)
+            processor.close_idle(max_idle_ms)
         return len(idle)
 
     def stop_accepting(self) -> Deferred:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from kafka.protocol.admin import (
     AlterConfigsRequest, AlterConfigsResponse,
+    AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
     CreateAclsRequest, CreateAclsResponse,
     CreatePartitionsRequest, CreatePartitionsResponse,
     CreateTopicsRequest, CreateTopicsResponse,
@@ -30,8 +31,10 @@ from kafka.protocol.admin import (
     DescribeClusterRequest, DescribeClusterResponse,
     DescribeConfigsRequest, DescribeConfigsResponse,
     DescribeGroupsRequest, DescribeGroupsResponse,
+    ElectLeadersRequest, ElectLeadersResponse,
     IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
     ListGroupsRequest, ListGroupsResponse,
+    ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
 )
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer import (
@@ -162,7 +165,10 @@ MESSAGE_CLASSES: dict[int, tuple[type[ApiMessage], type[ApiMessage]]] = {
         (CreatePartitionsRequest, CreatePartitionsResponse),
         (DeleteGroupsRequest, DeleteGroupsResponse),
         (OffsetDeleteRequest, OffsetDeleteResponse),
+        (ElectLeadersRequest, ElectLeadersResponse),
         (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
+        (AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse),
+        (ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse),
         (DescribeClusterRequest, DescribeClusterResponse),
     )
 }

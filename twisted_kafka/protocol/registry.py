@@ -41,6 +41,11 @@ brokers: they are served from the first version that carries the receiving
 StopReplica v1, UpdateMetadata v5, ControlledShutdown v2 (KIP-380) -- since
 a request without one cannot be checked against the broker it is meant for.
 
+ElectLeaders 0-2, AlterPartitionReassignments 0-1 (v1:
+``allow_replication_factor_change``, KIP-860) and ListPartitionReassignments
+0 are every version kafka-python's message classes have; librdkafka elects
+leaders with ElectLeaders v0-v2, kafka-python's admin reassigns with v0.
+
 ACLs are advertised 0-3: kafka-python sends up to v3, aiokafka picks its
 highest struct inside the range (DescribeAcls v2, Create/DeleteAcls v1) and
 librdkafka uses v0-v1.
@@ -155,8 +160,11 @@ ADVERTISED_RANGES: dict[ApiKey, tuple[int, int]] = {
     ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.DELETE_GROUPS: (0, 2),
+    ApiKey.ELECT_LEADERS: (0, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.OFFSET_DELETE: (0, 0),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
 }
 

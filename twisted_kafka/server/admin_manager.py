@@ -36,11 +36,15 @@ class AdminManager:
     log = Logger(namespace="twisted_kafka.server.AdminManager")
 
     def __init__(self, *, controller: ControllerClient, metadata_cache: MetadataCache,
-                 config_repository: ConfigRepository, dynamic_config: DynamicBrokerConfig):
+                 config_repository: ConfigRepository, dynamic_config: DynamicBrokerConfig, reactor=None):
         self.controller = controller
         self.metadata_cache = metadata_cache
         self.config_repository = config_repository
         self.dynamic_config = dynamic_config
+        if reactor is None:
+            from twisted.internet import reactor as default_reactor
+            reactor = default_reactor
+        self.reactor = reactor
         self._internal_topics: dict[str, Callable[[], NewTopic]] = {}
 
     # -- internal topics ------------------------------------------------------------------
@@ -127,6 +131,44 @@ class AdminManager:
                                 validate_only: bool = False, timeout_ms: int = 0) -> None:
         await self.controller.create_partitions(name, count, assignments, validate_only=validate_only,
                                                 wait_for_brokers=timeout_ms > 0, timeout_ms=timeout_ms)
+
+    # -- leaders and replicas -------------------------------------------------------------
+
+    async def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]] | None, *,
+                            timeout_ms: int, forward: bool = True,
+                            ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """ElectLeaders through the controller; as Kafka's ``ReplicaManager.electLeaders``, an elected
+        partition is answered once this broker's metadata shows its new leader, or REQUEST_TIMED_OUT
+        after ``timeout_ms`` (Kafka's DelayedElectLeader)."""
+        outcomes = await self.controller.elect_leaders(election_type, partitions, timeout_ms=timeout_ms,
+                                                       forward=forward)
+        expected = {tp: o.leader for tp, o in outcomes.items() if o.error == ErrorCode.NONE and o.leader >= 0}
+
+        def shown(tp) -> bool:
+            state = self.metadata_cache.partition(*tp)
+            return state is not None and state.leader == expected[tp]
+
+        if expected:
+            await self.metadata_cache.wait_until(lambda: all(shown(tp) for tp in expected), self.reactor,
+                                                 max(0, timeout_ms) / 1000.0)
+        return {tp: ((ErrorCode.REQUEST_TIMED_OUT, None) if tp in expected and not shown(tp) else (o.error, o.message))
+                for tp, o in outcomes.items()}
+
+    def all_partitions(self) -> list[tuple[str, int]]:
+        """Every partition this broker knows (ElectLeaders without a partition list)."""
+        return [(name, index) for name, topic in sorted(self.metadata_cache.topics.items())
+                for index in sorted(topic.partitions)]
+
+    async def alter_partition_reassignments(self, targets: dict[tuple[str, int], list[int] | None], *,
+                                            allow_replication_factor_change: bool, timeout_ms: int,
+                                            forward: bool = True):
+        return await self.controller.alter_partition_reassignments(
+            targets, allow_replication_factor_change=allow_replication_factor_change, timeout_ms=timeout_ms,
+            forward=forward)
+
+    async def list_partition_reassignments(self, partitions: list[tuple[str, int]] | None, *, timeout_ms: int,
+                                           forward: bool = True):
+        return await self.controller.list_partition_reassignments(partitions, timeout_ms=timeout_ms, forward=forward)
 
     # -- describing configs -------------------------------------------------------------
 

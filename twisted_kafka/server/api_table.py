@@ -34,6 +34,7 @@ from .handlers.delete_records import DeleteRecordsHandler
 from .handlers.delete_topics import DeleteTopicsHandler
 from .handlers.describe_cluster import DescribeClusterHandler
 from .handlers.describe_configs import DescribeConfigsHandler
+from .handlers.elect_leaders import ElectLeadersHandler
 from .handlers.fetch import FetchHandler
 from .handlers.find_coordinator import FindCoordinatorHandler
 from .handlers.group import HeartbeatHandler, JoinGroupHandler, LeaveGroupHandler, SyncGroupHandler
@@ -44,6 +45,7 @@ from .handlers.metadata import MetadataHandler
 from .handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
 from .handlers.offsets import OffsetCommitHandler, OffsetDeleteHandler, OffsetFetchHandler
 from .handlers.produce import ProduceHandler
+from .handlers.reassignments import AlterPartitionReassignmentsHandler, ListPartitionReassignmentsHandler
 from .metadata_cache import MetadataCache
 from .replica_manager import ReplicaManager
 
@@ -86,6 +88,9 @@ def broker_handlers(*, advertised_keys: Callable[[RequestContext], list[int]], r
         DescribeGroupsHandler(groups),
         ListGroupsHandler(groups),
         DeleteGroupsHandler(groups),
+        ElectLeadersHandler(admin_manager),
+        AlterPartitionReassignmentsHandler(admin_manager),
+        ListPartitionReassignmentsHandler(admin_manager),
     ]
 
 

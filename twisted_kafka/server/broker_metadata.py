@@ -22,6 +22,7 @@ import errno
 import fcntl
 import os
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from twisted_kafka.config import ConfigError, StartupError
@@ -108,8 +109,16 @@ def _write(path: str, metadata: BrokerMetadata) -> None:
     os.replace(tmp, path)
 
 
-def load_or_create(log_dirs: list[str], configured_broker_id: int, *, reserved_broker_max_id: int) -> BrokerMetadata:
-    """Read the identity stored in ``log_dirs``, or create one, checking Kafka's consistency rules."""
+def load_or_create(log_dirs: list[str], configured_broker_id: int, *, reserved_broker_max_id: int,
+                   cluster_id: str | None = None, generate_broker_id: Callable[[], int] | None = None,
+                   ) -> BrokerMetadata:
+    """Read the identity stored in ``log_dirs``, or create one, checking Kafka's consistency rules.
+
+    In a ZooKeeper cluster ``cluster_id`` is ZooKeeper's ``/cluster/id`` (the
+    stored one must match it: a broker must not join another cluster with
+    its data) and ``generate_broker_id`` draws a new id from ZooKeeper when
+    none is configured or stored.
+    """
     found: dict[str, dict[str, str]] = {}
     for log_dir in log_dirs:
         path = os.path.join(log_dir, META_PROPERTIES)
@@ -125,6 +134,12 @@ def load_or_create(log_dirs: list[str], configured_broker_id: int, *, reserved_b
         raise ConfigError("log.dirs",
                           f"log directories belong to different clusters ({', '.join(sorted(cluster_ids))})",
                           ",".join(log_dirs))
+    if cluster_id is not None and cluster_ids and cluster_ids != {cluster_id}:
+        # Kafka's InconsistentClusterIdException.
+        raise ConfigError("zookeeper.connect",
+                          f"the cluster id {cluster_id} in ZooKeeper does not match the cluster id "
+                          f"{cluster_ids.pop()} stored in meta.properties under log.dirs: the broker is trying to "
+                          f"join the wrong cluster")
     stored_ids = set()
     for log_dir, values in found.items():
         try:
@@ -145,11 +160,15 @@ def load_or_create(log_dirs: list[str], configured_broker_id: int, *, reserved_b
         broker_id = configured_broker_id
     elif stored_id is not None:
         broker_id = stored_id
+    elif generate_broker_id is not None:
+        # Kafka asks ZooKeeper for a sequence number above reserved.broker.max.id.
+        broker_id = generate_broker_id()
     else:
-        # Kafka asks ZooKeeper for a sequence number above reserved.broker.max.id;
-        # a single node takes the first such id.
+        # A single node takes the first id above reserved.broker.max.id.
         broker_id = reserved_broker_max_id + 1
-    metadata = BrokerMetadata(broker_id, cluster_ids.pop() if cluster_ids else generate_cluster_id())
+    if cluster_id is None:
+        cluster_id = cluster_ids.pop() if cluster_ids else generate_cluster_id()
+    metadata = BrokerMetadata(broker_id, cluster_id)
     for log_dir in log_dirs:
         if log_dir not in found:
             try:

@@ -25,6 +25,15 @@ in this order:
    registration before sending anything, so any other value is refused --
    "no epoch" (-1), a guess, one of a previous run.
 
+In a cluster the controller a broker knows is ZooKeeper's ``/controller`` as
+its watch last delivered it, and its epoch the czxid of its registration;
+a new controller can be faster than the watch (it sends UpdateMetadata the
+moment it is elected), and a re-registration's epoch reaches the controller
+as soon as the znode exists.  So ``verify`` -- what the handlers call --
+refreshes both (``refresh``: re-read ``/controller``, wait for a
+registration in progress) and checks once more before refusing; nothing is
+relaxed, the checks are only made against current facts.
+
 Only a request that passes every check moves the stored controller epoch, so
 a forged request can neither take leadership away nor lock the real
 controller out.  The broker epoch is what a client cannot know: it is drawn
@@ -37,7 +46,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from twisted.logger import Logger
 
@@ -70,12 +79,27 @@ class ControllerRequestGuard:
     log = Logger(namespace="twisted_kafka.server.ControllerRequestGuard")
 
     def __init__(self, *, broker_id: int, cluster_id: str, broker_epoch: int,
-                 known_controller: Callable[[], int | None]):
+                 known_controller: Callable[[], int | None],
+                 refresh: Callable[[], Awaitable[None]] | None = None):
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self.broker_epoch = broker_epoch
         self._known_controller = known_controller
+        self._refresh = refresh
         self.controller_epoch = -1    # the newest controller epoch accepted
+
+    async def verify(self, body, *, api: str = "controller request", source: str = "?") -> None:
+        """``check``, after refreshing what this broker knows (see the module docstring) when the
+        request names another controller or a newer broker epoch than the ones known here."""
+        if self._refresh is not None:
+            try:
+                self._check(body)
+            except KafkaError as exc:
+                newer_epoch = getattr(body, "broker_epoch", -1) > self.broker_epoch
+                if exc.code == ErrorCode.STALE_CONTROLLER_EPOCH or (
+                        exc.code == ErrorCode.STALE_BROKER_EPOCH and newer_epoch):
+                    await self._refresh()
+        self.check(body, api=api, source=source)
 
     def check(self, body, *, api: str = "controller request", source: str = "?") -> None:
         """Raise ``KafkaError`` unless ``body`` (a LeaderAndIsr, UpdateMetadata or StopReplica request)

@@ -16,13 +16,17 @@ finished starting (its ``startService`` Deferred fired):
 6. the ``ControllerService`` (a single node is its own controller): it tells
    this broker, over its control plane, its topic and broker configs and
    which partitions it hosts;
-7. the ``BrokerLifecycleManager``: the data plane starts accepting clients.
+7. the ``ConnectionEventLog`` (unless ``connection.events.enable`` is false):
+   it writes the connection events -- buffered since the server was built,
+   the controller's own connection included -- to ``__connection_events``,
+   creating the topic through the controller on first use;
+8. the ``BrokerLifecycleManager``: the data plane starts accepting clients.
 
 Children stop in the reverse order, each after the one before has finished
-stopping: controlled shutdown and draining (7), the controller (6), every
-connection closed (5), the handlers (4), the group coordinator's timers (3),
-the logs flushed with their checkpoints and clean-shutdown marker (2), the
-pool (1).
+stopping: controlled shutdown and draining (8), the connection events still
+buffered written (7), the controller (6), every connection closed (5), the
+handlers (4), the group coordinator's timers (3), the logs flushed with their
+checkpoints and clean-shutdown marker (2), the pool (1).
 
 The broker's identity (``meta.properties``) is read when the server is built,
 so every part is built with the broker id it runs as -- after every log dir
@@ -30,6 +34,16 @@ is locked (``.lock``: one broker per directory) -- and the open-file limit is
 raised and shared out then too (``descriptor_budget``): the log manager
 keeps at most its share of segment files open, and the controller learns the
 broker's partition budget when the broker registers.
+
+In a ZooKeeper cluster (``zookeeper.connect``) building the server also
+opens the ZooKeeper session and settles the identity there (persistent
+paths, ``/cluster/id``, a generated broker id), before the reactor runs, as
+Kafka's startup does.  The children are then: the pool, ``ZooKeeperSession``
+(closes the session once everything else has stopped), the LogManager, the
+handler pools, the SocketServer, ``BrokerRegistration`` (the ephemeral
+``/brokers/ids/<id>`` with the bound ports; its czxid is the broker epoch),
+``ZkControllerService`` (competes for ``/controller``; returns once a
+controller has told this broker its metadata) and the lifecycle manager.
 """
 
 from __future__ import annotations
@@ -42,28 +56,40 @@ from twisted.internet.defer import Deferred, ensureDeferred, maybeDeferred
 from twisted.logger import Logger, LogLevel
 from twisted.python.threadpool import ThreadPool
 
-from twisted_kafka.config import ConfigError
+from twisted_kafka.config import ConfigError, StartupError
+from twisted_kafka.controller.client import ControllerClient
+from twisted_kafka.controller.cluster_client import ClusterControllerClient
 from twisted_kafka.controller.controller_service import ControllerService
 from twisted_kafka.controller.kafka_controller import LiveBroker
 from twisted_kafka.coordinator.group.service import GroupCoordinatorService
-from twisted_kafka.coordinator.transaction import FileProducerIdBlockStore, ProducerIdManager
+from twisted_kafka.controller.zk_controller_service import ZkControllerService
+from twisted_kafka.coordinator.transaction import FileProducerIdBlockStore, ProducerIdBlockStore, ProducerIdManager
+from twisted_kafka.coordinator.transaction.zk_producer_id_store import ZkProducerIdBlockStore
 from twisted_kafka.log import LogManager
 from twisted_kafka.metrics import MetricsRegistry
 from twisted_kafka.network.listeners import parse_listeners
 from twisted_kafka.network.socket_server import SocketServer
+from twisted_kafka.zk import data as zk_data
+from twisted_kafka.zk import registration as zk_registration
+from twisted_kafka.zk.admin import ZkAdmin
+from twisted_kafka.zk.client import ZkClient, ZkConnectError
+from twisted_kafka.zk.data import RegisteredEndpoint
+from twisted_kafka.zk.registration import BrokerRegistration
 
 from .admin_manager import AdminManager
 from .api_table import broker_handlers
 from .broker_lifecycle import BrokerLifecycleManager
-from .broker_metadata import BrokerMetadata, LogDirLocks, load_or_create
+from .broker_metadata import BrokerMetadata, LogDirLocks, generate_cluster_id, load_or_create
+from .cluster_view import LocalClusterView
 from .config_repository import ConfigRepository
+from .connection_event_log import ConnectionEventLog
 from .controller_requests import ControllerRequestGuard, new_broker_epoch
 from .descriptor_budget import descriptor_budget, raise_open_file_limit
 from .dynamic_config import ConnectionLimits, DynamicBrokerConfig, LogDefaults, ProducerIdExpiration
 from .kafka_apis import KafkaApis
 from .metadata_cache import MetadataCache
 from .replica_manager import ReplicaManager
-from .request_handler import KafkaRequestHandlerPool
+from .request_handler import DATA_PLANE_TURN_BUDGET, KafkaRequestHandlerPool
 from .startup import debug_enabled, failure_line
 
 
@@ -83,6 +109,21 @@ class ThreadPoolService(Service):
             self.pool.stop()
 
 
+class ZooKeeperSession(Service):
+    """The broker's ZooKeeper session as a service: opened when the server is built, closed when the
+    broker has stopped (second to last, before the thread pool), so its registration and any
+    ``/controller`` it holds last until then."""
+
+    name = "zookeeper"
+
+    def __init__(self, zk: ZkClient):
+        self.zk = zk
+
+    def stopService(self) -> Deferred:
+        super().stopService()
+        return self.zk.close()
+
+
 class KafkaServer(MultiService):
     log = Logger(namespace="twisted_kafka.server.KafkaServer")
 
@@ -93,24 +134,33 @@ class KafkaServer(MultiService):
             reactor = default_reactor
         self.reactor = reactor
         self.listeners = parse_listeners(config)  # ConfigError now rather than at bind time
-        if config["zookeeper.connect"]:
-            raise ConfigError("zookeeper.connect", "ZooKeeper-coordinated clusters are not available yet; "
-                                                   "leave it unset to run a single node")
         self.log_dirs: list[str] = [os.path.abspath(d) for d in config.log_dirs]
+        #: The ZooKeeper session of a cluster member (``zookeeper.connect``), None for a single node.
+        self.zk: ZkClient | None = None
         # Before anything in them is read or written: a second broker on these dirs stops here.
         self.log_dir_locks = LogDirLocks(self.log_dirs)
         try:
-            self.broker: BrokerMetadata = load_or_create(self.log_dirs, config["broker.id"],
-                                                         reserved_broker_max_id=config["reserved.broker.max.id"])
+            self._build(config, reactor)
         except BaseException:
+            if self.zk is not None:
+                self.zk.close_now()
             self.log_dir_locks.release()
             raise
+
+    def _build(self, config, reactor) -> None:
+        cluster = bool(config["zookeeper.connect"])
+        if cluster:
+            self.broker = self._join_zookeeper(config, reactor)
+            self.broker_epoch = -1          # the czxid of this broker's registration, once registered
+        else:
+            self.broker = load_or_create(self.log_dirs, config["broker.id"],
+                                         reserved_broker_max_id=config["reserved.broker.max.id"])
+            # KIP-380: grows across restarts (Kafka takes ZooKeeper's session id), and cannot be guessed.
+            self.broker_epoch = new_broker_epoch()
         broker_id = self.broker.broker_id
         limit, hard, raised_from = raise_open_file_limit()
         self.descriptors = descriptor_budget(limit, hard, max_connections=config["max.connections"],
                                              raised_from=raised_from)
-        # KIP-380: grows across restarts (Kafka takes ZooKeeper's session id), and cannot be guessed.
-        self.broker_epoch = new_broker_epoch()
         self.metrics = MetricsRegistry()
         self.dynamic_config = DynamicBrokerConfig(config, broker_id)
         self.config_repository = ConfigRepository()
@@ -130,20 +180,34 @@ class KafkaServer(MultiService):
         self.socket_server = SocketServer(config=config, listeners=self.listeners, reactor=reactor,
                                           metrics=self.metrics, apis=self.apis)
         self.apis.request_metrics = self.socket_server.data_plane.request_metrics
-        self.controller_service = ControllerService(
-            config=config, broker_id=broker_id, cluster_id=self.broker.cluster_id, metadata_dir=self.log_dirs[0],
-            log_dirs=self.log_dirs, reactor=reactor, threadpool=pool, registration=self._registration,
-            space=self.log_manager.dir_space(self.log_dirs[0]))
-        controller = self.controller_service.client
+        self.registration: BrokerRegistration | None = None
+        controller_service: Service
+        controller: ControllerClient
+        refresh = None
+        if cluster:
+            controller_service, controller = self._cluster_controller(config, reactor)
+            refresh = self._refresh_controller
+        else:
+            controller_service = self.controller_service = ControllerService(
+                config=config, broker_id=broker_id, cluster_id=self.broker.cluster_id, metadata_dir=self.log_dirs[0],
+                log_dirs=self.log_dirs, reactor=reactor, threadpool=pool, registration=self._registration,
+                space=self.log_manager.dir_space(self.log_dirs[0]))
+            controller = self.controller_service.client
+        self.controller_client = controller
         self.controller_guard = ControllerRequestGuard(
             broker_id=broker_id, cluster_id=self.broker.cluster_id, broker_epoch=self.broker_epoch,
-            known_controller=lambda: controller.controller_id)
+            known_controller=lambda: controller.controller_id, refresh=refresh)
         self.admin_manager = AdminManager(controller=controller, metadata_cache=self.metadata_cache,
                                           config_repository=self.config_repository,
-                                          dynamic_config=self.dynamic_config)
-        # Producer ids (InitProducerId): blocks recorded in the log dirs on a single node.
-        self.producer_ids = ProducerIdManager(broker_id, FileProducerIdBlockStore(
-            self.log_dirs, reactor=reactor, threadpool=pool))
+                                          dynamic_config=self.dynamic_config, reactor=reactor)
+        # Producer ids (InitProducerId): blocks claimed in ZooKeeper in a cluster, recorded in the log dirs
+        # on a single node.
+        block_store: ProducerIdBlockStore
+        if self.zk is not None:
+            block_store = ZkProducerIdBlockStore(self.zk)
+        else:
+            block_store = FileProducerIdBlockStore(self.log_dirs, reactor=reactor, threadpool=pool)
+        self.producer_ids = ProducerIdManager(broker_id, block_store)
         self.group_coordinator = GroupCoordinatorService(
             config=config, replica_manager=self.replica_manager, admin_manager=self.admin_manager,
             metadata_cache=self.metadata_cache, reactor=reactor, broker_id=broker_id)
@@ -159,9 +223,18 @@ class KafkaServer(MultiService):
         self.dynamic_config.add_reconfigurable(ConnectionLimits(self.socket_server.quotas))
         self.dynamic_config.add_reconfigurable(ProducerIdExpiration(self.log_manager))
 
+        # Subscribed from now on: the controller's connection at startup is an event too.
+        self.connection_event_log: ConnectionEventLog | None = None
+        if config["connection.events.enable"]:
+            self.connection_event_log = ConnectionEventLog.from_config(
+                config, events=self.socket_server.connection_events, replica_manager=self.replica_manager,
+                admin_manager=self.admin_manager, metadata_cache=self.metadata_cache, reactor=reactor,
+                broker_id=broker_id, metrics=self.metrics)
+
         pools = [KafkaRequestHandlerPool(channel=self.socket_server.data_plane.channel, apis=self.apis,
                                          num_handlers=config["num.io.threads"], reactor=reactor,
-                                         metrics=self.metrics)]
+                                         metrics=self.metrics, turn_budget=DATA_PLANE_TURN_BUDGET,
+                                         yield_to=self.socket_server.control_plane_waiting)]
         if self.socket_server.control_plane is not None:
             pools.append(KafkaRequestHandlerPool(channel=self.socket_server.control_plane.channel, apis=self.apis,
                                                  num_handlers=1, reactor=reactor, metrics=self.metrics,
@@ -170,8 +243,16 @@ class KafkaServer(MultiService):
                                                 socket_server=self.socket_server,
                                                 replica_manager=self.replica_manager, controller=controller,
                                                 reactor=reactor)
-        for child in (self.io_threads, self.log_manager, self.group_coordinator, *pools, self.socket_server,
-                      self.controller_service, self.lifecycle):
+        event_log = [] if self.connection_event_log is None else [self.connection_event_log]
+        if cluster:
+            assert self.zk is not None and self.registration is not None
+            children = (self.io_threads, ZooKeeperSession(self.zk), self.log_manager, self.group_coordinator,
+                        *pools, self.socket_server, self.registration, controller_service, *event_log,
+                        self.lifecycle)
+        else:
+            children = (self.io_threads, self.log_manager, self.group_coordinator, *pools, self.socket_server,
+                        controller_service, *event_log, self.lifecycle)
+        for child in children:
             child.setServiceParent(self)
         self.started: Deferred = Deferred()
         self._startup_failed = False
@@ -180,6 +261,85 @@ class KafkaServer(MultiService):
     def config(self):
         """The running configuration (static keys plus the dynamic broker configs in effect)."""
         return self.dynamic_config.current
+
+    # -- a ZooKeeper cluster ----------------------------------------------------------------
+
+    def _join_zookeeper(self, config, reactor) -> BrokerMetadata:
+        """Open the ZooKeeper session and settle this broker's identity (before the reactor runs, as
+        Kafka's startup does): persistent paths, the cluster id, a generated broker id if needed."""
+        if config["zookeeper.set.acl"]:
+            raise ConfigError("zookeeper.set.acl",
+                              "secure ZooKeeper ACLs need an authenticated ZooKeeper connection (SASL or TLS), "
+                              "which this broker cannot make yet (Kafka refuses the same setting without one)",
+                              "true")
+        try:
+            self.zk = ZkClient.connect(config["zookeeper.connect"],
+                                       session_timeout_ms=config["zookeeper.session.timeout.ms"],
+                                       connection_timeout_ms=config["zookeeper.connection.timeout.ms"],
+                                       reactor=reactor)
+        except ZkConnectError as exc:
+            raise StartupError("zookeeper.connect", config["zookeeper.connect"], str(exc)) from None
+        kazoo = self.zk.kazoo
+        cluster_id = zk_registration.identify(kazoo, generate_cluster_id())
+        generate = None
+        if config["broker.id.generation.enable"]:
+            def generate() -> int:
+                return zk_registration.generate_broker_id(kazoo, config["reserved.broker.max.id"])
+        broker = load_or_create(self.log_dirs, config["broker.id"],
+                                reserved_broker_max_id=config["reserved.broker.max.id"], cluster_id=cluster_id,
+                                generate_broker_id=generate)
+        self.log.info("Broker {broker_id} joins cluster {cluster_id} through ZooKeeper {connect}",
+                      broker_id=broker.broker_id, cluster_id=cluster_id, connect=config["zookeeper.connect"])
+        return broker
+
+    def _cluster_controller(self, config, reactor):
+        """The ZooKeeper registration, the controller that competes for ``/controller``, and the
+        ControllerClient brokers use in a cluster."""
+        assert self.zk is not None
+        zk = self.zk
+        broker_id = self.broker.broker_id
+        self.registration = BrokerRegistration(
+            zk=zk, broker_id=broker_id, rack=config["broker.rack"], on_epoch=self._set_broker_epoch,
+            endpoints=lambda: [RegisteredEndpoint(e.listener_name, e.host, e.port, e.security_protocol)
+                               for e in self.socket_server.advertised_endpoints()],
+            reactor=reactor, session_timeout_ms=config["zookeeper.session.timeout.ms"])
+        service = self.zk_controller_service = ZkControllerService(
+            config=config, broker_id=broker_id, cluster_id=self.broker.cluster_id, zk=zk, reactor=reactor,
+            ready=self._metadata_received, on_fatal=self._controller_fatal)
+        view = LocalClusterView(metadata_cache=self.metadata_cache, config_repository=self.config_repository,
+                                dynamic_config=self.dynamic_config, reactor=reactor)
+        client = ClusterControllerClient(config=config, broker_id=broker_id, admin=ZkAdmin(zk), view=view,
+                                         local=service.local, known_controller=lambda: service.controller_id,
+                                         reactor=reactor)
+        return service, client
+
+    def _set_broker_epoch(self, epoch: int) -> None:
+        """This broker's registration in ZooKeeper was (re)created: its czxid is the broker epoch."""
+        self.broker_epoch = epoch
+        self.controller_guard.broker_epoch = epoch
+        self.lifecycle.broker_epoch = epoch
+        self.log_manager.broker_epoch = epoch
+
+    async def _refresh_controller(self) -> None:
+        """What the controller-request guard re-checks before refusing: a registration in progress
+        (its new epoch), and ``/controller`` (a new controller may be faster than the watch)."""
+        assert self.zk is not None and self.registration is not None
+        await self.registration.registered()
+        data, _ = await self.zk.get_or_none(zk_data.CONTROLLER)
+        self.zk_controller_service.controller_id = zk_data.decode_controller(data)
+
+    def _metadata_received(self, timeout: float) -> Deferred:
+        """Fires (True) once a controller has told this broker the cluster's metadata, itself included."""
+        broker_id = self.broker.broker_id
+        return self.metadata_cache.wait_until(lambda: broker_id in self.metadata_cache.brokers, self.reactor,
+                                              timeout)
+
+    def _controller_fatal(self, failure) -> None:
+        if not self.started.called:
+            self._fatal(failure)
+            return
+        self.log.critical("{line}", line=failure_line(failure.value, self.log_dirs))
+        self.reactor.stop()
 
     def _registration(self) -> LiveBroker:
         """This broker as the controller registers it: its advertised endpoints, with bound ports."""

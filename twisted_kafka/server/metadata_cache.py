@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from twisted.internet.defer import Deferred, succeed
 
 from twisted_kafka.network.listeners import EndPoint, ListenerConfig
 from twisted_kafka.protocol.errors import ErrorCode
@@ -60,6 +63,13 @@ class BrokerRegistration:
     rack: str | None = None
 
 
+@dataclass(eq=False)
+class _Waiter:
+    predicate: Callable[[], bool]
+    deferred: Deferred
+    timer: Any = None
+
+
 @dataclass
 class MetadataCache:
     listeners: ListenerConfig
@@ -70,6 +80,7 @@ class MetadataCache:
     cluster_id: str | None = None
     _fragments: dict[tuple[str, int], bytes] = field(default_factory=dict)
     _topics_by_id: dict[uuid.UUID, str] = field(default_factory=dict)
+    _waiters: list[_Waiter] = field(default_factory=list)
 
     def set_local_broker(self, broker) -> None:
         """This broker's identity (meta.properties).  Brokers, their endpoints and the
@@ -111,6 +122,37 @@ class MetadataCache:
     def _drop_fragments(self, name: str) -> None:
         for key in [k for k in self._fragments if k[0] == name]:
             del self._fragments[key]
+
+    # -- waiting for the controller ---------------------------------------------------------
+
+    def wait_until(self, predicate: Callable[[], bool], clock, timeout_seconds: float | None) -> Deferred:
+        """A Deferred firing True once ``predicate()`` holds after an update (at once if it holds
+        now), or False after ``timeout_seconds`` (None: no limit).  The UpdateMetadata handler calls
+        ``changed()`` once a request is applied -- partitions, brokers and configs alike."""
+        if predicate():
+            return succeed(True)
+        waiter = _Waiter(predicate, Deferred())
+        self._waiters.append(waiter)
+        if timeout_seconds is not None:
+            waiter.timer = clock.callLater(max(0.0, timeout_seconds), self._expire, waiter)
+        return waiter.deferred
+
+    def changed(self) -> None:
+        for waiter in list(self._waiters):
+            try:
+                done = waiter.predicate()
+            except Exception:
+                done = False
+            if done:
+                self._waiters.remove(waiter)
+                if waiter.timer is not None and waiter.timer.active():
+                    waiter.timer.cancel()
+                waiter.deferred.callback(True)
+
+    def _expire(self, waiter: _Waiter) -> None:
+        if waiter in self._waiters:
+            self._waiters.remove(waiter)
+            waiter.deferred.callback(False)
 
     # -- queries --------------------------------------------------------------------
 

@@ -20,11 +20,38 @@ complete without ever waiting.  The slot loop is therefore written with
 plain callbacks rather than a coroutine per handler: a request that
 completes synchronously costs one Deferred (the handler's own), and the slot
 goes straight on to the next queued request.
+
+A pool takes requests in one of two ways (KIP-291's point is the second):
+
+* **at once** (the control plane): a free handler waits on the channel's
+  Deferred, so a request is handled the moment its connection reads it,
+  inside that reactor turn's I/O;
+* **in budgeted slices** (the data plane, ``turn_budget``): queueing a
+  request only schedules a slice (``reactor.callLater(0, ...)``); a slice
+  handles queued requests until its ``TurnBudget`` -- at most ``requests``
+  of them, or ``seconds`` of work -- is spent, then schedules the next and
+  returns to the reactor.  Between two slices the reactor polls its sockets,
+  so a control-plane request waits for at most one slice of data-plane work
+  however flooded the data plane is; reading data-plane sockets costs little
+  (it buffers bytes and queues at most one request per connection).  Within
+  a slice, a connection whose request was just answered has its next
+  request, if already read, taken next (the channel's follow-up), so a
+  pipelining client's requests are answered together and its answers leave
+  in one write rather than one per reactor turn.  ``yield_to`` lets another
+  plane go first (the control plane: ``SocketServer.control_plane_waiting``):
+  asked before a slice, a yes makes the slice wait one turn (never two in a
+  row), so the reactor's next poll reads the control plane's request or
+  writes its answer out first; asked every ``YIELD_CHECK_SECONDS`` of a
+  slice, a yes ends the slice there.
 """
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Callable
 from contextvars import copy_context
+from dataclasses import dataclass
+from time import perf_counter
 
 from twisted.application.service import Service
 from twisted.internet.defer import CancelledError, Deferred, DeferredList
@@ -37,6 +64,20 @@ from twisted_kafka.metrics.idle import IdleRatio
 from twisted_kafka.network.close_reasons import CloseReason
 from twisted_kafka.network.request import CloseConnectionResponse
 from twisted_kafka.network.request_channel import RequestChannel
+
+
+@dataclass(frozen=True)
+class TurnBudget:
+    """How much data-plane handling one slice -- one reactor turn -- may do."""
+
+    seconds: float          # stop once this much time has gone into the slice (checked after each request)
+    requests: int           # ... or after this many requests
+
+
+#: The data plane's budget.  Measured with ``bench/planes.py`` (docs/architecture.md, "Planes").
+DATA_PLANE_TURN_BUDGET = TurnBudget(seconds=0.001, requests=256)
+#: How often a slice asks ``yield_to`` whether another plane waits (one poll system call).
+YIELD_CHECK_SECONDS = 0.0002
 
 
 class _Slot:
@@ -69,8 +110,20 @@ class KafkaRequestHandlerPool(Service):
     log = Logger(namespace="twisted_kafka.server.KafkaRequestHandlerPool")
 
     def __init__(self, *, channel: RequestChannel, apis, num_handlers: int, reactor,
-                 metrics: MetricsRegistry, metric_prefix: str = ""):
+                 metrics: MetricsRegistry, metric_prefix: str = "", turn_budget: TurnBudget | None = None,
+                 yield_to: Callable[[], bool] | None = None, timer=perf_counter):
         self.channel = channel
+        self.turn_budget = turn_budget
+        self._yield_to = yield_to
+        self._yielded = False
+        self._next_check = 0.0
+        self._timer = timer             # the slices' clock (seconds)
+        self._free: deque[int] = deque()   # budgeted: handlers free for the next slice
+        self._slice_call = None
+        self._in_slice = False
+        self._deadline = 0.0            # the running slice's budget
+        self._remaining = 0
+        self.slices = 0                 # budgeted: slices run so far
         self.apis = apis
         self.num_handlers = num_handlers
         self.reactor = reactor
@@ -88,6 +141,9 @@ class KafkaRequestHandlerPool(Service):
     def startService(self) -> None:
         super().startService()
         self._sampler.start(1.0, now=False)
+        if self.turn_budget is not None:
+            self.channel.notify_when_queued(self._schedule)
+            self.channel.serve_follow_ups(self._within_budget)
         for handler_id in range(self.num_handlers):
             self._next(handler_id)
 
@@ -95,7 +151,14 @@ class KafkaRequestHandlerPool(Service):
 
     def _next(self, handler_id: int) -> None:
         """Handler ``handler_id`` is free: serve queued requests until one keeps it busy,
-        then (queue empty) wait for the next request."""
+        then (queue empty) wait for the next request.  Budgeted: it joins the free handlers
+        of the next slice."""
+        if self.turn_budget is not None:
+            if self.running:
+                self._free.append(handler_id)
+                self.idle.begin(handler_id)
+                self._schedule()
+            return
         while self.running:
             request = self.channel.poll_request()
             if request is None:
@@ -107,6 +170,77 @@ class KafkaRequestHandlerPool(Service):
                 return
             if not self._serve(handler_id, request):
                 return
+
+    # -- budgeted slices (the data plane) -----------------------------------------------
+
+    def _schedule(self) -> None:
+        """A request was queued or a handler freed: make sure a slice will run."""
+        if (self._slice_call is None and not self._in_slice and self._free and self.running
+                and self.channel.queue_size):
+            self._slice_call = self.reactor.callLater(0, self._slice)
+
+    def _slice(self) -> None:
+        """Handle queued requests until the turn's budget is spent, then give the reactor back."""
+        self._slice_call = None
+        if self._yield_to is not None and not self._yielded and self._yield_to():
+            self._yielded = True
+            self._slice_call = self.reactor.callLater(0, self._slice)
+            return
+        self._yielded = False
+        budget = self.turn_budget
+        assert budget is not None
+        channel, free, timer = self.channel, self._free, self._timer
+        now = timer()
+        self._deadline = now + budget.seconds
+        self._next_check = now + YIELD_CHECK_SECONDS
+        self._remaining = budget.requests
+        handler_id: int | None = None
+        self._in_slice = True
+        self.slices += 1
+        try:
+            while self.running:
+                if handler_id is None:
+                    if not free:
+                        break
+                    handler_id = free.popleft()
+                    self.idle.end(handler_id)
+                # The follow-up was allowed by the budget when the connection read it.
+                request = channel.take_follow_up()
+                if request is None:
+                    if not self._within_budget():
+                        break
+                    request = channel.poll_request()
+                    if request is None:
+                        break
+                self._remaining -= 1
+                channel.serving = request.context.connection_id
+                if not self._serve(handler_id, request):
+                    handler_id = None       # busy: its slot comes back through _next
+                channel.serving = None
+        finally:
+            self._in_slice = False
+            channel.serving = None
+            channel.requeue_follow_up()
+            if handler_id is not None:
+                free.appendleft(handler_id)
+                self.idle.begin(handler_id)
+        self._schedule()
+
+    def _within_budget(self) -> bool:
+        """Whether the running slice may take one more request (from the queue or a follow-up)."""
+        if not self._in_slice or self._remaining <= 0:
+            return False
+        now = self._timer()
+        if now >= self._deadline:
+            return False
+        if self._yield_to is not None and now >= self._next_check:
+            self._next_check = now + YIELD_CHECK_SECONDS
+            if self._yield_to():
+                self._deadline = now        # another plane waits: the slice ends here
+                return False
+        return True
+
+    # -- at once (the control plane) ------------------------------------------------------
 
     def _arrived(self, request, handler_id: int) -> None:
         self._takers.pop(handler_id, None)
@@ -177,5 +311,11 @@ class KafkaRequestHandlerPool(Service):
         super().stopService()
         if self._sampler.running:
             self._sampler.stop()
+        if self.turn_budget is not None:
+            self.channel.notify_when_queued(None)
+            self.channel.serve_follow_ups(None)
+            if self._slice_call is not None and self._slice_call.active():
+                self._slice_call.cancel()
+            self._slice_call = None
         self.channel.cancel_takers()
         return DeferredList(list(self._unfinished))

@@ -18,8 +18,9 @@ from .options import Subscription
 
 __all__ = ["OffsetReader", "INTERNAL_TOPICS"]
 
-#: Topics a pattern never matches (as Kafka's consumer with exclude.internal.topics=true).
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+#: Topics a pattern never matches (as Kafka's consumer with exclude.internal.topics=true):
+#: Kafka's two and twisted_kafka's ``__connection_events``.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__connection_events"})
 
 
 class OffsetReader:

@@ -30,7 +30,7 @@ from twisted_kafka.protocol.messages import MetadataResponse
 from twisted_kafka.protocol.registry import ApiKey
 from twisted_kafka.server.handlers.api_versions import ApiVersionsHandler
 from twisted_kafka.server.kafka_apis import KafkaApis
-from twisted_kafka.server.request_handler import KafkaRequestHandlerPool
+from twisted_kafka.server.request_handler import DATA_PLANE_TURN_BUDGET, KafkaRequestHandlerPool
 
 BASE = {
     "listeners": "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
@@ -91,7 +91,8 @@ class InProcessBroker:
         self.apis.request_metrics = self.socket_server.data_plane.request_metrics
         self.pools = [KafkaRequestHandlerPool(channel=self.socket_server.data_plane.channel, apis=self.apis,
                                               num_handlers=self.config["num.io.threads"], reactor=reactor,
-                                              metrics=self.metrics)]
+                                              metrics=self.metrics, turn_budget=DATA_PLANE_TURN_BUDGET,
+                                              yield_to=self.socket_server.control_plane_waiting)]
         if self.socket_server.control_plane is not None:
             self.pools.append(KafkaRequestHandlerPool(channel=self.socket_server.control_plane.channel,
                                                       apis=self.apis, num_handlers=1, reactor=reactor,

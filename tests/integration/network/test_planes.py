@@ -11,6 +11,12 @@ only thing the test process runs.
   data-plane ApiVersions waits its turn -- and the control plane answers
   every request all the while.  Once the gate opens, every flood request is
   answered, in order, and the queue never went past its cap.
+* In-process, with a data-plane Metadata handler that holds the reactor
+  (CPU work) for longer than a turn's budget of data-plane handling: a
+  control-plane request is handled after at most one data-plane request
+  that had not started when it was sent, however many are read and waiting
+  -- control-plane requests are handled when read, data-plane requests in
+  slices between which the reactor polls its sockets.
 * The real broker, started the README way, under a flood that runs from
   before the first control-plane request until after the last: every
   control-plane request answered, every flood request answered in order,
@@ -24,6 +30,7 @@ is a figure, measured by ``bench/planes.py``.
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 from twisted.internet.defer import Deferred
@@ -34,6 +41,7 @@ from tests.support import load
 from tests.support.broker_process import BrokerProcess
 from tests.support.raw_client import RawClient, api_versions_frame
 from twisted_kafka.metrics import MetricName
+from twisted_kafka.protocol.messages import MetadataRequest
 
 from .inprocess import GatedHandler, InProcessBroker
 
@@ -66,8 +74,74 @@ def control_plane_answers(port: int, count: int = CONTROL_REQUESTS) -> list[int]
         return [client.api_versions(0).error_code for _ in range(count)]
 
 
+class CpuBoundMetadata(GatedHandler):
+    """Metadata answered with an empty cluster; on the data plane, only after ``cpu_seconds`` of work
+    that holds the reactor, as a handler doing heavy local work does.  A control-plane request
+    records how many data-plane requests had started when it was handled."""
+
+    def __init__(self, cpu_seconds: float):
+        super().__init__()
+        self.cpu_seconds = cpu_seconds
+        self.data_started = 0
+        self.seen_by_control: list[int] = []
+
+    async def handle(self, request):
+        if request.context.plane == "control":
+            self.seen_by_control.append(self.data_started)
+        else:
+            self.data_started += 1
+            end = time.perf_counter() + self.cpu_seconds
+            while time.perf_counter() < end:
+                pass
+        return self.error_response(request, 0)
+
+
 class InProcessPlanesTest(unittest.TestCase):
     timeout = 120
+
+    async def test_a_control_plane_request_waits_for_at_most_one_data_plane_request(self):
+        """Each data-plane request holds the reactor longer than a turn's data-plane budget, so a
+        turn handles one; the control-plane request is read by the next poll and handled at once.
+        Before, a turn handled every data-plane request read in it (up to one per flood
+        connection), and a control-plane request read in the same poll waited for them all."""
+        handler = CpuBoundMetadata(cpu_seconds=0.003)
+        broker = InProcessBroker({"num.io.threads": "1", "queued.max.requests": str(QUEUE_CAP)}, handlers=[handler])
+        await broker.start()
+        data_port, control_port = broker.port("PLAINTEXT"), broker.port("CONTROLLER")
+        floods: list = []
+        try:
+            floods = spawn_floods(data_port)
+            for process in floods:
+                await deferToThread(load.wait_answering, process, 60)
+
+            def control_plane_probe():
+                started_before = []
+                with RawClient(control_port, timeout=60) as client:
+                    for _ in range(20):
+                        correlation_id = client.send_request(MetadataRequest(version=1, topics=None), 1)
+                        started_before.append(handler.data_started)     # read once the request is sent
+                        answer_id, _ = client.read_response(3, 1)
+                        assert answer_id == correlation_id
+                return started_before
+
+            started_before = await deferToThread(control_plane_probe)
+            for process in floods:
+                load.stop(process)
+            await broker.wait_until(lambda: all(p.poll() is not None for p in floods), timeout=60,
+                                    what="the floods to drain and exit")
+            flood = [load.collect(p, timeout=5) for p in floods]
+        finally:
+            for process in floods:
+                if process.poll() is None:
+                    process.kill()
+            await broker.stop()
+        check_flood(flood)
+        waited_for = [seen - before for before, seen in zip(started_before, handler.seen_by_control, strict=True)]
+        # One data-plane request at most (the slice running when the request arrived, or the one
+        # before the next poll); the slack covers loopback delivery deferred on a loaded machine.
+        self.assertLessEqual(max(waited_for), 3,
+                             f"data-plane requests started between sending and handling each control-plane "
+                             f"request: {waited_for}")
 
     async def test_control_plane_answers_while_the_data_plane_is_stalled_with_its_queue_full(self):
         handler = GatedHandler()

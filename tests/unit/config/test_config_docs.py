@@ -50,3 +50,14 @@ def test_prose_angle_brackets_are_escaped():
     text = docs.render()
     doc_line = text.split("### `max.connections`", 1)[1].split("\n")[2]
     assert "<l>" not in doc_line and "&lt;l&gt;" in doc_line
+
+
+def test_twisted_kafka_keys_are_marked_as_not_kafkas():
+    text = docs.render()
+    ours = [key for key in BROKER_CONFIG.values() if key.extension]
+    assert [key.name for key in ours] == ["connection.events.enable"]
+    for key in ours:
+        section = text.split(f"### `{key.name}`", 1)[1].split("###", 1)[0]
+        assert "not an Apache Kafka key" in section
+    kafkas = text.split("### `max.connections`", 1)[1].split("###", 1)[0]
+    assert "not an Apache Kafka key" not in kafkas

@@ -48,12 +48,16 @@ class FakeChannels:
         self.reactor = reactor
         self.sent: list[tuple[int, int, object]] = []
         self.added: list[tuple[int, str, int]] = []
+        self.removed: list[int] = []
         self.hold = False
         self.closed = False
         self.pending: list[tuple[Deferred, object]] = []
 
     def add_broker(self, broker_id, host, port):
         self.added.append((broker_id, host, port))
+
+    def remove_broker(self, broker_id):
+        self.removed.append(broker_id)
 
     def close(self):
         self.closed = True

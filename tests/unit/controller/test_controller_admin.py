@@ -184,12 +184,18 @@ def test_only_the_active_controller_changes_anything(tmp_path):
     assert channels.sent == []
 
 
-def test_controlled_shutdown_reports_the_partitions_that_could_move(tmp_path):
+def test_controlled_shutdown_moves_leadership_and_reports_what_could_not_move(tmp_path):
     controller, _, _ = make_controller(tmp_path, brokers=(0, 1))
     run(controller.create_topics([NewTopic("single", assignments={0: [0]}),
                                   NewTopic("pair", assignments={0: [0, 1], 1: [1, 0]})]))
-    assert run(controller.controlled_shutdown(0, 1)) == [("pair", 0)]
-    assert run(controller.controlled_shutdown(1, 1)) == [("pair", 1)]
+    # pair-0 moves to broker 1 (the other ISR member); "single" cannot move and is not reported
+    assert run(controller.controlled_shutdown(0, 1)) == []
+    pair = controller.topics["pair"].partitions
+    assert (pair[0].leader, pair[0].isr, pair[0].leader_epoch) == (1, (1,), 1)
+    assert (pair[1].leader, pair[1].isr) == (1, (1,))
+    assert controller.topics["single"].partitions[0].leader == 0
+    # broker 1 has no ISR member to hand over to (broker 0 is shutting down): both remain
+    assert run(controller.controlled_shutdown(1, 1)) == [("pair", 0), ("pair", 1)]
     for broker_id, epoch, code in ((7, 1, ErrorCode.BROKER_NOT_AVAILABLE), (0, 99, ErrorCode.STALE_BROKER_EPOCH),
                                    (0, -1, ErrorCode.STALE_BROKER_EPOCH)):     # -1 ("any epoch") is no epoch
         with pytest.raises(KafkaError) as info:

@@ -13,6 +13,7 @@ enables request processing, as the broker does once it is ready.
 
 from __future__ import annotations
 
+from twisted.internet import abstract
 from twisted.internet.address import IPv4Address
 from twisted.internet.defer import ensureDeferred
 from twisted.internet.error import ConnectionAborted, ConnectionDone
@@ -145,6 +146,71 @@ class FakeTransport(StringTransport):
         return self.producerState == "paused"
 
 
+class WindowTransport(abstract.FileDescriptor):
+    """A transport with Twisted's own write buffer over a fake socket the test fills and drains.
+
+    Everything about buffering, the 64 KiB limit and the registered producer
+    is Twisted's ``FileDescriptor``; only the socket is fake: ``writeSomeData``
+    takes at most ``window`` bytes (what the peer's receive window would
+    take), and ``pump()`` is one "writable" event of the reactor.  Reading is
+    paused and resumed through the reactor's reader set, as for TCP.
+    """
+
+    def __init__(self, protocol, clock, peer: IPv4Address):
+        super().__init__(reactor=clock)
+        self.protocol = protocol
+        self.peer = peer
+        self.connected = 1
+        self.window = 0
+        self.received = bytearray()      # what the peer got
+        self.aborted = False
+        self.startReading()
+
+    def getPeer(self):
+        return self.peer
+
+    def getHost(self):
+        return IPv4Address("TCP", "127.0.0.1", 9092)
+
+    def fileno(self) -> int:
+        return -1
+
+    def writeSomeData(self, data) -> int:
+        taken = min(len(data), self.window)
+        self.received += bytes(data[:taken])
+        self.window -= taken
+        return taken
+
+    def peer_reads(self, size: int) -> None:
+        """The peer reads ``size`` more bytes; the reactor reports the socket writable once."""
+        self.window += size
+        self.pump()
+
+    def pump(self) -> None:
+        if self.disconnected or self not in self.reactor.writers:
+            return
+        result = self.doWrite()
+        if result is not None:
+            self.connectionLost(Failure(result))
+
+    def abortConnection(self):
+        if not self.disconnected:
+            self.aborted = True
+            self.connectionLost(Failure(ConnectionAborted()))
+
+    def connectionLost(self, reason):
+        super().connectionLost(reason)
+        self.protocol.connectionLost(reason)
+
+    @property
+    def unsent(self) -> int:
+        return len(self.dataBuffer) - self.offset + self._tempDataLen
+
+    @property
+    def paused(self) -> bool:
+        return self not in self.reactor.readers
+
+
 class Stack:
     """A SocketServer on a fake reactor, bound and enabled, with a way to open fake connections.
 
@@ -181,7 +247,8 @@ class Stack:
     def acceptor(self, listener: str = "PLAINTEXT"):
         return self.server.acceptors[listener]
 
-    def connect(self, listener: str = "PLAINTEXT", ip: str = "127.0.0.1", port: int | None = None):
+    def connect(self, listener: str = "PLAINTEXT", ip: str = "127.0.0.1", port: int | None = None,
+                transport=FakeTransport):
         """What Twisted's port does on accept: buildProtocol, then makeConnection.
 
         Returns the processor (or None when the acceptor refused the socket).
@@ -193,7 +260,7 @@ class Stack:
         processor = self.acceptor(listener).buildProtocol(addr)
         if processor is None:
             return None
-        processor.makeConnection(FakeTransport(processor, self.clock, addr))
+        processor.makeConnection(transport(processor, self.clock, addr))
         return processor
 
     def plane(self, name: str = "data"):
@@ -226,6 +293,20 @@ class Stack:
     def flush(self) -> None:
         """Run what is due now (deferred connection losses)."""
         self.clock.advance(0)
+
+
+def reactor_turn(clock) -> None:
+    """One turn of the reactor: run the calls due now, but not those they schedule for now.
+
+    ``Clock.advance(0)`` runs those too, as if ``callLater(0, ...)`` did not
+    give the reactor back; a real reactor polls its sockets in between.
+    """
+    now = clock.seconds()
+    for call in [call for call in clock.calls if call.getTime() <= now]:
+        if call in clock.calls:                 # not cancelled by an earlier one
+            clock.calls.remove(call)
+            call.called = 1
+            call.func(*call.args, **call.kw)
 
 
 def request_bytes(body, version: int | None = None, correlation_id: int = 1, client_id: str | None = "unit") -> bytes:

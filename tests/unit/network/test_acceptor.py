@@ -265,3 +265,21 @@ def test_every_accept_rejection_and_close_is_one_event_on_the_bus():
     ]
     assert events[0].connection_id == events[2].connection_id == first.connection_id
     assert events[0].principal == "User:ANONYMOUS" and events[0].timestamp_ms == int(stack.clock.seconds() * 1000)
+
+
+def test_an_authentication_failure_is_an_event_before_its_close():
+    from twisted_kafka.network.connection_events import ConnectionEventKind
+
+    stack = Stack(connection_failed_authentication_delay_ms="100")
+    events = []
+    stack.server.connection_events.subscribe(events.append)
+    p = stack.connect()
+    p.close_after_authentication_failure("invalid credentials")
+    stack.clock.advance(0.1)
+    stack.flush()
+    assert [(e.kind, e.reason) for e in events] == [
+        (ConnectionEventKind.ACCEPTED, None),
+        (ConnectionEventKind.AUTHENTICATION_FAILED, "invalid credentials"),
+        (ConnectionEventKind.CLOSED, CloseReason.AUTHENTICATION),
+    ]
+    assert len({e.connection_id for e in events}) == 1

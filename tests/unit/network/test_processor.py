@@ -11,6 +11,7 @@ import pytest
 from twisted.logger import LogLevel, formatEvent, globalLogPublisher
 
 from twisted_kafka.network.close_reasons import CloseReason
+from twisted_kafka.network.processor import READ_AHEAD_BYTES
 from twisted_kafka.network.request import CloseConnectionResponse, ConnectionUpdate, NoOpResponse, SendResponse
 from twisted_kafka.protocol.codec import encode_response
 from twisted_kafka.protocol.errors import ErrorCode
@@ -84,13 +85,35 @@ def test_pipelined_requests_are_read_one_at_a_time_and_answered_in_order(stack):
     p.dataReceived(b"".join(api_versions(cid) for cid in range(1, 6)))
     channel = stack.channel()
     for _ in range(5):
-        assert channel.queue_size == 1, "muted: one request of a connection at a time"
-        assert p.transport.paused
+        assert channel.queue_size == 1, "one request of a connection at a time"
+        assert not p.transport.paused, "a few pipelined requests are read ahead, not muted"
         stack.serve()
     assert channel.queue_size == 0
     frames = split_frames(p.transport.value())
     assert [decode(18, 0, f)[0] for f in frames] == [1, 2, 3, 4, 5]
-    assert not p.transport.paused, "unmuted once the last response is written"
+    assert not p.transport.paused
+
+
+def test_a_connection_with_a_request_in_flight_reads_ahead_up_to_a_bound_then_mutes(stack):
+    p = stack.connect()
+    frame = api_versions(1)
+    p.dataReceived(frame)
+    assert stack.channel().queue_size == 1 and not p.transport.paused
+    per_read = 100
+    count = 1
+    while not p.transport.paused:
+        p.dataReceived(b"".join(api_versions(cid) for cid in range(count + 1, count + 1 + per_read)))
+        count += per_read
+        assert stack.channel().queue_size == 1, "still one request at a time"
+    buffered = (count - 1) * len(frame)
+    assert READ_AHEAD_BYTES <= buffered < READ_AHEAD_BYTES + per_read * len(frame)
+    while p.connection.buffered_bytes >= READ_AHEAD_BYTES:
+        assert p.transport.paused
+        stack.serve()
+    assert not p.transport.paused, "read again once under the bound"
+    while stack.channel().queue_size:
+        stack.serve()
+    assert [decode(18, 0, f)[0] for f in split_frames(p.transport.value())] == list(range(1, count + 1))
 
 
 def test_a_request_without_response_unmutes_at_once(stack):
@@ -151,7 +174,7 @@ def test_a_stale_response_for_a_request_not_in_flight_is_ignored(stack):
     second = stack.take()
     written = p.transport.value()
     p.send(SendResponse(first, api_versions_answer(1)))
-    assert p.transport.value() == written and p.transport.paused, "request 2 is still in flight"
+    assert p.transport.value() == written and p.busy, "request 2 is still in flight"
     stack.channel().send_response(SendResponse(second, api_versions_answer(2)))
     assert [decode(18, 0, f)[0] for f in split_frames(p.transport.value())] == [1, 2]
 
@@ -325,13 +348,25 @@ def test_full_channel_pauses_processors_and_resumes_them_in_order():
         p.dataReceived(api_versions(n))
     channel = stack.channel()
     assert channel.queue_size == 2 and channel.waiting_processors == 2
-    assert all(p.transport.paused for p in processors)
     stack.serve()
     assert channel.queue_size == 2 and channel.waiting_processors == 1
     stack.serve(count=3)
     assert channel.peak_queue_size == 2
     answered = [decode(18, 0, split_frames(p.transport.value())[0])[0] for p in processors]
     assert answered == [0, 1, 2, 3]
+
+
+def test_a_connection_waiting_for_room_reads_ahead_up_to_the_bound_then_mutes():
+    stack = Stack(queued_max_requests="1")
+    first, second = stack.connect(), stack.connect()
+    first.dataReceived(api_versions(1))
+    second.dataReceived(api_versions(2))
+    assert stack.channel().waiting_processors == 1 and not second.transport.paused
+    second.dataReceived(b"".join(api_versions(3) for _ in range(READ_AHEAD_BYTES // len(api_versions(3)) + 1)))
+    assert second.transport.paused, "nothing more is read: backpressure reaches the client's socket"
+    assert stack.channel().queue_size == 1
+    stack.serve()
+    assert stack.take().correlation_id == 2
 
 
 def test_closing_while_the_request_is_queued_releases_once_and_drops_the_answer(stack):

@@ -49,11 +49,11 @@ def _topic_partition_states(body, ungrouped_until: int, version: int):
                 yield topic.topic_name, topic_id, state
 
 
-def check_controller(guard: ControllerRequestGuard, request) -> None:
+async def check_controller(guard: ControllerRequestGuard, request) -> None:
     """Raise KafkaError (the whole request refused, nothing applied) unless ``guard`` accepts it."""
     context = request.context
-    guard.check(request.body, api=f"{request.spec.name} v{request.api_version}",
-                source=f"{context.client_host}:{context.client_port} on listener {context.listener_name}")
+    await guard.verify(request.body, api=f"{request.spec.name} v{request.api_version}",
+                       source=f"{context.client_host}:{context.client_port} on listener {context.listener_name}")
 
 
 class LeaderAndIsrHandler(ApiHandler):
@@ -66,7 +66,7 @@ class LeaderAndIsrHandler(ApiHandler):
     async def handle(self, request):
         body = request.body
         replicas = self.replicas
-        check_controller(self.guard, request)
+        await check_controller(self.guard, request)
         changes = [PartitionStateChange(topic, topic_id, state.partition_index, state.leader, state.leader_epoch,
                                         getattr(state, "partition_epoch", 0), list(state.replicas), list(state.isr))
                    for topic, topic_id, state in _topic_partition_states(body, 1, request.api_version)]
@@ -109,7 +109,7 @@ class UpdateMetadataHandler(ApiHandler):
 
     async def handle(self, request):
         body = request.body
-        check_controller(self.guard, request)
+        await check_controller(self.guard, request)
         cache = self.cache
         brokers = []
         for broker in body.live_brokers:
@@ -140,6 +140,7 @@ class UpdateMetadataHandler(ApiHandler):
         cache.update_partitions(live, topic_ids, INTERNAL_TOPICS)   # internal by name, as Kafka's Topic.isInternal
         if request.api_version >= 6:
             self._apply_configs(body)
+        cache.changed()
         return m.UpdateMetadataResponse(error_code=ErrorCode.NONE)
 
     def _apply_configs(self, body) -> None:
@@ -178,7 +179,7 @@ class StopReplicaHandler(ApiHandler):
 
     async def handle(self, request):
         replicas = self.replicas
-        check_controller(self.guard, request)
+        await check_controller(self.guard, request)
         errors = []
         deletions = []
         for topic, index, delete in self._partitions(request):
