@@ -6,7 +6,7 @@ import json
 import os
 
 import pytest
-from twisted.internet.defer import Deferred, fail, maybeDeferred
+from twisted.internet.defer import Deferred, fail, maybeDeferred, succeed
 
 from twisted_kafka.coordinator.transaction import (
     PRODUCER_ID_BLOCK_FILE,
@@ -16,6 +16,7 @@ from twisted_kafka.coordinator.transaction import (
 )
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
+from twisted_kafka.protocol.registry import ApiKey
 
 from .helpers import SyncThreadPool, records, result_of
 from .test_produce import produce
@@ -186,3 +187,88 @@ def test_idempotent_produce_errors_per_partition_with_kafkas_codes(node):
     stale = _answer(node.call(produce({"t": {0: _idem(1, b"old", pid=pid, epoch=0)}}, acks=-1), 9))
     assert stale.error_code == ErrorCode.INVALID_PRODUCER_EPOCH
     assert "smaller than the last seen epoch 1" in stale.error_message
+
+
+# -- what is advertised ------------------------------------------------------------------------
+
+TRANSACTION_APIS = {ApiKey.ADD_PARTITIONS_TO_TXN, ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN,
+                    ApiKey.WRITE_TXN_MARKERS, ApiKey.TXN_OFFSET_COMMIT}
+#: DescribeTransactions (65) and ListTransactions (66) (KIP-664).
+TRANSACTION_ADMIN_APIS = {65, 66}
+
+
+def test_init_producer_id_is_advertised_at_the_versions_served_and_transactions_are_not(node):
+    body = node.call(m.ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3)
+    advertised = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
+    assert advertised[ApiKey.INIT_PRODUCER_ID] == (0, 4)
+    assert not (TRANSACTION_APIS | TRANSACTION_ADMIN_APIS) & set(advertised)
+
+
+@pytest.mark.parametrize("version", [1, 3, 4])
+def test_a_transactional_id_finds_no_coordinator(node, version):
+    """FindCoordinator key type 1 (a transactional id): COORDINATOR_NOT_AVAILABLE, which clients retry."""
+    if version >= 4:
+        body = node.call(m.FindCoordinatorRequest(key_type=1, coordinator_keys=["txn-1"]), version)
+        (coordinator,) = body.coordinators
+        assert (coordinator.key, coordinator.error_code, coordinator.node_id) == (
+            "txn-1", ErrorCode.COORDINATOR_NOT_AVAILABLE, -1)
+    else:
+        body = node.call(m.FindCoordinatorRequest(key="txn-1", key_type=1), version)
+        assert (body.error_code, body.node_id) == (ErrorCode.COORDINATOR_NOT_AVAILABLE, -1)
+
+
+# -- the ZooKeeper block store -----------------------------------------------------------------
+
+
+class _Stat:
+    def __init__(self, version: int):
+        self.version = version
+
+
+class FakeZk:
+    """The three ``ZkClient`` operations the store uses, over one znode; ``interfere`` runs between
+    the store's read and its write (another broker's claim)."""
+
+    def __init__(self, data: bytes | None = b""):
+        self.data, self.version = data, 0
+        self.interfere = None
+
+    def get_or_none(self, path):
+        result = (None, None) if self.data is None else (self.data, _Stat(self.version))
+        if self.interfere is not None:
+            interfere, self.interfere = self.interfere, None
+            interfere()
+        return succeed(result)
+
+    def set(self, path, value, version=-1):
+        from kazoo.exceptions import BadVersionError
+        if self.data is None:
+            return fail(Exception("no node"))
+        if version not in (-1, self.version):
+            return fail(BadVersionError())
+        self.data, self.version = value, self.version + 1
+        return succeed(_Stat(self.version))
+
+    def create(self, path, value=b"", makepath=False):
+        from kazoo.exceptions import NodeExistsError
+        if self.data is not None:
+            return fail(NodeExistsError())
+        self.data, self.version = value, 0
+        return succeed(path)
+
+
+def test_zookeeper_blocks_follow_the_znode_and_lose_no_race():
+    from twisted_kafka.coordinator.transaction.zk_producer_id_store import ZkProducerIdBlockStore
+    zk = FakeZk(b"")                                   # as created among the persistent paths
+    store = ZkProducerIdBlockStore(zk)
+    first = result_of(store.allocate_block(1))
+    assert (first.first_producer_id, first.size) == (0, 1000)
+    assert json.loads(zk.data) == {"version": 1, "broker": 1, "block_start": "0", "block_end": "999"}
+    # Broker 2 claims a block between broker 1's read and write: broker 1 reads again.
+    zk.interfere = lambda: result_of(ZkProducerIdBlockStore(zk).allocate_block(2))
+    second = result_of(store.allocate_block(1))
+    assert second.first_producer_id == 2000
+    assert ProducerIdsBlock.from_json(zk.data) == second
+    missing = FakeZk(None)
+    assert result_of(ZkProducerIdBlockStore(missing).allocate_block(3)).first_producer_id == 0
+    assert missing.data is not None
