@@ -16,6 +16,7 @@ InitProducerId v0) do the same through the proxy.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 
 import pytest
@@ -23,7 +24,12 @@ from aiokafka import AIOKafkaProducer
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka import KafkaProducer
 
+from twisted_kafka.protocol import messages as m
+from twisted_kafka.protocol.errors import ErrorCode
+from twisted_kafka.protocol.records import build_batch
+
 from tests.support.cutting_proxy import CuttingProxy
+from tests.support.raw_client import RawClient
 from tests.support.wait import wait_until
 
 PARTITIONS = 3
@@ -215,3 +221,43 @@ def test_aiokafka_idempotent_producer_through_cut_connections(proxied_broker):
     ledger.check_offsets()
     proxy.cutting = False
     ledger.check_log(bootstrap, "aio-cut")
+
+
+# -- the broker's producer state after a kill -9, seen through raw requests ---------------------
+
+
+def raw_produce(client: RawClient, topic: str, producer_id: int, epoch: int, seq: int) -> tuple[int, int]:
+    data = build_batch([(None, b"seq-%d-" % seq + b"p" * 300, (), None)], producer_id=producer_id,
+                       producer_epoch=epoch, base_sequence=seq)
+    body = client.request(m.ProduceRequest(acks=-1, timeout_ms=10_000, topic_data=[
+        m.ProduceRequest.TopicProduceData(name=topic, partition_data=[
+            m.ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=data)])]), 9)
+    (answer,) = body.responses[0].partition_responses
+    return answer.error_code, answer.base_offset
+
+
+def test_producer_state_is_rebuilt_after_kill_9(broker_factory):
+    """Segments roll every few batches (a snapshot at each roll); after a kill -9 the broker still
+    answers the producer's last five batches with their offsets, and refuses gaps and older batches."""
+    broker = broker_factory({"num.partitions": "1", "log.segment.bytes": "4096"})
+    topic = "raw-idem"
+    with RawClient(broker.data_port) as client:
+        init = client.request(m.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60_000,
+                                                      producer_id=-1, producer_epoch=-1), 4)
+        assert init.error_code == ErrorCode.NONE
+        pid, epoch = init.producer_id, init.producer_epoch
+        client.metadata(1, [topic])             # Metadata v1 creates the topic
+        wait_until(lambda: raw_produce(client, topic, pid, epoch, 0) == (ErrorCode.NONE, 0), timeout=10,
+                   what="the topic to be created and the first batch written")
+        for seq in range(1, 60):
+            assert raw_produce(client, topic, pid, epoch, seq) == (ErrorCode.NONE, seq)
+    snapshots = [n for n in os.listdir(os.path.join(broker.log_dirs[0], f"{topic}-0")) if n.endswith(".snapshot")]
+    assert snapshots, "segments rolled, each roll writes a snapshot"
+    broker.kill()
+    broker.start()
+    with RawClient(broker.data_port) as client:
+        for seq in range(55, 60):               # the last five: duplicates, answered with their offsets
+            assert raw_produce(client, topic, pid, epoch, seq) == (ErrorCode.NONE, seq)
+        assert raw_produce(client, topic, pid, epoch, 54)[0] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+        assert raw_produce(client, topic, pid, epoch, 62)[0] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+        assert raw_produce(client, topic, pid, epoch, 60) == (ErrorCode.NONE, 60)     # nothing was written twice
