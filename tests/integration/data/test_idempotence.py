@@ -173,8 +173,7 @@ def test_kafka_python_default_producer_through_cut_connections(proxied_broker):
     broker, proxy = proxied_broker
     bootstrap = f"127.0.0.1:{proxy.port}"
     ledger = Ledger()
-    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=2, reconnect_backoff_ms=10,
-                             reconnect_backoff_max_ms=200, retry_backoff_ms=20, delivery_timeout_ms=120_000)
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
     n = N // 3
     try:
         assert producer.config["enable_idempotence"] is True
