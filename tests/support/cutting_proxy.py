@@ -1,6 +1,6 @@
 """A loopback TCP proxy that cuts its connections every so many bytes.
 
-    proxy = CuttingProxy(cut_every=64 * 1024, seed=7).start()
+    proxy = CuttingProxy(cut_every=64 * 1024, answer_cut_every=1024, seed=7).start()
     broker = broker_factory({"advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy.port},..."})
     proxy.target_port = broker.data_port
     ...                                   # clients bootstrap from 127.0.0.1:{proxy.port}
@@ -9,14 +9,21 @@
 
 Each accepted connection is forwarded to ``127.0.0.1:target_port`` by two
 threads (one per direction).  A connection is closed -- both sockets, at
-once, with RST on the client side -- once it has carried a byte budget
-drawn uniformly from [cut_every / 2, 3 * cut_every / 2], counting both
-directions; so cuts land anywhere: inside a request (the broker drops the
-partial request), between a request and its response (the request was
-served and its answer is lost), inside a response.  The client reconnects
-through the proxy and gets a fresh budget.  ``cuts`` counts the connections
-cut this way; ``cuts_after_response_bytes`` those cut while bytes flowed
-from the broker (an answer lost for sure).
+once, with RST on the client side -- once it has carried a byte budget in
+one direction, drawn uniformly from [b / 2, 3 * b / 2]:
+
+* requests (b = ``cut_every``, bytes from the client): cuts land inside a
+  request (the broker drops the partial request) or right after one;
+* answers (b = ``answer_cut_every``, bytes from the broker), for a share
+  ``answer_share`` of the connections: the broker served a request and its
+  answer is lost, in full or in part -- a retry then repeats a request
+  the broker already carried out.
+
+Answers are small next to produce requests, so counting both directions
+in one budget would almost never cut inside an answer.  The client
+reconnects through the proxy and gets a fresh budget.  ``cuts`` counts the
+connections cut this way; ``cuts_after_response_bytes`` those cut while
+bytes flowed from the broker (an answer lost for sure).
 
 The listening socket binds port 0; the port is known before the broker
 starts, so the broker can advertise it (clients then always come back
@@ -39,11 +46,14 @@ _LINGER_RST = struct.pack("ii", 1, 0)
 class _Link:
     """One proxied connection: a client socket, a broker socket and a byte budget."""
 
-    def __init__(self, proxy: CuttingProxy, client: socket.socket, upstream: socket.socket, budget: int):
+    def __init__(self, proxy: CuttingProxy, client: socket.socket, upstream: socket.socket, budget: int,
+                 counts_answers: bool):
         self.proxy = proxy
         self.client = client
         self.upstream = upstream
         self.budget = budget
+        #: True: the budget counts bytes from the broker; False: bytes from the client.
+        self.counts_answers = counts_answers
         self.carried = 0
         self.closed = False
         self.lock = threading.Lock()
@@ -57,7 +67,8 @@ class _Link:
                 with self.lock:
                     if self.closed:
                         return
-                    if self.proxy.cutting and self.carried + len(data) >= self.budget:
+                    counted = from_broker == self.counts_answers
+                    if counted and self.proxy.cutting and self.carried + len(data) >= self.budget:
                         # Let part of this chunk through, then cut.
                         keep = max(0, self.budget - self.carried)
                         if keep:
@@ -65,7 +76,8 @@ class _Link:
                         self.proxy._count_cut(from_broker)
                         self._close(reset=True)
                         return
-                    self.carried += len(data)
+                    if counted:
+                        self.carried += len(data)
                 sink.sendall(data)
         except OSError:
             pass
@@ -89,8 +101,11 @@ class _Link:
 class CuttingProxy:
     """See the module docstring."""
 
-    def __init__(self, *, cut_every: int, seed: int = 0, target_port: int | None = None):
+    def __init__(self, *, cut_every: int, answer_cut_every: int = 1024, answer_share: float = 0.5, seed: int = 0,
+                 target_port: int | None = None):
         self.cut_every = cut_every
+        self.answer_cut_every = answer_cut_every
+        self.answer_share = answer_share
         self.target_port = target_port
         self.cutting = True
         self.cuts = 0
@@ -127,9 +142,12 @@ class CuttingProxy:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def _budget(self) -> int:
+    def _budget(self) -> tuple[int, bool]:
+        """A new connection's byte budget, and whether it counts answers (else requests)."""
         with self._lock:
-            return self._random.randint(self.cut_every // 2, self.cut_every * 3 // 2)
+            answers = self._random.random() < self.answer_share
+            every = self.answer_cut_every if answers else self.cut_every
+            return self._random.randint(every // 2, every * 3 // 2), answers
 
     def _count_cut(self, from_broker: bool) -> None:
         with self._lock:
@@ -159,7 +177,7 @@ class CuttingProxy:
                 continue
             for sock in (client, upstream):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            link = _Link(self, client, upstream, self._budget())
+            link = _Link(self, client, upstream, *self._budget())
             with self._lock:
                 self._links.add(link)
                 self.connections += 1

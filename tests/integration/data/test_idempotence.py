@@ -118,6 +118,15 @@ def librdkafka_producer(bootstrap: str, ledger: Ledger) -> tuple[Producer, calla
     return producer, produce
 
 
+def assert_cut(proxy: CuttingProxy, at_least: int) -> None:
+    """The proxy cut connections, some of them inside an answer (a request the broker carried out
+    whose answer was lost, so the producer's retry is a duplicate)."""
+    print(f"proxy: {proxy.connections} connections, {proxy.cuts} cut, "
+          f"{proxy.cuts_after_response_bytes} of them inside an answer")
+    assert proxy.cuts >= at_least and proxy.cuts_after_response_bytes >= 1, (
+        proxy.cuts, proxy.cuts_after_response_bytes)
+
+
 @pytest.fixture
 def proxied_broker(broker_factory):
     """A broker advertising a cutting proxy's port: clients always come back through the proxy."""
@@ -141,7 +150,7 @@ def test_librdkafka_through_cut_connections(proxied_broker):
     producer, produce = librdkafka_producer(bootstrap, ledger)
     produce("rdk-cut", 0, N)
     assert producer.flush(120) == 0, "messages left undelivered"
-    assert proxy.cuts >= 10 and proxy.cuts_after_response_bytes >= 1, (proxy.cuts, proxy.cuts_after_response_bytes)
+    assert_cut(proxy, 10)
     ledger.check_offsets()
     proxy.cutting = False
     ledger.check_log(bootstrap, "rdk-cut")
@@ -187,7 +196,7 @@ def test_kafka_python_default_producer_through_cut_connections(proxied_broker):
             ledger.ack(partition, v, future.get(timeout=10).offset)
     finally:
         producer.close(timeout=10)
-    assert proxy.cuts >= 3, proxy.cuts
+    assert_cut(proxy, 2)
     ledger.check_offsets()
     proxy.cutting = False
     ledger.check_log(bootstrap, "kp-cut")
@@ -216,7 +225,7 @@ def test_aiokafka_idempotent_producer_through_cut_connections(proxied_broker):
             await producer.stop()
 
     asyncio.run(run())
-    assert proxy.cuts >= 3, proxy.cuts
+    assert_cut(proxy, 2)
     ledger.check_offsets()
     proxy.cutting = False
     ledger.check_log(bootstrap, "aio-cut")
