@@ -34,6 +34,7 @@ from twisted_kafka.controller.client import LocalControllerClient, NewTopic
 from twisted_kafka.controller.kafka_controller import KafkaController, LiveBroker
 from twisted_kafka.controller.metadata_store import JsonFileMetadataStore
 from twisted_kafka.coordinator.group.service import GroupCoordinatorService
+from twisted_kafka.coordinator.transaction import FileProducerIdBlockStore, ProducerIdManager
 from twisted_kafka.log import LogManager
 from twisted_kafka.network.listeners import parse_listeners
 from twisted_kafka.network.request import Request, RequestContext, SendResponse
@@ -47,7 +48,12 @@ from twisted_kafka.server.api_table import broker_handlers
 from twisted_kafka.server.broker_metadata import BrokerMetadata
 from twisted_kafka.server.config_repository import ConfigRepository
 from twisted_kafka.server.controller_requests import ControllerRequestGuard
-from twisted_kafka.server.dynamic_config import ConnectionLimits, DynamicBrokerConfig, LogDefaults
+from twisted_kafka.server.dynamic_config import (
+    ConnectionLimits,
+    DynamicBrokerConfig,
+    LogDefaults,
+    ProducerIdExpiration,
+)
 from twisted_kafka.server.kafka_apis import KafkaApis
 from twisted_kafka.server.metadata_cache import MetadataCache
 from twisted_kafka.server.replica_manager import ReplicaManager
@@ -236,6 +242,9 @@ class Broker:
         self.quotas = RecordingQuotas()
         self.dynamic_config.add_reconfigurable(LogDefaults(self.log_manager, self.config_repository))
         self.dynamic_config.add_reconfigurable(ConnectionLimits(self.quotas))
+        self.dynamic_config.add_reconfigurable(ProducerIdExpiration(self.log_manager))
+        self.producer_ids = ProducerIdManager(BROKER_ID, FileProducerIdBlockStore(
+            [self.log_dir], reactor=self.reactor, threadpool=self.pool))
         self.served: dict[str, list[int]] = {}
         self.group_coordinator = GroupCoordinatorService(
             config=self.config, replica_manager=self.replica_manager, admin_manager=self.admin_manager,
@@ -246,7 +255,7 @@ class Broker:
             config_repository=self.config_repository, dynamic_config=self.dynamic_config,
             controller=self.controller_client, controller_guard=self.guard,
             group_coordinator=self.group_coordinator.coordinator, offsets_topic=self.group_coordinator,
-            clock=self.reactor))
+            producer_ids=self.producer_ids, clock=self.reactor))
         self.channels.brokers[BROKER_ID] = self.apis
         if start:
             self.start()
@@ -331,4 +340,4 @@ def served_api_keys() -> list[int]:
     return sorted(handler.api_key for handler in broker_handlers(
         advertised_keys=None, replica_manager=None, metadata_cache=None, admin_manager=None,  # type: ignore[arg-type]
         config_repository=None, dynamic_config=None, controller=None, controller_guard=None,  # type: ignore[arg-type]
-        group_coordinator=None, offsets_topic=None, clock=None))  # type: ignore[arg-type]
+        group_coordinator=None, offsets_topic=None, producer_ids=None, clock=None))  # type: ignore[arg-type]
