@@ -965,6 +965,9 @@ class Log:
         # the data (a restart would complete the swap the same way).
         try:
             self.segment_deleter(self, list(old))
+            # As Kafka's UnifiedLog.replaceSegments: the producer state snapshots named after the
+            # replaced segments go with them (the one at the new segment's base stays).
+            self.producer_state.remove_snapshots(s.base_offset for s in old if s.base_offset != new.base_offset)
         except OSError as e:
             log.error("cannot remove the segments {old} replaced by {new}: {e}; they are removed "
                       "at the next start", old=[s.log_path for s in old], new=new.log_path, e=e)

@@ -87,7 +87,8 @@ def _renames_of_a_swap(tmp_path) -> int:
     real = os.rename
 
     def counting(*args, **kwargs):
-        calls.append(args)
+        if not str(args[0]).endswith(".snapshot"):      # producer state snapshots: counted apart
+            calls.append(args)
         return real(*args, **kwargs)
 
     os.rename = counting

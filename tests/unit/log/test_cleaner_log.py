@@ -18,6 +18,7 @@ from .helpers import (
     append_keyed,
     clean_now,
     compacted_log,
+    keyed_batch,
     latest_by_key,
     reopen,
 )
@@ -202,3 +203,34 @@ def test_nothing_dirty_means_nothing_to_do(tmp_path):
     task = CleanTask(log, target.first_dirty_offset, target.first_uncleanable_offset, OffsetMap(1 << 20),
                      now_ms=NOW)
     assert task.map_done and task.plan() == []
+
+
+def test_producer_state_and_snapshots_after_cleaning(tmp_path):
+    """The cleaner keeps each producer's last batch header, so the producer state rebuilt from a
+    cleaned log after a crash is the same; the snapshots named after replaced segments go with
+    them (Kafka's ``UnifiedLog.replaceSegments``)."""
+    from twisted_kafka.log.layout import PRODUCER_SNAPSHOT_SUFFIX
+
+    log = compacted_log(tmp_path, segment_bytes=300)
+    for i in range(30):
+        log.append_as_leader(keyed_batch([(b"k%d" % (i % 3), b"v%d" % i)], producer_id=7, producer_epoch=2,
+                                         base_sequence=i), 0, NOW)
+    log.append_as_leader(keyed_batch([(b"k%d" % i, b"last") for i in range(3)]), 0, NOW)   # supersedes them all
+    log.roll()
+    log.flush()
+    before = log.producer_state.entry(7)
+    assert before is not None and before.last_seq == 29
+    snapshots = lambda: sorted(n for n in os.listdir(log.dir) if n.endswith(PRODUCER_SNAPSHOT_SUFFIX))  # noqa: E731
+    assert len(snapshots()) > 2
+    clean_now(log)
+    segments = len(log.segments)
+    clean_now(log)                                  # the small cleaned segments are merged
+    assert len(log.segments) < segments
+    bases = {s.base_offset for s in log.segments}
+    assert all(int(name[:20]) in bases for name in snapshots())
+    kept = [h for h in all_headers(log) if h.producer_id == 7]
+    assert [(h.records_count, h.producer_epoch, h.base_sequence, h.last_offset) for h in kept] == \
+        [(0, 2, 29, 29)]
+    log = reopen(log)                               # as after a crash: rebuilt from snapshots and batches
+    after = log.producer_state.entry(7)
+    assert after is not None and (after.producer_epoch, after.last_seq, after.last_data_offset) == (2, 29, 29)
