@@ -25,7 +25,7 @@ import time
 import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition as AioTopicPartition
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
@@ -290,4 +290,51 @@ def test_the_cleaner_throttle_is_changed_at_run_time(broker_factory):
     started = time.monotonic()
     broker.wait_for_log(rf"Cleaner: cleaned {topic}-0 ", 20, after=mark)
     assert time.monotonic() - started < 10, "the throttle's pending wait ends when the rate changes"
+    check_compacted_read(read_confluent(broker.bootstrap, topic), expected)
+
+
+def test_an_idempotent_producer_goes_on_after_cleaning_and_a_kill(broker_factory):
+    """Compaction and idempotence together: a librdkafka idempotent producer writes a compacted
+    topic, the cleaner compacts it (keeping the producer's last batch header, rebuilt batches
+    keep their producer id, epoch and sequences), the broker is killed and restarted (producer
+    state from the snapshots and the cleaned segments), and the producer, still running, goes
+    on with its next sequence numbers: no OUT_OF_ORDER_SEQUENCE_NUMBER, no fatal error,
+    nothing duplicated, the last value of every key read back."""
+    broker = broker_factory({"log.cleaner.backoff.ms": "100"})
+    topic = "compacted-idempotent"
+    create_topic(broker.bootstrap, topic, **{"segment.bytes": "65536", "min.cleanable.dirty.ratio": "0.01"})
+    errors: list = []
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "linger.ms": 5,
+                         "batch.size": 16384, "max.in.flight.requests.per.connection": 5,
+                         "error_cb": lambda error: errors.append(error)})
+    expected: dict[bytes, bytes] = {}
+    acked: list[int] = []
+
+    def send(first: int, count: int) -> None:
+        for i in range(first, first + count):
+            key = b"key-%02d" % (i % 50)
+            expected[key] = (b"%06d" % i).ljust(100, b".")
+            while True:
+                try:
+                    producer.produce(topic, expected[key], key, partition=0, on_delivery=lambda err, msg: (
+                        errors.append(err) if err is not None else acked.append(msg.offset())))
+                    break
+                except BufferError:
+                    producer.poll(0.1)
+            producer.poll(0)
+        assert producer.flush(60) == 0
+
+    try:
+        mark = broker.log_mark()
+        send(0, 20_000)
+        broker.wait_for_log(rf"Cleaner: cleaned {topic}-0 ", 60, after=mark)
+        broker.kill()
+        broker.start()
+        send(20_000, 2_000)
+    finally:
+        producer.flush(10)
+    # While the broker was down the producer saw transport errors only: nothing fatal, no
+    # OUT_OF_ORDER_SEQUENCE_NUMBER, and every record delivered once.
+    assert not [e for e in errors if e.fatal() or e.code() == KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER], errors
+    assert len(acked) == 22_000 and len(set(acked)) == 22_000
     check_compacted_read(read_confluent(broker.bootstrap, topic), expected)

@@ -5,12 +5,13 @@ compaction removed all of its records, so the producer's last sequence
 number (the batch header's base sequence + last offset delta) and epoch
 survive cleaning and a restarted broker rebuilds the same producer state
 from the log.  Kafka takes "active producers and their last data offset"
-from its ``ProducerStateManager``.  Until this broker keeps producer state,
-the cleaner derives the same map from the headers: for every producer id
-(>= 0), the last offset of its last non-control batch anywhere in the log.
-Every producer ever seen counts as active (Kafka forgets producers after
-``producer.id.expiration.ms``; here their last batch stays, 61 bytes once
-emptied, until a newer batch of the same producer supersedes it).
+from its ``ProducerStateManager``; this cleaner derives the map from the
+batch headers instead (the plan is made in the I/O pool, where the
+partition's producer state, owned by the reactor, is not read): for every
+producer id (>= 0), the last offset of its last non-control batch anywhere
+in the log.  That is a superset of Kafka's: a producer the state has
+expired (``producer.id.expiration.ms``) keeps its last batch too, 61 bytes
+once emptied, until a newer batch of the same producer id supersedes it.
 
 Finished segments never change (the cleaner replaces them with new segment
 objects), so each one's summary is computed once -- while the cleaner writes
