@@ -38,7 +38,8 @@ class Pki:
 
     def server_keystore(self, *hosts: str, filename: str | None = None, common_name: str = "broker") -> str:
         """Write a PEM key store (key + chain) for ``hosts``; returns its path."""
-        cert = self.ca.issue_cert(*(hosts or ("localhost", "127.0.0.1")), common_name=common_name)
+        cert = self.ca.issue_cert(*(hosts or ("localhost", "127.0.0.1")), common_name=common_name,
+                                    organization_unit_name="brokers")
         self._serial += 1
         path = self.dir / (filename or f"{self.name}-server-{self._serial}.pem")
         path.write_bytes(cert.private_key_pem.bytes() + b"".join(blob.bytes() for blob in cert.cert_chain_pems))
