@@ -313,7 +313,7 @@ class Processor(Protocol):
         self.log.info("TLS handshake failed for connection {connection_id} from {peer} on listener {listener} "
                       "({plane} plane): {problem}", connection_id=self.connection_id, peer=self.peer,
                       listener=self.listener_name, plane=self.plane_name, problem=problem)
-        self.acceptor.authentication_failed(self, problem)
+        self.acceptor.authentication_failed(self, f"TLS handshake failed: {problem}")
 
     def connectionLost(self, reason=ConnectionDone) -> None:
         if self.acceptor.tls is not None and self.close_reason is None:

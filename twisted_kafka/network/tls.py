@@ -535,7 +535,8 @@ def first_bytes_hint(first: bytes) -> str | None:
 
 
 def describe_failure(reason, first: bytes = b"") -> str | None:
-    """The TLS problem behind a lost connection (a Failure), for the log; None if it was not a TLS error."""
+    """What went wrong in the TLS handshake behind a lost connection (a Failure), for the log and the
+    connection events; None if it was not a TLS error."""
     value = getattr(reason, "value", reason)
     if isinstance(value, NoMatchingRule):
         return f"ssl.principal.mapping.rules: {value}"
@@ -547,7 +548,7 @@ def describe_failure(reason, first: bytes = b"") -> str | None:
             details.append(str(entry[-1]))
     text = "; ".join(dict.fromkeys(details)) or str(value) or type(value).__name__
     hint = first_bytes_hint(first)
-    return f"TLS handshake failed: {text}" + (f" ({hint})" if hint else "")
+    return text + (f" ({hint})" if hint else "")
 
 
 def certificates_of(pem: bytes) -> Sequence[x509.Certificate]:
