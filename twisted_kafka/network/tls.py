@@ -448,10 +448,10 @@ class ServerTls:
     def principal(self, transport) -> str | None:
         """``User:<mapped subject>`` of the client certificate of ``transport`` (a finished handshake), or None
         if it presented none.  Raises ``NoMatchingRule``."""
-        peer = transport.getPeerCertificate() if hasattr(transport, "getPeerCertificate") else None
-        if peer is None:
+        connection = transport.getHandle()
+        if not isinstance(connection, SSL.Connection):
             return None
-        return self.settings.mapper.principal(peer.to_cryptography())
+        return self.settings.mapper.principal(connection.get_peer_certificate(as_cryptography=True))
 
 
 class ClientTls:
