@@ -264,11 +264,13 @@ def _trust_store(keys: _Keys, sources: list[str], digest) -> tuple[x509.Certific
                       store_type)
 
 
-def load_settings(config, listener: str, *, need_key: bool = True) -> TlsSettings:
+def load_settings(config, listener: str, *, need_key: bool = True, security_protocol: str = "SSL") -> TlsSettings:
     """Read listener ``listener``'s TLS keys; ``ConfigError`` names the key at fault.
 
     ``need_key=False`` (a client connection) accepts no key store: the
-    connection then offers no client certificate.
+    connection then offers no client certificate.  On a SASL_SSL listener
+    ``ssl.client.auth`` applies only when set with the listener prefix
+    (KIP-684): clients there authenticate with SASL.
     """
     keys = _Keys(config, listener)
     sources: list[str] = []
@@ -292,7 +294,10 @@ def load_settings(config, listener: str, *, need_key: bool = True) -> TlsSetting
                                                                            if unknown else ""),
                           ",".join(protocols))
     suites = tuple(keys["ssl.cipher.suites"] or ())
-    client_auth = (keys["ssl.client.auth"] or "none").lower()
+    if security_protocol == "SASL_SSL":
+        client_auth = (config.listener_value(listener, "ssl.client.auth") or "none").lower()
+    else:
+        client_auth = (keys["ssl.client.auth"] or "none").lower()
     try:
         mapper = PrincipalMapper(keys["ssl.principal.mapping.rules"])
     except InvalidRule as exc:
@@ -397,7 +402,7 @@ class ServerTls:
     def __init__(self, config, listener: str, security_protocol: str):
         self.listener = listener
         self.security_protocol = security_protocol
-        self.settings = load_settings(config, listener)
+        self.settings = load_settings(config, listener, security_protocol=security_protocol)
         self._context = build_context(self.settings, server=True)
         self.reloads = 0
         log.info("TLS on {what}", what=self.settings.describe())
@@ -408,7 +413,7 @@ class ServerTls:
 
     def prepare(self, config) -> TlsSettings | None:
         """The settings ``config`` gives, checked; None if nothing changed.  Raises ConfigError."""
-        settings = load_settings(config, self.listener)
+        settings = load_settings(config, self.listener, security_protocol=self.security_protocol)
         if settings.fingerprint == self.settings.fingerprint and self._same_policy(settings):
             return None
         keys = _Keys(config, self.listener)

@@ -134,3 +134,12 @@ def test_reload_keeps_the_subject_unless_allowed(tmp_path, ca, keystore):
     with pytest.raises(ConfigError, match="ssl.allow.dn.changes"):
         tls.reload(pem(keystore))
     assert tls.reload(pem(keystore, **{"ssl.allow.dn.changes": "true"})) is True
+
+
+def test_sasl_ssl_takes_client_auth_only_with_the_listener_prefix(keystore):
+    """KIP-684: the broker-wide ssl.client.auth does not apply to SASL_SSL listeners."""
+    broker_wide = pem(keystore, **{"ssl.client.auth": "required"})
+    assert load_settings(broker_wide, "SSL", security_protocol="SASL_SSL").client_auth == "none"
+    assert load_settings(broker_wide, "SSL").client_auth == "required"
+    prefixed = pem(keystore, **{"listener.name.ssl.ssl.client.auth": "required"})
+    assert load_settings(prefixed, "SSL", security_protocol="SASL_SSL").client_auth == "required"
