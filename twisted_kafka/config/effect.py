@@ -16,7 +16,7 @@ about as deprecated when set (``deprecation``), saying whether it still acts.
 
 from __future__ import annotations
 
-SECURITY = "TLS, SASL and ACLs are not built yet (security issue)"
+SECURITY = "SASL and ACLs are not built yet (security issue)"
 TRANSACTIONS = "idempotence and transactions are not built yet"
 REPLICATION = "replication between brokers is not built yet (cluster issue)"
 ZOOKEEPER = ("the ZooKeeper client (kazoo) pipelines requests without a limit of its own; the session "
