@@ -216,8 +216,17 @@ class ConnectionQuotas:
         for notify in list(self._slot_freed):
             notify()
 
+    def creation_rates(self) -> dict[str, float | None]:
+        """The connection creation rates in force: "" for the broker's, else per listener (None: unlimited)."""
+        rates: dict[str, float | None] = {"": self._broker_rate.rate if self._broker_rate is not None else None}
+        for ep in self.listeners.listeners:
+            bucket = self._listener_rate.get(ep.listener_name)
+            rates[ep.listener_name] = bucket.rate if bucket is not None else None
+        return rates
+
     def update_limits(self, config) -> None:
-        """Apply new ``max.connections``/``max.connections.per.ip(.overrides)`` (dynamic broker configs).
+        """Apply new ``max.connections``/``max.connections.per.ip(.overrides)`` and creation rates,
+        broker-wide and per listener (dynamic broker configs).
 
         Raises ``ConfigError`` (and changes nothing) if an override host cannot
         be resolved.  Acceptors paused at the old limit are woken so a raised
@@ -227,6 +236,21 @@ class ConnectionQuotas:
         self.max_connections = config["max.connections"]
         self.max_connections_per_ip = config["max.connections.per.ip"]
         self.max_connections_per_ip_overrides = overrides
+        now = self.clock.seconds()
+        broker_rate = config["max.connection.creation.rate"]
+        if broker_rate >= UNLIMITED:
+            self._broker_rate = None
+        elif self._broker_rate is None or self._broker_rate.rate != broker_rate:
+            self._broker_rate = TokenBucket(broker_rate, now)
+        for ep in self.listeners.listeners:
+            limit = config.listener_value(ep.listener_name, "max.connections")
+            self.listener_max_connections[ep.listener_name] = UNLIMITED if limit is None else limit
+            rate = config.listener_value(ep.listener_name, "max.connection.creation.rate")
+            bucket = self._listener_rate.get(ep.listener_name)
+            if rate is None or rate >= UNLIMITED:
+                self._listener_rate.pop(ep.listener_name, None)
+            elif bucket is None or bucket.rate != rate:
+                self._listener_rate[ep.listener_name] = TokenBucket(rate, now)
         for notify in list(self._slot_freed):
             notify()
 

@@ -29,12 +29,29 @@ from collections.abc import Mapping
 from twisted.logger import Logger
 
 from twisted_kafka.config import BROKER_CONFIG, ConfigError, ConfigSource, KafkaConfig
+from twisted_kafka.config.prefixes import NotAListenerKey, split_listener_key
 from twisted_kafka.network.connection_quotas import resolve_ip_overrides
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
 log = Logger(namespace="twisted_kafka.server.DynamicBrokerConfig")
 
 DEFAULT_ENTITY = ""   # the cluster-default resource (empty broker name)
+_DYNAMIC_SOURCES = (ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, ConfigSource.DYNAMIC_BROKER_CONFIG)
+
+
+def base_key(name: str) -> str:
+    """The broker key a ``listener.name.<l>.<key>`` name sets per listener (the name itself otherwise)."""
+    try:
+        parsed = split_listener_key(name, BROKER_CONFIG)
+    except NotAListenerKey:
+        return name
+    return name if parsed is None else parsed.key
+
+
+def _listener_entries(config: KafkaConfig, keys: frozenset[str]) -> dict:
+    """The dynamic layers' per-listener values of ``keys`` (what a listener-level change changes)."""
+    return {(source, name): value for source in _DYNAMIC_SOURCES
+            for name, value in config.layer(source).items() if name != base_key(name) and base_key(name) in keys}
 _BROKER_ID = re.compile(r"-?[0-9]+")
 
 
@@ -116,7 +133,7 @@ class DynamicBrokerConfig:
         if nulls:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {', '.join(nulls)}")
         dynamic = self.dynamic_keys
-        refused = sorted(name for name in values if name not in dynamic)
+        refused = sorted(name for name in values if base_key(name) not in dynamic)
         if refused:
             raise KafkaError(ErrorCode.INVALID_REQUEST,
                              f"Cannot update these configs dynamically: {', '.join(refused)}")
@@ -145,7 +162,7 @@ class DynamicBrokerConfig:
         kept: dict[str, str] = {}
         dynamic = self.dynamic_keys
         for name, value in stored.items():
-            if name not in dynamic:
+            if base_key(name) not in dynamic:
                 log.warn("Ignoring dynamic broker config {key} of {entity}: it cannot change at runtime",
                          key=name, entity=entity or "<default>")
                 continue
@@ -162,7 +179,9 @@ class DynamicBrokerConfig:
 
     def _affected(self, new: KafkaConfig, old: KafkaConfig | None = None) -> list[Reconfigurable]:
         old = self.current if old is None else old
-        return [c for c in self._reconfigurables if any(old[key] != new[key] for key in c.reconfigurable_keys)]
+        return [c for c in self._reconfigurables
+                if any(old[key] != new[key] for key in c.reconfigurable_keys)
+                or _listener_entries(old, c.reconfigurable_keys) != _listener_entries(new, c.reconfigurable_keys)]
 
     def _switch_to(self, config: KafkaConfig) -> None:
         dynamic = (ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, ConfigSource.DYNAMIC_BROKER_CONFIG)
@@ -185,11 +204,13 @@ class ConnectionLimits:
 
     A lower limit applies to the next connection -- existing ones stay open, as
     in Kafka -- and a listener paused at the old ``max.connections`` resumes at
-    once when the limit rises.
+    once when the limit rises.  ``max.connections`` and
+    ``max.connection.creation.rate`` may also be set per listener
+    (``listener.name.<l>.``), as Kafka's ``DynamicListenerConfig`` allows.
     """
 
     reconfigurable_keys = frozenset({"max.connections", "max.connections.per.ip",
-                                     "max.connections.per.ip.overrides"})
+                                     "max.connections.per.ip.overrides", "max.connection.creation.rate"})
 
     def __init__(self, quotas):
         self._quotas = quotas
