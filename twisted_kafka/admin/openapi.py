@@ -1,4 +1,4 @@
-"""``GET /v1/openapi.json``: the OpenAPI 3.0 description of every endpoint.
+"""``GET /v1/openapi.json``: the OpenAPI 3.1 description of every endpoint.
 
 Written by hand next to the code it describes; the integration tests check
 the live responses against it (schemathesis), so the two cannot drift apart
@@ -7,6 +7,7 @@ unnoticed.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from twisted_kafka.network.connection_stats import CLOSE_REASONS, REJECT_REASONS
@@ -16,6 +17,9 @@ _NULLABLE_INT = {"type": "integer", "nullable": True}
 _STR = {"type": "string"}
 _NULLABLE_STR = {"type": "string", "nullable": True}
 _NUM = {"type": "number"}
+_LIMIT = {"type": "integer", "nullable": True, "minimum": 0, "maximum": 2147483647}
+_OCTET = "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+_IPV4 = f"^({_OCTET}\\.){{3}}{_OCTET}$"
 
 
 def _obj(properties: dict[str, Any], required: list[str] | None = None, **extra) -> dict:
@@ -61,15 +65,16 @@ SCHEMAS: dict[str, Any] = {
     "QuotasUpdate": {
         "type": "object", "additionalProperties": False,
         "properties": {
-            "max.connections": {**_NULLABLE_INT, "minimum": 0},
-            "max.connections.per.ip": {**_NULLABLE_INT, "minimum": 0},
-            "max.connection.creation.rate": {**_NULLABLE_INT, "minimum": 0},
-            "max.connections.per.ip.overrides": {"type": "object", "nullable": True,
-                                                 "additionalProperties": {"type": "integer", "minimum": 0}},
-            "listeners": {"type": "object", "additionalProperties": {
-                "type": "object", "additionalProperties": False,
-                "properties": {"max.connections": {**_NULLABLE_INT, "minimum": 0},
-                               "max.connection.creation.rate": {**_NULLABLE_INT, "minimum": 0}}}}}},
+            "max.connections": _LIMIT,
+            "max.connections.per.ip": {**_LIMIT, "minimum": 1,
+                                       "description": "0 is valid only with overrides for the addresses allowed"},
+            "max.connection.creation.rate": _LIMIT,
+            "max.connections.per.ip.overrides": {
+                "type": "object", "nullable": True, "additionalProperties": {**_LIMIT, "nullable": False},
+                "propertyNames": {"pattern": _IPV4},
+                "description": "address -> limit; replaces every override (a host name is accepted if it "
+                               "resolves)"},
+            "listeners": {"type": "object", "additionalProperties": False, "properties": {}}}},
     "Planes": _obj({
         "planes": {"type": "array", "items": _obj({
             "plane": _STR, "queue_size": _INT, "queue_capacity": _INT, "queued_bytes": _INT,
@@ -108,15 +113,37 @@ def _get(summary: str, schema: str, parameters=None, secured: bool = True) -> di
     return {"get": op}
 
 
-def document() -> dict:
-    return {
-        "openapi": "3.0.3",
+def _quotas_update(listener_names) -> dict:
+    """The PUT body's schema: its listener entries are this broker's listeners."""
+    schema = copy.deepcopy(SCHEMAS["QuotasUpdate"])
+    limits = {"type": "object", "additionalProperties": False,
+              "properties": {"max.connections": _LIMIT, "max.connection.creation.rate": _LIMIT}}
+    schema["properties"]["listeners"]["properties"] = {name: limits for name in listener_names}
+    return schema
+
+
+def _as_json_schema(node: Any) -> Any:
+    """OpenAPI 3.1 schemas are JSON Schema: ``nullable`` becomes a ``"null"`` type."""
+    if isinstance(node, list):
+        return [_as_json_schema(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    node = {key: _as_json_schema(value) for key, value in node.items()}
+    if node.pop("nullable", False) and "type" in node:
+        node["type"] = [node["type"], "null"]
+    return node
+
+
+def document(listener_names=()) -> dict:
+    """The OpenAPI (3.1) document of a broker with these listeners."""
+    return _as_json_schema({
+        "openapi": "3.1.0",
         "info": {"title": "twisted_kafka admin REST endpoint", "version": "1"},
         "components": {
-            "schemas": SCHEMAS,
+            "schemas": {**SCHEMAS, "QuotasUpdate": _quotas_update(listener_names)},
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
-        "security": [{"bearer": []}, {}],
+        "security": [{"bearer": []}],
         "paths": {
             "/v1/connections": _get("Connections per listener and plane, by reason", "Connections", _FILTERS),
             "/v1/connections/ips": _get("Connections per client IP with its limit", "IpConnections", _FILTERS[1:]),
@@ -134,14 +161,15 @@ def document() -> dict:
                         "requestBody": {"required": True,
                                         "content": {"application/json": {"schema": _ref("QuotasUpdate")}}},
                         "responses": {"200": _json("The quotas now in force", "Quotas"),
-                                      "400": _json("Refused", "Error"), **_ERRORS}}},
+                                      "400": _json("Refused", "Error"),
+                                      "413": _json("Body too large", "Error"), **_ERRORS}}},
             "/v1/planes": _get("Request planes: queues, handlers, per-API rates and latencies", "Planes"),
             "/v1/health/live": _get("The process answers", "Health", secured=False),
             "/v1/health/ready": {"get": {
                 "summary": "Listeners bound and logs recovered", "security": [],
                 "responses": {"200": _json("Ready", "Health"), "503": _json("Not ready", "Health")}}},
             "/v1/openapi.json": {"get": {"summary": "This document",
-                                         "responses": {"200": {"description": "OpenAPI 3.0 document",
+                                         "responses": {"200": {"description": "OpenAPI 3.1 document",
                                                                "content": {"application/json": {}}},
                                                        **_ERRORS}}},
             "/metrics": {"get": {"summary": "Prometheus metrics (text format)",
@@ -152,4 +180,4 @@ def document() -> dict:
                           "responses": {"200": {"description": "The dashboard page",
                                                 "content": {"text/html": {"schema": _STR}}}}}},
         },
-    }
+    })

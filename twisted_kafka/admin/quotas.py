@@ -46,6 +46,8 @@ def _invalid(message: str) -> KafkaError:
 def _int_value(key: str, value: Any) -> str | None:
     if value is None:
         return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)        # JSON has one number type: 5.0 is the integer 5 (as in JSON Schema)
     if isinstance(value, bool) or not isinstance(value, int):
         raise _invalid(f"{key} must be an integer or null")
     return str(value)

@@ -103,7 +103,7 @@ class AdminResource(Resource):
         read: dict[str, Callable[[], Any]] = {
             "/": lambda: self._html(request, dashboard.PAGE),
             "/metrics": lambda: self._metrics(request),
-            "/v1/openapi.json": lambda: self._json(request, openapi.document()),
+            "/v1/openapi.json": lambda: self._json(request, openapi.document(self._listener_names())),
             "/v1/health/live": lambda: self._json(request, {"status": "live"}),
             "/v1/health/ready": lambda: self._ready(request),
             "/v1/connections": lambda: self._json(request, views.connections(
