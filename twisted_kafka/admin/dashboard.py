@@ -14,10 +14,10 @@ PAGE = """<!doctype html>
 <style>
 body{font:14px system-ui,sans-serif;margin:16px;background:#f7f7f9;color:#222}
 h1{font-size:18px;margin:0 0 12px} h2{font-size:15px;margin:0 0 8px}
-.grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(340px,1fr));gap:12px}
-.card{background:#fff;border:1px solid #ddd;border-radius:6px;padding:12px}
+.grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(400px,1fr));gap:12px}
+.card{background:#fff;border:1px solid #ddd;border-radius:6px;padding:12px;overflow-x:auto}
 .big{font-size:28px;font-weight:600} table{border-collapse:collapse;width:100%}
-td,th{border-bottom:1px solid #eee;padding:3px 6px;text-align:left} .num{text-align:right}
+td,th{border-bottom:1px solid #eee;padding:3px 4px;text-align:left;font-size:13px} .num{text-align:right}
 #status{color:#666;font-size:12px} #tokenbox{margin-bottom:12px} svg{width:100%;height:140px}
 </style></head><body>
 <h1>twisted_kafka broker &mdash; connections and planes</h1>
@@ -80,7 +80,8 @@ function bars(id, counts) {
   keys.forEach((k, i) => { const bh = counts[k] * (h - 34) / max;
     svg.appendChild(el("rect", {x: i * bw + 4, y: h - 20 - bh, width: bw - 8, height: bh,
       fill: COLORS[i % COLORS.length], "data-reason": k, "data-count": counts[k]}));
-    svg.appendChild(el("text", {x: i * bw + 4, y: h - 6, "font-size": 10}, k));
+    svg.appendChild(el("text", {x: i * bw + bw / 2, y: h - 6, "font-size": 9, "text-anchor": "middle"},
+                       k.replace("_", " ")));
     svg.appendChild(el("text", {x: i * bw + 4, y: h - 24 - bh, "font-size": 10}, String(counts[k]))); });
 }
 async function refresh() {
