@@ -61,7 +61,8 @@ SCHEMAS: dict[str, Any] = {
         "max.connections": _INT, "max.connections.per.ip": _INT, "max.connection.creation.rate": _INT,
         "max.connections.per.ip.overrides": {"type": "object", "additionalProperties": _INT},
         "listeners": {"type": "object", "additionalProperties": _obj(
-            {"max.connections": _NULLABLE_INT, "max.connection.creation.rate": _NULLABLE_INT})}}),
+            {"max.connections": _NULLABLE_INT, "max.connection.creation.rate": _NULLABLE_INT})},
+        "ip_connection_creation_rates": {"type": "object", "additionalProperties": _INT}}),
     "QuotasUpdate": {
         "type": "object", "additionalProperties": False,
         "properties": {
@@ -74,7 +75,12 @@ SCHEMAS: dict[str, Any] = {
                 "propertyNames": {"pattern": _IPV4},
                 "description": "address -> limit; replaces every override (a host name is accepted if it "
                                "resolves)"},
-            "listeners": {"type": "object", "additionalProperties": False, "properties": {}}}},
+            "listeners": {"type": "object", "additionalProperties": False, "properties": {}},
+            "ip_connection_creation_rates": {
+                "type": "object", "nullable": True, "additionalProperties": _LIMIT,
+                "propertyNames": {"pattern": f"{_IPV4}|^<default>$"},
+                "description": "connection_creation_rate of the ip entity (KIP-612) per address, <default> for "
+                               "every address without its own; null removes one"}}},
     "Planes": _obj({
         "planes": {"type": "array", "items": _obj({
             "plane": _STR, "queue_size": _INT, "queue_capacity": _INT, "queued_bytes": _INT,

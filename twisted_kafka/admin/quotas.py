@@ -5,7 +5,8 @@ The document names Kafka's keys::
     {"max.connections": 100, "max.connections.per.ip": 10,
      "max.connections.per.ip.overrides": {"10.0.0.7": 50},
      "max.connection.creation.rate": 2147483647,
-     "listeners": {"PLAINTEXT": {"max.connections": null, "max.connection.creation.rate": null}}}
+     "listeners": {"PLAINTEXT": {"max.connections": null, "max.connection.creation.rate": null}},
+     "ip_connection_creation_rates": {"<default>": 20, "10.0.0.7": 100}}
 
 A PUT carries any part of it.  It becomes this broker's dynamic configs
 (``listener.name.<l>.`` for the listener entries, ``host:count`` pairs for the
@@ -13,21 +14,31 @@ overrides) and goes through ``AdminManager.alter_broker_configs`` -- the path
 of an AlterConfigs request for the broker resource -- so it is validated the
 same way, stored by the controller (it survives a restart) and applied to the
 running ``ConnectionQuotas``.  ``null`` removes a dynamic value (the static
-or default value applies again).  As in Kafka, a lower limit refuses the next
+or default value applies again).
+
+``ip_connection_creation_rates`` are the ``connection_creation_rate`` quotas
+of the ``ip`` entity (KIP-612), the state DescribeClientQuotas and
+AlterClientQuotas show and change: a PUT sets or (with ``null``) removes the
+addresses it names, through ``AdminManager.alter_ip_connection_rates``, the
+path of AlterClientQuotas.  As in Kafka, a lower limit refuses the next
 connection over it and closes none that is open.
 """
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from typing import Any
 
 from twisted_kafka.config.prefixes import listener_key_name
+from twisted_kafka.network.connection_quotas import DEFAULT_IP, parse_ip_rates
+from twisted_kafka.server.admin_manager import IP_RATES_KEY
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
 BROKER_KEYS = ("max.connections", "max.connections.per.ip", "max.connection.creation.rate")
 OVERRIDES_KEY = "max.connections.per.ip.overrides"
 LISTENER_KEYS = ("max.connections", "max.connection.creation.rate")
+IP_RATES = "ip_connection_creation_rates"
 
 
 def describe(config, listener_names) -> dict:
@@ -36,7 +47,27 @@ def describe(config, listener_names) -> dict:
     doc[OVERRIDES_KEY] = dict(config.max_connections_per_ip_overrides)
     doc["listeners"] = {name: {key: config.listener_value(name, key) for key in LISTENER_KEYS}
                         for name in listener_names}
+    doc[IP_RATES] = {address: int(rate) for address, rate in sorted(parse_ip_rates(config[IP_RATES_KEY]).items())}
     return doc
+
+
+def ip_rate_updates(body: Any) -> dict[str, float | None]:
+    """The ip-entity rate changes a PUT body asks for (None: remove); raises INVALID_REQUEST."""
+    if not isinstance(body, Mapping) or body.get(IP_RATES) is None:
+        return {}
+    value = body[IP_RATES]
+    if not isinstance(value, Mapping):
+        raise _invalid(f"{IP_RATES} must be an object of address -> rate")
+    updates: dict[str, float | None] = {}
+    for address, rate in value.items():
+        if address != DEFAULT_IP:
+            try:
+                address = str(ipaddress.ip_address(address))
+            except ValueError:
+                raise _invalid(f"{IP_RATES}: {address!r} is not an IP address (or {DEFAULT_IP})") from None
+        text = _int_value(f"{IP_RATES}[{address}]", rate)
+        updates[address] = None if text is None else float(text)
+    return updates
 
 
 def _invalid(message: str) -> KafkaError:
@@ -46,6 +77,8 @@ def _invalid(message: str) -> KafkaError:
 def _int_value(key: str, value: Any) -> str | None:
     if value is None:
         return None
+    if isinstance(value, int) and not isinstance(value, bool) and not 0 <= value <= 2147483647:
+        raise _invalid(f"{key} must be between 0 and 2147483647")
     if isinstance(value, float) and value.is_integer():
         value = int(value)        # JSON has one number type: 5.0 is the integer 5 (as in JSON Schema)
     if isinstance(value, bool) or not isinstance(value, int):
@@ -89,6 +122,8 @@ def config_updates(body: Any, listener_names) -> dict[str, str | None]:
                                        f"(one of {', '.join(LISTENER_KEYS)})")
                     updates[listener_key_name(known[listener.upper()], limit_key)] = _int_value(
                         f"listeners.{listener}.{limit_key}", limit)
+        elif key == IP_RATES:
+            continue      # see ip_rate_updates
         else:
             raise _invalid(f"{key} is not a connection quota")
     return updates

@@ -206,10 +206,17 @@ class AdminResource(Resource):
             body = json.loads(raw or b"null")
         except ValueError as exc:
             raise HttpError(400, "BAD_REQUEST", f"the body is not JSON: {exc}") from None
+        admin = self.backend.admin_manager
         try:
             updates = quotas.config_updates(body, self._listener_names())
-            await self.backend.admin_manager.alter_broker_configs(
-                str(self.backend.broker_id), lambda current: quotas.merged(current, updates))
+            ip_updates = quotas.ip_rate_updates(body)
+            for validate_only in (True, False):     # both changes are valid before either is made
+                if updates:
+                    await admin.alter_broker_configs(str(self.backend.broker_id),
+                                                     lambda current: quotas.merged(current, updates),
+                                                     validate_only=validate_only)
+                if ip_updates:
+                    await admin.alter_ip_connection_rates(ip_updates, validate_only=validate_only)
         except KafkaError as exc:
             raise HttpError(400, exc.code.name, exc.message or exc.code.name) from None
         return self._json(request, self._quotas())

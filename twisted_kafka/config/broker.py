@@ -689,6 +689,14 @@ _define("connection.events.enable", BOOLEAN, True, LOW,
         "and cleanup.policy=delete; retention follows log.retention.*.",
         extension=True)
 
+_define("quota.ip.connection.creation.rate", STRING, "", MEDIUM,
+        "Connection creation rates per client IP (KIP-612's connection_creation_rate "
+        "of the ip entity), as address:rate pairs separated by commas, <default> "
+        "naming the rate of every address without its own. A connection from an "
+        "address over its rate is closed at once. Set with AlterClientQuotas or the "
+        "admin REST endpoint's PUT /v1/quotas, which store it as a cluster-wide "
+        "dynamic broker config (Kafka keeps these quotas under /config/ips).",
+        mode=CLUSTER_WIDE, extension=True)
 _define("admin.rest.listener", STRING, "http://127.0.0.1:9644", MEDIUM,
         "Where the admin REST endpoint listens (connection statistics, "
         "connection quotas, Prometheus metrics at /metrics, health checks, a "

@@ -30,7 +30,7 @@ from twisted.logger import Logger
 
 from twisted_kafka.config import BROKER_CONFIG, ConfigError, ConfigSource, KafkaConfig
 from twisted_kafka.config.prefixes import NotAListenerKey, split_listener_key
-from twisted_kafka.network.connection_quotas import resolve_ip_overrides
+from twisted_kafka.network.connection_quotas import parse_ip_rates, resolve_ip_overrides
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
 log = Logger(namespace="twisted_kafka.server.DynamicBrokerConfig")
@@ -210,13 +210,15 @@ class ConnectionLimits:
     """
 
     reconfigurable_keys = frozenset({"max.connections", "max.connections.per.ip",
-                                     "max.connections.per.ip.overrides", "max.connection.creation.rate"})
+                                     "max.connections.per.ip.overrides", "max.connection.creation.rate",
+                                     "quota.ip.connection.creation.rate"})
 
     def __init__(self, quotas):
         self._quotas = quotas
 
     def validate_reconfiguration(self, config: KafkaConfig) -> None:
         resolve_ip_overrides(config)   # a host that does not resolve is a ConfigError
+        parse_ip_rates(config["quota.ip.connection.creation.rate"])
 
     def reconfigure(self, config: KafkaConfig) -> None:
         self._quotas.update_limits(config)
