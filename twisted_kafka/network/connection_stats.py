@@ -28,6 +28,10 @@ from collections import Counter
 from .close_reasons import CloseReason
 from .connection_events import ConnectionEvent, ConnectionEventKind
 
+#: Client addresses counted one by one (``?ip=``); beyond this many, new addresses are counted in the
+#: listener totals only, so a scan from many addresses cannot grow the broker's memory without bound.
+MAX_TRACKED_IPS = 10_000
+
 REJECT_REASONS = ("per_ip", "listener_limit", "broker_limit", "creation_rate", "authentication", "tls")
 CLOSE_REASONS = tuple(value for name, value in vars(CloseReason).items() if name.isupper())
 
@@ -63,22 +67,34 @@ class ConnectionStats:
         self.accepted_per_ip: Counter[tuple[str, str, str]] = Counter()        # (listener, plane, ip)
         self.rejected_by_ip: Counter[tuple[str, str, str, str]] = Counter()    # (listener, plane, ip, reason)
         self.closed_by_ip: Counter[tuple[str, str, str, str]] = Counter()      # (listener, plane, ip, reason)
+        self._tracked_ips: set[str] = set()
+
+    def _tracked(self, ip: str) -> bool:
+        if ip in self._tracked_ips:
+            return True
+        if len(self._tracked_ips) >= MAX_TRACKED_IPS:
+            return False
+        self._tracked_ips.add(ip)
+        return True
 
     def __call__(self, event: ConnectionEvent) -> None:
         key = (event.listener, event.plane)
         if event.kind is ConnectionEventKind.ACCEPTED:
             self.accepted[key] += 1
-            self.accepted_per_ip[(*key, event.ip)] += 1
+            if self._tracked(event.ip):
+                self.accepted_per_ip[(*key, event.ip)] += 1
         elif event.kind in (ConnectionEventKind.REJECTED, ConnectionEventKind.AUTHENTICATION_FAILED):
             reason = ("authentication" if event.kind is ConnectionEventKind.AUTHENTICATION_FAILED
                       else reject_reason(event.reason))
             self.rejected[(*key, reason)] += 1
-            self.rejected_by_ip[(*key, event.ip, reason)] += 1
-            self.rejected_per_ip[event.ip] += 1
+            if self._tracked(event.ip):
+                self.rejected_by_ip[(*key, event.ip, reason)] += 1
+                self.rejected_per_ip[event.ip] += 1
         elif event.kind is ConnectionEventKind.CLOSED:
             reason = event.reason or CloseReason.CLIENT
             self.closed[(*key, reason)] += 1
-            self.closed_by_ip[(*key, event.ip, reason)] += 1
+            if self._tracked(event.ip):
+                self.closed_by_ip[(*key, event.ip, reason)] += 1
 
     def rejected_by_reason(self, listener: str, plane: str, ip: str | None = None) -> dict[str, int]:
         """Rejections on ``listener`` by reason (of client ``ip`` only, if given); every reason present."""

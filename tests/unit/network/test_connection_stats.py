@@ -44,3 +44,16 @@ def test_events_are_counted_by_listener_plane_reason_and_ip():
     assert stats.closed_by_reason("PLAINTEXT", "data", "10.0.0.1")["admin"] == 1
     assert stats.rejected_per_ip == {"10.0.0.1": 2, "10.0.0.2": 1}
     assert stats.accepted_per_ip[("PLAINTEXT", "data", "10.0.0.2")] == 1
+
+
+def test_per_ip_counts_stop_at_the_tracked_address_limit(monkeypatch):
+    import twisted_kafka.network.connection_stats as module
+
+    monkeypatch.setattr(module, "MAX_TRACKED_IPS", 2)
+    stats = ConnectionStats()
+    for ip in ("10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.1"):
+        stats(event(ConnectionEventKind.ACCEPTED, ip=ip))
+        stats(event(ConnectionEventKind.REJECTED, ip=ip, reason="max.connections.per.ip"))
+    assert stats.accepted[("PLAINTEXT", "data")] == 4, "the listener totals count every address"
+    assert stats.rejected_by_reason("PLAINTEXT", "data")["per_ip"] == 4
+    assert set(stats.rejected_per_ip) == {"10.0.0.1", "10.0.0.2"} and stats.rejected_per_ip["10.0.0.1"] == 2
