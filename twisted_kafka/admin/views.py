@@ -7,12 +7,12 @@ changes anything.
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import fields
 
 from twisted_kafka.metrics import MetricName, MetricsRegistry
 from twisted_kafka.metrics.registry import Meter
 from twisted_kafka.network.connection_stats import CLOSE_REASONS, REJECT_REASONS
-from twisted_kafka.network.socket_server import SocketServer
+from twisted_kafka.network.socket_server import LiveConnection, SocketServer
 
 #: The percentiles /v1/planes reports per API (keys of a histogram snapshot).
 PERCENTILES = (("p50", "50thPercentile"), ("p95", "95thPercentile"), ("p99", "99thPercentile"),
@@ -23,7 +23,7 @@ def connections(server: SocketServer, *, listener: str | None = None, ip: str | 
     """``GET /v1/connections``: per listener and plane, open now and the totals by reason."""
     stats = server.connection_stats
     quotas = server.quotas
-    live = server.live_connections()
+    live = server.live_connections() if ip is not None else []
     result = []
     for name, plane in server.listener_planes().items():
         if listener is not None and name.upper() != listener.upper():
@@ -69,12 +69,14 @@ def live(server: SocketServer, *, listener: str | None = None, ip: str | None = 
             continue
         if ip is not None and conn.client_host != ip:
             continue
-        entry = asdict(conn)
+        entry = {name: getattr(conn, name) for name in _LIVE_FIELDS}
         entry["peer"] = f"{conn.client_host}:{conn.client_port}"
         entry["connected_since_ms"] = int(conn.connected_since * 1000)
-        del entry["connected_since"]
         entries.append(entry)
     return {"connections": entries}
+
+
+_LIVE_FIELDS = tuple(f.name for f in fields(LiveConnection) if f.name != "connected_since")
 
 
 def _histogram(metrics: MetricsRegistry, api: str, metric: str):
