@@ -377,11 +377,13 @@ class KafkaServer(MultiService):
             self._children_started.add(id(child))
             if child is self.log_manager:
                 self._check_budget()
-        self.log.info("Broker {broker_id} of cluster {cluster_id} started in {elapsed:.3f}s; listeners: {listeners}",
-                      broker_id=self.broker.broker_id, cluster_id=self.broker.cluster_id,
+        admin = f"; admin REST: {self.admin_rest.url}" if self.admin_rest is not None else ""
+        self.log.info("Broker {broker_id} of cluster {cluster_id} started in {elapsed:.3f}s; listeners: {listeners}"
+                      "{admin}", broker_id=self.broker.broker_id, cluster_id=self.broker.cluster_id,
                       elapsed=monotonic() - began,
                       listeners=", ".join(f"{name}={a.bound_address}({a.plane.name})"
-                                          for name, a in self.socket_server.acceptors.items()))
+                                          for name, a in self.socket_server.acceptors.items()),
+                      admin=admin)
 
     def _check_budget(self) -> None:
         hosted, budget = len(self.log_manager.all_logs()), self.descriptors.partitions

@@ -89,6 +89,42 @@ class StartupTest(AdminRestTestCase):
         assert (await response.json()) == {"status": "live"}
 
 
+    async def test_https_with_a_truststore_needs_a_client_certificate(self):
+        import trustme
+        from treq.client import HTTPClient
+        from twisted.internet import reactor, ssl
+        from twisted.web.client import Agent, ResponseFailed, ResponseNeverReceived
+        from twisted.web.iweb import IPolicyForHTTPS
+        from zope.interface import implementer
+
+        ca = trustme.CA()
+        keystore = self.tmp_path / "admin.pem"
+        keystore.write_bytes(ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.bytes())
+        truststore = self.tmp_path / "ca.pem"
+        truststore.write_bytes(ca.cert_pem.bytes())
+        broker = self.broker_factory({"admin.rest.listener": "https://127.0.0.1:0",
+                                      "admin.rest.ssl.keystore.location": str(keystore),
+                                      "admin.rest.ssl.truststore.location": str(truststore)})
+        url = broker.admin_url + "/v1/health/live"
+        trust = ssl.Certificate.loadPEM(ca.cert_pem.bytes())
+        client_pem = ca.issue_cert("operator@example.com").private_key_and_cert_chain_pem.bytes()
+
+        @implementer(IPolicyForHTTPS)
+        class Policy:
+            def __init__(self, certificate):
+                self.certificate = certificate
+
+            def creatorForNetloc(self, hostname, port):
+                return ssl.optionsForClientTLS("127.0.0.1", trustRoot=trust, clientCertificate=self.certificate)
+
+        with_cert = HTTPClient(Agent(reactor, contextFactory=Policy(ssl.PrivateCertificate.loadPEM(client_pem))))
+        response = await with_cert.get(url)
+        assert response.code == 200
+        without = HTTPClient(Agent(reactor, contextFactory=Policy(None)))
+        with pytest.raises((ResponseNeverReceived, ResponseFailed)):   # the handshake is refused
+            await without.get(url)
+
+
 class MetricsTest(AdminRestTestCase):
     async def test_prometheus_planes_health_and_errors(self):
         broker = self.broker_factory()
