@@ -34,7 +34,7 @@ from twisted.logger import Logger
 from .connection_quotas import ConnectionQuotas, TooManyConnections
 from .connection_events import ConnectionEvent, ConnectionEventKind, ConnectionEvents
 from .connections import ConnectionRegistry
-from .endpoints import SASL_PROTOCOLS, server_endpoint
+from .endpoints import SASL_PROTOCOLS, listen
 from .listeners import EndPoint
 from .close_reasons import CloseReason
 import contextlib
@@ -48,8 +48,10 @@ class Acceptor(ServerFactory):
     noisy = False
 
     def __init__(self, *, endpoint: EndPoint, plane, quotas: ConnectionQuotas, registry: ConnectionRegistry,
-                 reactor, config, processor_class, protected: bool, events: ConnectionEvents | None = None):
+                 reactor, config, processor_class, protected: bool, events: ConnectionEvents | None = None,
+                 tls=None):
         self.endpoint = endpoint
+        self.tls = tls              # the listener's ServerTls (SSL, SASL_SSL), else None
         self.events = events
         self.listener_name = endpoint.listener_name
         self.security_protocol = endpoint.security_protocol
@@ -81,8 +83,8 @@ class Acceptor(ServerFactory):
 
     def listen(self) -> Deferred:
         """Bind the listening socket; connections are accepted once ``enable()`` is called."""
-        ep = server_endpoint(self.reactor, self.endpoint, backlog=self.backlog)
-        return ep.listen(self).addCallback(self._listening)
+        return listen(self.reactor, self.endpoint, self, backlog=self.backlog, tls=self.tls).addCallback(
+            self._listening)
 
     def enable(self) -> None:
         """Start accepting connections (the broker is ready for this listener's plane)."""
@@ -181,9 +183,9 @@ class Acceptor(ServerFactory):
             slot = self.quotas.inc(self.listener_name, processor.client_host)
         except TooManyConnections as exc:
             self.log.info("Rejected connection from {peer} on listener {listener}: {reason} "
-                          "(max.connections.per.ip)", peer=processor.peer, listener=self.listener_name,
-                          reason=exc)
-            self._emit(ConnectionEventKind.REJECTED, processor, "max.connections.per.ip")
+                          "({quota})", peer=processor.peer, listener=self.listener_name,
+                          reason=exc, quota=exc.quota)
+            self._emit(ConnectionEventKind.REJECTED, processor, exc.quota)
             return False
         processor.admit(slot)
         self._emit(ConnectionEventKind.ACCEPTED, processor)

@@ -32,6 +32,7 @@ from .handlers.create_partitions import CreatePartitionsHandler
 from .handlers.create_topics import CreateTopicsHandler
 from .handlers.delete_records import DeleteRecordsHandler
 from .handlers.delete_topics import DeleteTopicsHandler
+from .handlers.client_quotas import AlterClientQuotasHandler, DescribeClientQuotasHandler
 from .handlers.describe_cluster import DescribeClusterHandler
 from .handlers.describe_configs import DescribeConfigsHandler
 from .handlers.elect_leaders import ElectLeadersHandler
@@ -77,6 +78,8 @@ def broker_handlers(*, advertised_keys: Callable[[RequestContext], list[int]], r
         AlterConfigsHandler(admin_manager),
         IncrementalAlterConfigsHandler(admin_manager),
         DescribeClusterHandler(metadata_cache),
+        DescribeClientQuotasHandler(admin_manager),
+        AlterClientQuotasHandler(admin_manager),
         FindCoordinatorHandler(offsets_topic, metadata_cache),
         JoinGroupHandler(groups),
         SyncGroupHandler(groups),
