@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import os
-from collections import deque
 
-from twisted.internet.task import Clock
-from twisted.python.failure import Failure
 
 from twisted_kafka.log.log import Log
 from twisted_kafka.log.log_config import LogConfig
 from twisted_kafka.protocol.records.batch import parse_batch_header, iter_batch_headers
 from twisted_kafka.protocol.records.builder import build_batch
 from twisted_kafka.protocol.records.record import iter_records
+
 
 NOW = 1_700_000_000_000
 
@@ -66,49 +64,7 @@ def first_header(data: bytes):
     return parse_batch_header(data, 0)
 
 
-class FakeReactor(Clock):
-    """``task.Clock`` plus ``callFromThread`` (runs at once: the pool below is synchronous)."""
 
-    def callFromThread(self, f, *args, **kwargs):
-        f(*args, **kwargs)
-
-
-class SyncThreadPool:
-    """Runs "thread pool" work immediately on the calling thread."""
-
-    def __init__(self):
-        self.calls = []
-
-    def callInThreadWithCallback(self, on_result, f, *args, **kwargs):
-        self.calls.append(getattr(f, "__name__", repr(f)))
-        try:
-            result = f(*args, **kwargs)
-        except BaseException:
-            on_result(False, Failure())
-        else:
-            on_result(True, result)
-
-
-class ManualThreadPool(SyncThreadPool):
-    """Queues work; the test decides when each item "runs in its thread"."""
-
-    def __init__(self):
-        super().__init__()
-        self.queue = deque()
-
-    def callInThreadWithCallback(self, on_result, f, *args, **kwargs):
-        self.queue.append((on_result, f, args, kwargs))
-
-    def run_one(self):
-        on_result, f, args, kwargs = self.queue.popleft()
-        SyncThreadPool.callInThreadWithCallback(self, on_result, f, *args, **kwargs)
-
-    def run_all(self):
-        while self.queue:
-            self.run_one()
-
-
-# -- compaction -------------------------------------------------------------------------
 
 def keyed_batch(pairs, *, ts: int = NOW, **kwargs) -> bytes:
     """A batch of ``(key, value)`` records (value None: a tombstone), all at ``ts``."""

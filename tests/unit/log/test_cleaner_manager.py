@@ -14,7 +14,9 @@ from twisted_kafka.log.cleaner import CLEANER_CHECKPOINT
 from twisted_kafka.log.log_manager import LogManager
 from twisted_kafka.log.segment import LogSegment
 
-from .helpers import NOW, FakeReactor, ManualThreadPool, SyncThreadPool, all_records, keyed_batch, latest_by_key
+from tests.support.inline import InlineReactor, ManualThreadPool, SyncThreadPool
+
+from .helpers import NOW, all_records, keyed_batch, latest_by_key
 
 COMPACT = {"cleanup.policy": "compact", "segment.bytes": "4096", "delete.retention.ms": "1000"}
 
@@ -22,7 +24,7 @@ COMPACT = {"cleanup.policy": "compact", "segment.bytes": "4096", "delete.retenti
 def _started(tmp_path, pool=None, **props):
     values = {"log.dirs": str(tmp_path / "data"), "log.cleaner.backoff.ms": "1000"}
     values.update({k.replace("_", "."): str(v) for k, v in props.items()})
-    reactor = FakeReactor()
+    reactor = InlineReactor()
     reactor.advance(NOW / 1000)
     manager = LogManager(KafkaConfig.from_props(values), reactor=reactor, threadpool=pool or SyncThreadPool())
     manager.startService()
