@@ -42,12 +42,9 @@ _PREFIXES = {
 }
 
 _KEYS = {
-    "allow.everyone.if.no.acl.found": SECURITY,
-    "authorizer.class.name": SECURITY,
     "connections.max.reauth.ms": SECURITY,
     "principal.builder.class": SECURITY,
     "security.providers": SECURITY,
-    "super.users": SECURITY,
     "producer.id.expiration.ms": TRANSACTIONS,
     "transactional.id.expiration.ms": TRANSACTIONS,
     "num.replica.fetchers": REPLICATION,

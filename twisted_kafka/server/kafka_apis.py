@@ -40,6 +40,8 @@ from twisted_kafka.protocol.codec import encode_response
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import REGISTRY, ApiSpec
 
+from twisted_kafka.security.acl import ResourceType
+
 from .api_handler import NO_RESPONSE, ApiHandler, CloseConnection, Reply
 
 
@@ -71,6 +73,8 @@ class KafkaApis:
         """Serve ``request``; the answer for its plane's RequestChannel."""
         handler = self._handlers[request.api_key]
         try:
+            if handler.cluster_operation is not None:
+                handler.authorization.require(request.context, handler.cluster_operation, ResourceType.CLUSTER)
             result = await handler.handle(request)
         except KafkaError as exc:
             result = self._error_response(handler, request, exc.code, exc.message)

@@ -1,0 +1,132 @@
+"""The ACL authorizer: may this principal, from this host, perform this operation on this resource?
+
+Kafka's ``AclAuthorizer`` (ZooKeeper mode) semantics, enabled by
+``authorizer.class.name``:
+
+* a principal listed in ``super.users`` may do everything;
+* the ACLs that apply to a resource are the LITERAL ones on its name, the
+  LITERAL ones on the wildcard ``*``, and the PREFIXED ones whose name is a
+  prefix of its name;
+* if none apply at all (to any principal), ``allow.everyone.if.no.acl.found``
+  decides;
+* otherwise a DENY for the principal (or ``User:*``), the host (or ``*``)
+  and the operation (or ALL) refuses -- deny wins -- and else an ALLOW of
+  the operation, of ALL, or of an operation implying it (READ, WRITE, DELETE
+  and ALTER imply DESCRIBE; ALTER_CONFIGS implies DESCRIBE_CONFIGS) permits;
+* nothing else is permitted.
+
+The ACLs themselves are cluster metadata: the controller persists them and
+sends them to every broker, whose authorizer holds the latest set
+(``replace_all``).  Principals are ``<type>:<name>`` strings from the request
+context, so an mTLS or SASL principal is checked exactly like ANONYMOUS.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from twisted.logger import Logger
+
+from twisted_kafka.config.broker import AUTHORIZER_CLASS_NAMES
+
+from .acl import (
+    WILDCARD_HOST,
+    WILDCARD_PRINCIPAL,
+    WILDCARD_RESOURCE,
+    AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+    allowing_operations,
+)
+
+
+
+class AclAuthorizer:
+    """The ACL set a broker holds, and the decisions made from it."""
+
+    log = Logger(namespace="kafka.authorizer.logger")
+
+    def __init__(self, *, super_users: Iterable[str] = (), allow_everyone_if_no_acl_found: bool = False):
+        self.super_users = frozenset(super_users)
+        self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
+        self._acls: dict[ResourcePattern, frozenset] = {}
+        self._by_type: dict[ResourceType, dict[ResourcePattern, frozenset]] = {}
+
+    @classmethod
+    def from_config(cls, config) -> AclAuthorizer | None:
+        """The authorizer ``authorizer.class.name`` names, or None (empty: no authorization)."""
+        name = (config["authorizer.class.name"] or "").strip()
+        if not name:
+            return None
+        assert name in AUTHORIZER_CLASS_NAMES      # the config's validator refused anything else
+        return cls(super_users=config.super_users,
+                   allow_everyone_if_no_acl_found=config["allow.everyone.if.no.acl.found"])
+
+    # -- the ACL set -------------------------------------------------------------------
+
+    def replace_all(self, bindings: Iterable[AclBinding]) -> None:
+        """Hold exactly ``bindings`` from now on (the cluster's latest ACLs)."""
+        acls: dict[ResourcePattern, set] = defaultdict(set)
+        for binding in bindings:
+            acls[binding.pattern].add(binding.entry)
+        self._acls = {pattern: frozenset(entries) for pattern, entries in acls.items()}
+        by_type: dict[ResourceType, dict[ResourcePattern, frozenset]] = defaultdict(dict)
+        for pattern, entries in self._acls.items():
+            by_type[pattern.resource_type][pattern] = entries
+        self._by_type = dict(by_type)
+
+    def bindings(self) -> list[AclBinding]:
+        return sorted(AclBinding(pattern, entry) for pattern, entries in self._acls.items() for entry in entries)
+
+    def acls(self, selector: AclBindingFilter) -> list[AclBinding]:
+        return [binding for binding in self.bindings() if selector.matches(binding)]
+
+    # -- decisions ---------------------------------------------------------------------
+
+    def matching_entries(self, resource_type: ResourceType, name: str) -> list[AccessControlEntry]:
+        """Every ACL entry that applies to the literal resource ``name``."""
+        patterns = self._by_type.get(resource_type)
+        if not patterns:
+            return []
+        found: list[AccessControlEntry] = []
+        for key in (ResourcePattern(resource_type, name, PatternType.LITERAL),
+                    ResourcePattern(resource_type, WILDCARD_RESOURCE, PatternType.LITERAL)):
+            entries = patterns.get(key)
+            if entries:
+                found.extend(entries)
+        for pattern, entries in patterns.items():
+            if pattern.pattern_type is PatternType.PREFIXED and name.startswith(pattern.name):
+                found.extend(entries)
+        return found
+
+    def authorize(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType,
+                  name: str) -> bool:
+        """Whether ``principal`` from ``host`` may perform ``operation`` on the resource; see the module docstring."""
+        if principal in self.super_users:
+            return True
+        entries = self.matching_entries(resource_type, name)
+        if not entries:
+            return self.allow_everyone_if_no_acl_found
+        principals = (principal, WILDCARD_PRINCIPAL)
+        hosts = (host, WILDCARD_HOST)
+        denying = (operation, AclOperation.ALL)
+        allowing = allowing_operations(operation)
+        allowed = False
+        for entry in entries:
+            if entry.principal not in principals or entry.host not in hosts:
+                continue
+            if entry.permission is AclPermissionType.DENY:
+                if entry.operation in denying:
+                    return False
+            elif entry.operation in allowing:
+                allowed = True
+        return allowed
+
+
+__all__ = ["AclAuthorizer", "AUTHORIZER_CLASS_NAMES"]
