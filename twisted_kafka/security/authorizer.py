@@ -65,7 +65,8 @@ class AclAuthorizer:
         if not name:
             return None
         assert name in AUTHORIZER_CLASS_NAMES      # the config's validator refused anything else
-        return cls(super_users=config.super_users,
+        super_users = [p.strip() for p in (config["super.users"] or "").split(";") if p.strip()]
+        return cls(super_users=super_users,
                    allow_everyone_if_no_acl_found=config["allow.everyone.if.no.acl.found"])
 
     # -- the ACL set -------------------------------------------------------------------

@@ -66,6 +66,9 @@ class ApiHandler(ABC):
     #: The operation on the cluster this API needs (Kafka's KafkaApis), checked by ``KafkaApis``
     #: before ``handle`` runs: CLUSTER_AUTHORIZATION_FAILED for the whole request otherwise.
     cluster_operation: ClassVar[AclOperation | None] = None
+    #: The operation on the request's ``group_id`` this API needs, checked the same way
+    #: (GROUP_AUTHORIZATION_FAILED for the whole request otherwise).
+    group_operation: ClassVar[AclOperation | None] = None
     #: Who decides what a request may do; set by the API table (default: everything is allowed).
     authorization: Authorization = ALLOW_ALL
 

@@ -16,6 +16,8 @@ from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.registry import ApiKey
 
+from twisted_kafka.security.acl import AclOperation
+
 from ..api_handler import ApiHandler
 from ..metadata_cache import CLUSTER_AUTHORIZED_OPERATIONS, MetadataCache
 
@@ -27,6 +29,7 @@ BROKERS, CONTROLLERS = 1, 2
 
 class DescribeClusterHandler(ApiHandler):
     api_key = ApiKey.DESCRIBE_CLUSTER
+    cluster_operation = AclOperation.DESCRIBE
 
     def __init__(self, metadata_cache: MetadataCache):
         self.cache = metadata_cache

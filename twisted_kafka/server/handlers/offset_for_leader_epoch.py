@@ -11,6 +11,8 @@ from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
 
+from twisted_kafka.security.acl import AclOperation, ResourceType
+
 from ..api_handler import ApiHandler
 from ..replica_manager import ReplicaManager
 
@@ -32,6 +34,9 @@ class OffsetForLeaderEpochHandler(ApiHandler):
             entries = []
             for wanted in topic.partitions:
                 try:
+                    # Kafka: a follower needs CLUSTER_ACTION, a consumer DESCRIBE on the topic.
+                    self.authorization.require(request.context, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                               topic.topic)
                     partition = replicas.leader_partition(topic.topic, wanted.partition)
                     partition.check_leader_epoch(wanted.current_leader_epoch)
                     epoch, end_offset = partition.log.end_offset_for_epoch(wanted.leader_epoch)
