@@ -357,14 +357,15 @@ class ZkMetadataStore(ClusterMetadataStore):
         await self._zk.create(prefix, data, sequence=True, makepath=True)
 
     async def purge_change_notifications(self, now_ms: int | None = None) -> None:
-        """Remove config change notifications older than Kafka's 15 minutes."""
+        """Remove config and ACL change notifications older than Kafka's 15 minutes."""
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-        for name in await self._zk.children_or_empty(z.CONFIG_CHANGES):
-            path = f"{z.CONFIG_CHANGES}/{name}"
-            stat = await self._zk.exists(path)
-            if stat is not None and now_ms - stat.ctime > CHANGE_NOTIFICATION_EXPIRY_MS:
-                with contextlib.suppress(NoNodeError):
-                    await self._zk.delete(path)
+        for root in (z.CONFIG_CHANGES, z.ACL_CHANGES, z.EXTENDED_ACL_CHANGES):
+            for name in await self._zk.children_or_empty(root):
+                path = f"{root}/{name}"
+                stat = await self._zk.exists(path)
+                if stat is not None and now_ms - stat.ctime > CHANGE_NOTIFICATION_EXPIRY_MS:
+                    with contextlib.suppress(NoNodeError):
+                        await self._zk.delete(path)
 
 
 __all__ = ["ZkMetadataStore", "ZkWriteConflict", "CHANGE_NOTIFICATION_EXPIRY_MS"]
