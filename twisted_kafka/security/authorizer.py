@@ -26,8 +26,6 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from twisted.logger import Logger
-
 from twisted_kafka.config.broker import AUTHORIZER_CLASS_NAMES
 
 from .acl import (
@@ -49,8 +47,6 @@ from .acl import (
 
 class AclAuthorizer:
     """The ACL set a broker holds, and the decisions made from it."""
-
-    log = Logger(namespace="kafka.authorizer.logger")
 
     def __init__(self, *, super_users: Iterable[str] = (), allow_everyone_if_no_acl_found: bool = False):
         self.super_users = frozenset(super_users)

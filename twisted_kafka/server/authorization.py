@@ -40,9 +40,11 @@ def authorization_error(resource_type: ResourceType) -> ErrorCode:
     return AUTHORIZATION_ERRORS[resource_type]
 
 
-class Authorization:
-    log = Logger(namespace="kafka.authorizer.logger")
+#: Kafka's authorizer logger name (module level: a Logger class attribute takes its class's name).
+audit_log = Logger(namespace="kafka.authorizer.logger")
 
+
+class Authorization:
     def __init__(self, authorizer: AclAuthorizer | None = None):
         self.authorizer = authorizer
 
@@ -61,7 +63,7 @@ class Authorization:
             return True
         ok = self.authorizer.authorize(context.principal, context.client_host, operation, resource_type, name)
         if not ok:
-            self.log.info("Principal = {principal} is Denied Operation = {operation} from host = {host} on "
+            audit_log.info("Principal = {principal} is Denied Operation = {operation} from host = {host} on "
                           "resource = {rtype}:LITERAL:{name}", principal=context.principal,
                           operation=operation.camel, host=context.client_host, rtype=resource_type.camel, name=name)
         return ok
@@ -70,6 +72,16 @@ class Authorization:
                       names: Iterable[str]) -> set[str]:
         """The ``names`` the request may perform ``operation`` on."""
         return {name for name in names if self.allowed(context, operation, resource_type, name)}
+
+    def authorized_operations(self, context: RequestContext, resource_type: ResourceType, supported,
+                              name: str = CLUSTER_NAME) -> set[int]:
+        """Of the ``supported`` operation codes of a resource, those the request may perform
+        (Kafka's ``authorizedOperations``: DescribeCluster, Metadata, DescribeGroups)."""
+        if self.authorizer is None:
+            return set(supported)
+        return {op for op in supported
+                if self.authorizer.authorize(context.principal, context.client_host, AclOperation(op),
+                                             resource_type, name)}
 
     def require(self, context: RequestContext, operation: AclOperation, resource_type: ResourceType,
                 name: str = CLUSTER_NAME) -> None:

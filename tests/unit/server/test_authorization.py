@@ -200,3 +200,13 @@ def test_acl_apis(node):
         (ErrorCode.NONE, ["p-"]), (ErrorCode.INVALID_REQUEST, [])]
     assert node.call(describe, 1, principal=ADMIN).resources == []
     assert node.authorization.authorizer.bindings() == []               # the broker holds the new set
+
+
+def test_authorized_operations_are_the_principal_s(node):
+    grant(node, allow(CLUSTER, "kafka-cluster", Op.ALTER))
+    body = node.call(m.DescribeClusterRequest(include_cluster_authorized_operations=True), 0, principal=ALICE)
+    assert body.error_code == 0 and body.authorized_operations == {Op.ALTER, Op.DESCRIBE}   # ALTER implies DESCRIBE
+    grant(node, allow(GROUP, "g", Op.DESCRIBE))
+    assert node.call(m.FindCoordinatorRequest(key="g", key_type=0), 3, principal=ALICE).error_code == 0
+    body = node.call(m.DescribeGroupsRequest(groups=["g"], include_authorized_operations=True), 3, principal=ALICE)
+    assert body.groups[0].authorized_operations == {Op.DESCRIBE}

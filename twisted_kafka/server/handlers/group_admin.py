@@ -62,7 +62,8 @@ class DescribeGroupsHandler(ApiHandler):
                 members=[M(member_id=s.member_id, group_instance_id=s.group_instance_id, client_id=s.client_id,
                            client_host=s.client_host, member_metadata=s.metadata, member_assignment=s.assignment)
                          for s in summary.members],
-                authorized_operations=set(GROUP_OPERATIONS) if with_operations and not error else None))
+                authorized_operations=(auth.authorized_operations(request.context, GROUP, GROUP_OPERATIONS, group_id)
+                                       if with_operations and not error else None)))
         return m.DescribeGroupsResponse(throttle_time_ms=0, groups=groups)
 
     def error_response(self, request, error: ErrorCode, message: str | None = None):

@@ -84,7 +84,7 @@ class MetadataHandler(ApiHandler):
                                                     errors.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
         cluster_ops = None
         if 8 <= version <= 10 and body.include_cluster_authorized_operations:
-            cluster_ops = CLUSTER_AUTHORIZED_OPERATIONS
+            cluster_ops = auth.authorized_operations(request.context, CLUSTER, CLUSTER_AUTHORIZED_OPERATIONS)
         return assemble(request.header, version, 0,
                         self.cache.alive_brokers(request.listener_name), self.cache.cluster_id,
                         self.cache.controller_id, fragments, cluster_ops)
