@@ -13,7 +13,9 @@ before the restart are still there.  Then, without another restart:
   the prefix;
 * a DENY of WRITE on one topic wins over that ALLOW;
 * kafka-python's admin describes and deletes ACLs, and the deleted DENY no
-  longer applies.
+  longer applies;
+* a librdkafka consumer without READ on its group gets
+  GROUP_AUTHORIZATION_FAILED, and consumes once that ACL exists.
 """
 
 from __future__ import annotations
@@ -65,6 +67,29 @@ def produce_error(bootstrap: str, topic: str):
 def write_error_code(bootstrap: str, topic: str):
     err = produce_error(bootstrap, topic)
     return None if err is None else err.code()
+
+
+def consume_error_code(bootstrap: str, group: str, topic: str):
+    """Consume ``topic`` in ``group`` until a record arrives (None) or an error does (its code)."""
+    from confluent_kafka import Consumer
+
+    errors: list = []
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                         "error_cb": errors.append})
+    try:
+        consumer.subscribe([topic])
+
+        def outcome():
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                return "record"
+            if msg is not None and msg.error().code() != CK._PARTITION_EOF:
+                return msg.error().code()
+            return errors[0].code() if errors else None
+        result = wait_until(outcome, timeout=30, what=f"a record or an error in group {group}")
+        return None if result == "record" else result
+    finally:
+        consumer.close()
 
 
 def everything() -> AclBindingFilter:
@@ -121,6 +146,12 @@ def test_acls_decide_what_anonymous_may_do(broker_factory):
     finally:
         kp.close()
     assert write_error_code(broker.bootstrap, "acl-orders") is None
+
+    # A consumer group needs READ on the group (and on the topic).
+    create(admin, binding(ResourceType.TOPIC, "acl-", AclOperation.READ, pattern=ResourcePatternType.PREFIXED))
+    assert consume_error_code(broker.bootstrap, "acl-group", "acl-orders") == CK.GROUP_AUTHORIZATION_FAILED
+    create(admin, binding(ResourceType.GROUP, "acl-group", AclOperation.READ))
+    assert consume_error_code(broker.bootstrap, "acl-group", "acl-orders") is None
     assert broker.stop() == 0
 
 
