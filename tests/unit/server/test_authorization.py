@@ -210,3 +210,11 @@ def test_authorized_operations_are_the_principal_s(node):
     assert node.call(m.FindCoordinatorRequest(key="g", key_type=0), 3, principal=ALICE).error_code == 0
     body = node.call(m.DescribeGroupsRequest(groups=["g"], include_authorized_operations=True), 3, principal=ALICE)
     assert body.groups[0].authorized_operations == {Op.DESCRIBE}
+
+
+def test_metadata_topic_operations_are_the_principal_s(node):
+    grant(node, allow(TOPIC, "t", Op.WRITE))
+    body = node.call(m.MetadataRequest(topics=None, include_topic_authorized_operations=True), 10, principal=ALICE)
+    assert {t.name: t.authorized_operations for t in body.topics} == {"t": {Op.WRITE, Op.DESCRIBE}}
+    admin = node.call(m.MetadataRequest(topics=None, include_topic_authorized_operations=True), 10, principal=ADMIN)
+    assert len({t.name: t.authorized_operations for t in admin.topics}["t"]) == 8

@@ -36,7 +36,7 @@ from twisted_kafka.security.acl import AclOperation
 from ..api_handler import ApiHandler
 from ..authorization import CLUSTER, TOPIC
 from ..dynamic_config import DynamicBrokerConfig
-from ..metadata_cache import CLUSTER_AUTHORIZED_OPERATIONS, MetadataCache, error_fragment
+from ..metadata_cache import CLUSTER_AUTHORIZED_OPERATIONS, TOPIC_OPERATIONS, MetadataCache, error_fragment
 
 
 class MetadataHandler(ApiHandler):
@@ -66,7 +66,7 @@ class MetadataHandler(ApiHandler):
             if auth.enabled:
                 visible = sorted(auth.allowed_names(request.context, AclOperation.DESCRIBE, TOPIC, visible))
             for name in visible:
-                fragments.append(self.cache.topic_fragment(name, version, with_topic_ops))
+                fragments.append(self._fragment(request, name, version, with_topic_ops))
         else:
             names = list(dict.fromkeys(names))
             denied: set[str] = set()
@@ -78,7 +78,7 @@ class MetadataHandler(ApiHandler):
                 if name in denied:
                     fragments.append(error_fragment(version, name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                 elif name in self.cache.topics:
-                    fragments.append(self.cache.topic_fragment(name, version, with_topic_ops))
+                    fragments.append(self._fragment(request, name, version, with_topic_ops))
                 else:
                     fragments.append(error_fragment(version, name,
                                                     errors.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
@@ -88,6 +88,14 @@ class MetadataHandler(ApiHandler):
         return assemble(request.header, version, 0,
                         self.cache.alive_brokers(request.listener_name), self.cache.cluster_id,
                         self.cache.controller_id, fragments, cluster_ops)
+
+    def _fragment(self, request, name: str, version: int, with_topic_ops: bool) -> bytes:
+        """A topic's entry; its authorized operations (when asked for) are the principal's."""
+        auth = self.authorization
+        if with_topic_ops and auth.enabled:
+            operations = frozenset(auth.authorized_operations(request.context, TOPIC, TOPIC_OPERATIONS, name))
+            return self.cache.topic_fragment(name, version, True, operations)
+        return self.cache.topic_fragment(name, version, with_topic_ops)
 
     async def _auto_create(self, request, missing: list[str]) -> dict[str, ErrorCode]:
         """Create ``missing`` topics if allowed; the error to report for those still missing."""
