@@ -600,7 +600,7 @@ class KafkaController:
         await self._locked(self._reload_acls)
 
     async def _reload_acls(self) -> None:
-        acls = dict((await self._store.load()).acls)
+        acls = await self._store.load_acls()
         if acls != self.acls:
             self.acls = acls
             self._acls_changed()

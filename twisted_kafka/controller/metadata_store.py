@@ -218,6 +218,10 @@ class ClusterMetadataStore(ABC):
     async def broker_configs(self, entity: str) -> dict[str, str]:
         return dict((await self.load()).broker_configs.get(entity, {}))
 
+    async def load_acls(self) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
+        """Every stored ACL (ZooKeeper: ``/kafka-acl`` and ``/kafka-acl-extended``)."""
+        return dict((await self.load()).acls)
+
     async def topics_queued_for_deletion(self) -> list[str]:
         """Topics an administrator asked to delete (ZooKeeper: ``/admin/delete_topics``); a single node
         deletes at once and never has any."""

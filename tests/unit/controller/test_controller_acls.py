@@ -96,3 +96,15 @@ def test_creating_nothing_new_writes_nothing(tmp_path):
     channels.sent.clear()
     assert run(controller.create_acls([acl("", READ)]))[0][0] == ErrorCode.INVALID_REQUEST
     assert channels.requests(0, UM) == []
+
+
+def test_acls_changed_elsewhere_are_reloaded_and_sent_only_when_different(tmp_path):
+    controller, channels, _ = make_controller(tmp_path)
+    run(controller.acls_changed())
+    assert channels.requests(0, UM) == []                  # nothing new
+    other = make_store(tmp_path)
+    run(other.set_acls(acl("x").pattern, frozenset({acl("x").entry})))
+    controller._store = other                               # the store as another writer left it
+    run(controller.acls_changed())
+    (request,) = channels.requests(0, UM)
+    assert sent_acls(request) == {acl("x")}
