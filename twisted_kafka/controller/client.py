@@ -138,11 +138,12 @@ class ControllerClient(ABC):
         """Replace the dynamic configs of a broker id or "" (the cluster default); brokers are told first."""
 
     @abstractmethod
-    async def create_acls(self, bindings: list[AclBinding]) -> list[tuple[ErrorCode, str | None]]:
+    async def create_acls(self, bindings: list[AclBinding], *, forward: bool = True
+                          ) -> list[tuple[ErrorCode, str | None]]:
         """Add ACL bindings; per binding (error, message).  Brokers hold them when this returns."""
 
     @abstractmethod
-    async def delete_acls(self, filters: list[AclBindingFilter]) -> list[list[AclBinding]]:
+    async def delete_acls(self, filters: list[AclBindingFilter], *, forward: bool = True) -> list[list[AclBinding]]:
         """Remove the bindings each filter matches; per filter the removed bindings."""
 
     # The controller's own operations.  ``forward`` False: only this broker's controller may answer
@@ -199,10 +200,10 @@ class LocalControllerClient(ControllerClient):
     async def alter_broker_configs(self, entity, configs):
         await self._controller.alter_broker_configs(entity, configs)
 
-    async def create_acls(self, bindings):
+    async def create_acls(self, bindings, *, forward=True):
         return await self._controller.create_acls(bindings)
 
-    async def delete_acls(self, filters):
+    async def delete_acls(self, filters, *, forward=True):
         return await self._controller.delete_acls(filters)
 
     async def controlled_shutdown(self, broker_id, broker_epoch):
@@ -249,10 +250,10 @@ class NoControllerClient(ControllerClient):
     async def alter_broker_configs(self, entity, configs):
         self._refuse()
 
-    async def create_acls(self, bindings):
+    async def create_acls(self, bindings, *, forward=True):
         self._refuse()
 
-    async def delete_acls(self, filters):
+    async def delete_acls(self, filters, *, forward=True):
         self._refuse()
 
     async def controlled_shutdown(self, broker_id, broker_epoch):

@@ -281,22 +281,24 @@ class ClusterControllerClient(ControllerClient):
                 await deferLater(self.reactor, backoff, lambda: None)
         raise KafkaError(ErrorCode.NOT_CONTROLLER, "There is no controller")
 
-    async def create_acls(self, bindings: list[AclBinding]) -> list[tuple[ErrorCode, str | None]]:
-        """ACLs are the controller's to write: here, or forwarded to it as a CreateAcls request."""
+    async def create_acls(self, bindings: list[AclBinding], *, forward: bool = True
+                          ) -> list[tuple[ErrorCode, str | None]]:
+        """ACLs are the controller's to write: here, or forwarded to it as a CreateAcls request
+        (one already forwarded is never sent on again)."""
         if self._local_active():
             return await self.local.create_acls(bindings)
         R = m.CreateAclsRequest
-        response = await self.link.request(self._controller(), R(creations=[R.AclCreation(
+        response = await self.link.request(self._controller(forward), R(creations=[R.AclCreation(
             resource_type=b.pattern.resource_type, resource_name=b.pattern.name,
             resource_pattern_type=b.pattern.pattern_type, principal=b.entry.principal, host=b.entry.host,
             operation=b.entry.operation, permission_type=b.entry.permission) for b in bindings]), ACLS_VERSION)
         return [(ErrorCode(r.error_code), r.error_message) for r in response.results]
 
-    async def delete_acls(self, filters: list[AclBindingFilter]) -> list[list[AclBinding]]:
+    async def delete_acls(self, filters: list[AclBindingFilter], *, forward: bool = True) -> list[list[AclBinding]]:
         if self._local_active():
             return await self.local.delete_acls(filters)
         R = m.DeleteAclsRequest
-        response = await self.link.request(self._controller(), R(filters=[R.DeleteAclsFilter(
+        response = await self.link.request(self._controller(forward), R(filters=[R.DeleteAclsFilter(
             resource_type_filter=f.resource_type, resource_name_filter=f.name, pattern_type_filter=f.pattern_type,
             principal_filter=f.principal, host_filter=f.host, operation=f.operation,
             permission_type=f.permission) for f in filters]), ACLS_VERSION)

@@ -125,5 +125,39 @@ class AclAuthorizer:
                 allowed = True
         return allowed
 
+    def authorize_by_resource_type(self, principal: str, host: str, operation: AclOperation,
+                                   resource_type: ResourceType) -> bool:
+        """Whether ``principal`` may perform ``operation`` on *some* resource of the type (Kafka's
+        ``Authorizer.authorizeByResourceType``, KIP-679: InitProducerId without a transactional id is
+        allowed with IDEMPOTENT_WRITE on the cluster or WRITE on any topic).
+
+        A super user may, or -- through ``authorize`` on a name no ACL mentions -- anyone when no ACL
+        applies and ``allow.everyone.if.no.acl.found`` is set.  Otherwise an ALLOW (of the operation
+        or ALL, for the principal or ``User:*``, from the host or ``*``) counts unless a DENY covers
+        its pattern: a LITERAL DENY of ``*`` covers everything, a LITERAL DENY the same name, a
+        PREFIXED DENY every name or prefix it starts.
+        """
+        if self.authorize(principal, host, operation, resource_type, "hardcode"):
+            return True
+        allowed: dict[PatternType, set[str]] = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
+        denied: dict[PatternType, set[str]] = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
+        for pattern, entries in self._by_type.get(resource_type, {}).items():
+            for entry in entries:
+                if (entry.principal in (principal, WILDCARD_PRINCIPAL) and entry.host in (host, WILDCARD_HOST)
+                        and entry.operation in (operation, AclOperation.ALL)):
+                    (denied if entry.permission is AclPermissionType.DENY else allowed)[pattern.pattern_type].add(
+                        pattern.name)
+        if WILDCARD_RESOURCE in denied[PatternType.LITERAL]:
+            return False
+        if WILDCARD_RESOURCE in allowed[PatternType.LITERAL]:
+            return True
+
+        def denied_by_prefix(name: str) -> bool:
+            return any(name.startswith(prefix) for prefix in denied[PatternType.PREFIXED])
+
+        return (any(name not in denied[PatternType.LITERAL] and not denied_by_prefix(name)
+                    for name in allowed[PatternType.LITERAL])
+                or any(not denied_by_prefix(name) for name in allowed[PatternType.PREFIXED]))
+
 
 __all__ = ["AclAuthorizer", "AUTHORIZER_CLASS_NAMES"]

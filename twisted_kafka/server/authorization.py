@@ -83,6 +83,15 @@ class Authorization:
                 if self.authorizer.authorize(context.principal, context.client_host, AclOperation(op),
                                              resource_type, name)}
 
+    def allowed_on_any(self, context: RequestContext, operation: AclOperation,
+                       resource_type: ResourceType) -> bool:
+        """Whether the request may perform ``operation`` on some resource of the type (KIP-679's
+        check for InitProducerId: IDEMPOTENT_WRITE on the cluster or WRITE on any topic)."""
+        if self.authorizer is None:
+            return True
+        return self.authorizer.authorize_by_resource_type(context.principal, context.client_host, operation,
+                                                          resource_type)
+
     def require(self, context: RequestContext, operation: AclOperation, resource_type: ResourceType,
                 name: str = CLUSTER_NAME) -> None:
         """Raise the resource type's authorization error unless allowed (the whole request is refused)."""

@@ -139,3 +139,19 @@ def test_adding_a_deny_never_grants_and_adding_an_allow_never_revokes(acls, name
     assert not authorizer(*acls, acl(name, operation, DENY)).authorize(ALICE, host, operation, TOPIC, name)
     if before:
         assert authorizer(*acls, acl(name, operation, ALLOW)).authorize(ALICE, host, operation, TOPIC, name)
+
+
+def test_authorize_by_resource_type():
+    """KIP-679: some resource of the type, unless a DENY covers every allowed pattern."""
+    by_type = AclAuthorizer.authorize_by_resource_type
+    assert not by_type(authorizer(), ALICE, HOST, Op.WRITE, TOPIC)
+    assert by_type(authorizer(allow_everyone_if_no_acl_found=True), ALICE, HOST, Op.WRITE, TOPIC)
+    assert by_type(authorizer(super_users=[ALICE]), ALICE, HOST, Op.WRITE, TOPIC)
+    assert by_type(authorizer(acl("t")), ALICE, HOST, Op.WRITE, TOPIC)
+    assert not by_type(authorizer(acl("t")), BOB, HOST, Op.WRITE, TOPIC)
+    assert not by_type(authorizer(acl("t"), acl("t", permission=DENY)), ALICE, HOST, Op.WRITE, TOPIC)
+    assert not by_type(authorizer(acl("t-1"), acl("t-", permission=DENY, pattern=PREFIXED)), ALICE, HOST, Op.WRITE,
+                       TOPIC)
+    assert by_type(authorizer(acl("u"), acl("t-", permission=DENY, pattern=PREFIXED)), ALICE, HOST, Op.WRITE, TOPIC)
+    assert not by_type(authorizer(acl("*"), acl("*", permission=DENY)), ALICE, HOST, Op.WRITE, TOPIC)
+    assert not by_type(authorizer(acl("t", Op.READ)), ALICE, HOST, Op.WRITE, TOPIC)

@@ -15,12 +15,13 @@ As Kafka's ``AclApis``:
   pattern; v0 (no pattern types) describes LITERAL patterns only, as its
   filter means LITERAL;
 * creations and deletions are the controller's: it persists them and every
-  broker holds the new set before the answer.
+  broker holds the new set before the answer (a broker that is not the
+  controller forwards the request to it; a forwarded one is never passed on).
 """
 
 from __future__ import annotations
 
-from twisted_kafka.controller.client import ControllerClient
+from twisted_kafka.controller.client import ControllerClient, forwarded
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
@@ -78,7 +79,8 @@ class CreateAclsHandler(ApiHandler):
         bindings = [AclBinding.of(c.resource_type, c.resource_name, c.resource_pattern_type, c.principal, c.host,
                                   c.operation, c.permission_type) for c in request.body.creations]
         request.mark_local_complete()
-        results = await self.controller.create_acls(bindings) if bindings else []
+        results = await self.controller.create_acls(
+            bindings, forward=not forwarded(request.client_id)) if bindings else []
         R = m.CreateAclsResponse
         return R(throttle_time_ms=0, results=[R.AclCreationResult(error_code=error, error_message=message)
                                               for error, message in results])
@@ -103,7 +105,8 @@ class DeleteAclsHandler(ApiHandler):
                    for f in request.body.filters]
         valid = [f for f in filters if f.invalid_reason() is None]
         request.mark_local_complete()
-        deleted = iter(await self.controller.delete_acls(valid) if valid else [])
+        deleted = iter(await self.controller.delete_acls(valid, forward=not forwarded(request.client_id))
+                       if valid else [])
         R = m.DeleteAclsResponse
         F = R.DeleteAclsFilterResult
         A = F.DeleteAclsMatchingAcl
