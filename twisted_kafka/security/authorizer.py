@@ -45,6 +45,34 @@ from .acl import (
 
 
 
+#: Decisions remembered between ACL changes (the cache is emptied when full).
+DECISION_CACHE_SIZE = 100_000
+
+_ALLOWING = {operation: allowing_operations(operation) for operation in AclOperation}
+
+
+class _TypeIndex:
+    """One resource type's ACLs, indexed for ``matching``: literal names in a dict, prefixes by length."""
+
+    __slots__ = ("literal", "prefixed", "prefix_lengths")
+
+    def __init__(self, patterns: dict[ResourcePattern, frozenset]):
+        self.literal = {p.name: tuple(e) for p, e in patterns.items() if p.pattern_type is PatternType.LITERAL}
+        self.prefixed = {p.name: tuple(e) for p, e in patterns.items() if p.pattern_type is PatternType.PREFIXED}
+        self.prefix_lengths = sorted({len(name) for name in self.prefixed})
+
+    def matching(self, name: str) -> list[AccessControlEntry]:
+        found: list[AccessControlEntry] = []
+        found.extend(self.literal.get(name, ()))
+        if name != WILDCARD_RESOURCE:
+            found.extend(self.literal.get(WILDCARD_RESOURCE, ()))
+        for length in self.prefix_lengths:
+            if length > len(name):
+                break
+            found.extend(self.prefixed.get(name[:length], ()))
+        return found
+
+
 class AclAuthorizer:
     """The ACL set a broker holds, and the decisions made from it."""
 
@@ -53,6 +81,9 @@ class AclAuthorizer:
         self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
         self._acls: dict[ResourcePattern, frozenset] = {}
         self._by_type: dict[ResourceType, dict[ResourcePattern, frozenset]] = {}
+        self._index: dict[ResourceType, _TypeIndex] = {}
+        # Decisions since the ACLs last changed: a request checks the same few resources again and again.
+        self._decisions: dict[tuple, bool] = {}
 
     @classmethod
     def from_config(cls, config) -> AclAuthorizer | None:
@@ -77,6 +108,8 @@ class AclAuthorizer:
         for pattern, entries in self._acls.items():
             by_type[pattern.resource_type][pattern] = entries
         self._by_type = dict(by_type)
+        self._index = {resource_type: _TypeIndex(patterns) for resource_type, patterns in by_type.items()}
+        self._decisions = {}
 
     def bindings(self) -> list[AclBinding]:
         return sorted(AclBinding(pattern, entry) for pattern, entries in self._acls.items() for entry in entries)
@@ -88,32 +121,31 @@ class AclAuthorizer:
 
     def matching_entries(self, resource_type: ResourceType, name: str) -> list[AccessControlEntry]:
         """Every ACL entry that applies to the literal resource ``name``."""
-        patterns = self._by_type.get(resource_type)
-        if not patterns:
-            return []
-        found: list[AccessControlEntry] = []
-        for key in (ResourcePattern(resource_type, name, PatternType.LITERAL),
-                    ResourcePattern(resource_type, WILDCARD_RESOURCE, PatternType.LITERAL)):
-            entries = patterns.get(key)
-            if entries:
-                found.extend(entries)
-        for pattern, entries in patterns.items():
-            if pattern.pattern_type is PatternType.PREFIXED and name.startswith(pattern.name):
-                found.extend(entries)
-        return found
+        index = self._index.get(resource_type)
+        return index.matching(name) if index is not None else []
 
     def authorize(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType,
                   name: str) -> bool:
         """Whether ``principal`` from ``host`` may perform ``operation`` on the resource; see the module docstring."""
         if principal in self.super_users:
             return True
+        key = (principal, host, operation, resource_type, name)
+        decision = self._decisions.get(key)
+        if decision is None:
+            if len(self._decisions) >= DECISION_CACHE_SIZE:
+                self._decisions.clear()
+            decision = self._decisions[key] = self._decide(principal, host, operation, resource_type, name)
+        return decision
+
+    def _decide(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType,
+                name: str) -> bool:
         entries = self.matching_entries(resource_type, name)
         if not entries:
             return self.allow_everyone_if_no_acl_found
         principals = (principal, WILDCARD_PRINCIPAL)
         hosts = (host, WILDCARD_HOST)
         denying = (operation, AclOperation.ALL)
-        allowing = allowing_operations(operation)
+        allowing = _ALLOWING[operation]
         allowed = False
         for entry in entries:
             if entry.principal not in principals or entry.host not in hosts:
