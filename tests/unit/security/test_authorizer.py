@@ -155,3 +155,13 @@ def test_authorize_by_resource_type():
     assert by_type(authorizer(acl("u"), acl("t-", permission=DENY, pattern=PREFIXED)), ALICE, HOST, Op.WRITE, TOPIC)
     assert not by_type(authorizer(acl("*"), acl("*", permission=DENY)), ALICE, HOST, Op.WRITE, TOPIC)
     assert not by_type(authorizer(acl("t", Op.READ)), ALICE, HOST, Op.WRITE, TOPIC)
+
+
+def test_a_new_acl_set_replaces_remembered_decisions():
+    a = authorizer(acl("t"))
+    assert a.authorize(ALICE, HOST, Op.WRITE, TOPIC, "t")
+    a.replace_all([acl("t", permission=DENY)])
+    assert not a.authorize(ALICE, HOST, Op.WRITE, TOPIC, "t")
+    a.replace_all([])
+    assert not a.authorize(ALICE, HOST, Op.WRITE, TOPIC, "t")
+    assert a.matching_entries(TOPIC, "t") == []
