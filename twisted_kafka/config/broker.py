@@ -673,8 +673,14 @@ _define("transaction.partition.verification.enable", BOOLEAN, True, LOW,
         "a transactional write to it (KIP-890).",
         mode=CLUSTER_WIDE)
 _define("producer.id.expiration.ms", INT, 86400000, LOW,
-        "How long the state of an idle producer id is kept by partition leaders.",
+        "How long a partition leader keeps the state (epoch, last sequences) of an "
+        "idempotent producer after the timestamp of its last batch; a producer "
+        "forgotten this way is accepted with any sequence on its next batch.",
         validator=at_least(1), mode=CLUSTER_WIDE)
+_define("producer.id.expiration.check.interval.ms", INT, 600000, LOW,
+        "How often partition leaders forget producer ids idle for "
+        "producer.id.expiration.ms (an internal key in Kafka, for tests).",
+        validator=at_least(1))
 
 # --------------------------------------------------------------------------
 _group = "Metrics"

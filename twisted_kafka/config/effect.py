@@ -17,7 +17,7 @@ about as deprecated when set (``deprecation``), saying whether it still acts.
 from __future__ import annotations
 
 SECURITY = "TLS, SASL and ACLs are not built yet (security issue)"
-TRANSACTIONS = "idempotence and transactions are not built yet"
+TRANSACTIONS = "transactions are not built yet (idempotent producers are)"
 REPLICATION = "replication between brokers is not built yet (cluster issue)"
 ZOOKEEPER = ("the ZooKeeper client (kazoo) pipelines requests without a limit of its own; the session "
              "keys (zookeeper.connect, zookeeper.session.timeout.ms, zookeeper.connection.timeout.ms, "
@@ -45,7 +45,6 @@ _KEYS = {
     "connections.max.reauth.ms": SECURITY,
     "principal.builder.class": SECURITY,
     "security.providers": SECURITY,
-    "producer.id.expiration.ms": TRANSACTIONS,
     "transactional.id.expiration.ms": TRANSACTIONS,
     "num.replica.fetchers": REPLICATION,
     "compression.type": RECOMPRESSION,

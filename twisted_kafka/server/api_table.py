@@ -12,6 +12,7 @@ from collections.abc import Callable
 from twisted_kafka.controller.client import ControllerClient
 from twisted_kafka.coordinator.group.coordinator import GroupCoordinator
 from twisted_kafka.coordinator.group.service import GroupCoordinatorService
+from twisted_kafka.coordinator.transaction import ProducerIdManager
 from twisted_kafka.network.request import RequestContext
 
 from .admin_manager import AdminManager
@@ -40,6 +41,7 @@ from .handlers.fetch import FetchHandler
 from .handlers.find_coordinator import FindCoordinatorHandler
 from .handlers.group import HeartbeatHandler, JoinGroupHandler, LeaveGroupHandler, SyncGroupHandler
 from .handlers.group_admin import DeleteGroupsHandler, DescribeGroupsHandler, ListGroupsHandler
+from .handlers.init_producer_id import InitProducerIdHandler
 from .handlers.list_offsets import ListOffsetsHandler
 from .handlers.metadata import MetadataHandler
 from .handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
@@ -54,27 +56,29 @@ def broker_handlers(*, advertised_keys: Callable[[RequestContext], list[int]], r
                     metadata_cache: MetadataCache, admin_manager: AdminManager, config_repository: ConfigRepository,
                     dynamic_config: DynamicBrokerConfig, controller: ControllerClient,
                     controller_guard: ControllerRequestGuard, group_coordinator: GroupCoordinator,
-                    offsets_topic: GroupCoordinatorService, clock,
+                    offsets_topic: GroupCoordinatorService, producer_ids: ProducerIdManager, clock,
                     authorization: Authorization = ALLOW_ALL) -> list[ApiHandler]:
     """Every handler, each holding ``authorization`` (what its requests may do)."""
     handlers = _handlers(advertised_keys=advertised_keys, replica_manager=replica_manager,
                          metadata_cache=metadata_cache, admin_manager=admin_manager,
                          config_repository=config_repository, dynamic_config=dynamic_config, controller=controller,
                          controller_guard=controller_guard, group_coordinator=group_coordinator,
-                         offsets_topic=offsets_topic, clock=clock, authorization=authorization)
+                         offsets_topic=offsets_topic, producer_ids=producer_ids, clock=clock,
+                         authorization=authorization)
     for handler in handlers:
         handler.authorization = authorization
     return handlers
 
 
 def _handlers(*, advertised_keys, replica_manager, metadata_cache, admin_manager, config_repository,
-              dynamic_config, controller, controller_guard, group_coordinator, offsets_topic, clock,
+              dynamic_config, controller, controller_guard, group_coordinator, offsets_topic, producer_ids, clock,
               authorization) -> list[ApiHandler]:
     groups = group_coordinator
     return [
         ApiVersionsHandler(advertised_keys),
         MetadataHandler(metadata_cache, admin_manager, dynamic_config),
         ProduceHandler(replica_manager),
+        InitProducerIdHandler(producer_ids),
         FetchHandler(replica_manager, metadata_cache, dynamic_config),
         ListOffsetsHandler(replica_manager),
         OffsetForLeaderEpochHandler(replica_manager),

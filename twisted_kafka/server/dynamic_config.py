@@ -244,5 +244,21 @@ class LogDefaults:
             self._log_manager.update_topic_config(topic, self._repository.topic_overrides(topic))
 
 
-__all__ = ["DynamicBrokerConfig", "Reconfigurable", "ConnectionLimits", "LogDefaults", "DEFAULT_ENTITY",
-           "with_layer"]
+class ProducerIdExpiration:
+    """``producer.id.expiration.ms`` as a Reconfigurable (dynamic cluster-wide in Kafka, KIP-854):
+    every partition's next producer expiry check uses the new value."""
+
+    reconfigurable_keys = frozenset({"producer.id.expiration.ms"})
+
+    def __init__(self, log_manager):
+        self._log_manager = log_manager
+
+    def validate_reconfiguration(self, config: KafkaConfig) -> None:
+        """The key's own validator (at least 1) is all there is."""
+
+    def reconfigure(self, config: KafkaConfig) -> None:
+        self._log_manager.update_producer_state_config(config)
+
+
+__all__ = ["DynamicBrokerConfig", "Reconfigurable", "ConnectionLimits", "LogDefaults", "ProducerIdExpiration",
+           "DEFAULT_ENTITY", "with_layer"]

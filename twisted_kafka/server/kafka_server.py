@@ -64,6 +64,8 @@ from twisted_kafka.controller.controller_service import ControllerService
 from twisted_kafka.controller.kafka_controller import LiveBroker
 from twisted_kafka.coordinator.group.service import GroupCoordinatorService
 from twisted_kafka.controller.zk_controller_service import ZkControllerService
+from twisted_kafka.coordinator.transaction import FileProducerIdBlockStore, ProducerIdBlockStore, ProducerIdManager
+from twisted_kafka.coordinator.transaction.zk_producer_id_store import ZkProducerIdBlockStore
 from twisted_kafka.log import LogManager
 from twisted_kafka.metrics import MetricsRegistry
 from twisted_kafka.network.listeners import parse_listeners
@@ -85,7 +87,7 @@ from .config_repository import ConfigRepository
 from .connection_event_log import ConnectionEventLog
 from .controller_requests import ControllerRequestGuard, new_broker_epoch
 from .descriptor_budget import descriptor_budget, raise_open_file_limit
-from .dynamic_config import ConnectionLimits, DynamicBrokerConfig, LogDefaults
+from .dynamic_config import ConnectionLimits, DynamicBrokerConfig, LogDefaults, ProducerIdExpiration
 from .kafka_apis import KafkaApis
 from .metadata_cache import MetadataCache
 from .replica_manager import ReplicaManager
@@ -200,6 +202,14 @@ class KafkaServer(MultiService):
         self.admin_manager = AdminManager(controller=controller, metadata_cache=self.metadata_cache,
                                           config_repository=self.config_repository,
                                           dynamic_config=self.dynamic_config, reactor=reactor)
+        # Producer ids (InitProducerId): blocks claimed in ZooKeeper in a cluster, recorded in the log dirs
+        # on a single node.
+        block_store: ProducerIdBlockStore
+        if self.zk is not None:
+            block_store = ZkProducerIdBlockStore(self.zk)
+        else:
+            block_store = FileProducerIdBlockStore(self.log_dirs, reactor=reactor, threadpool=pool)
+        self.producer_ids = ProducerIdManager(broker_id, block_store)
         self.group_coordinator = GroupCoordinatorService(
             config=config, replica_manager=self.replica_manager, admin_manager=self.admin_manager,
             metadata_cache=self.metadata_cache, reactor=reactor, broker_id=broker_id)
@@ -210,10 +220,11 @@ class KafkaServer(MultiService):
                 admin_manager=self.admin_manager, config_repository=self.config_repository,
                 dynamic_config=self.dynamic_config, controller=controller, controller_guard=self.controller_guard,
                 group_coordinator=self.group_coordinator.coordinator, offsets_topic=self.group_coordinator,
-                clock=reactor, authorization=self.authorization):
+                producer_ids=self.producer_ids, clock=reactor, authorization=self.authorization):
             self.apis.register(handler)
         self.dynamic_config.add_reconfigurable(LogDefaults(self.log_manager, self.config_repository))
         self.dynamic_config.add_reconfigurable(ConnectionLimits(self.socket_server.quotas))
+        self.dynamic_config.add_reconfigurable(ProducerIdExpiration(self.log_manager))
 
         # Subscribed from now on: the controller's connection at startup is an event too.
         self.connection_event_log: ConnectionEventLog | None = None

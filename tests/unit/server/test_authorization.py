@@ -218,3 +218,15 @@ def test_metadata_topic_operations_are_the_principal_s(node):
     assert {t.name: t.authorized_operations for t in body.topics} == {"t": {Op.WRITE, Op.DESCRIBE}}
     admin = node.call(m.MetadataRequest(topics=None, include_topic_authorized_operations=True), 10, principal=ADMIN)
     assert len({t.name: t.authorized_operations for t in admin.topics}["t"]) == 8
+
+
+def test_init_producer_id_needs_idempotent_write_or_write_on_some_topic(node):
+    IP = m.InitProducerIdRequest
+    request = IP(transactional_id=None, transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1)
+    assert node.call(request, 4, principal=ALICE).error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    grant(node, allow(TOPIC, "t", Op.WRITE))                            # KIP-679: WRITE on any topic suffices
+    assert node.call(request, 4, principal=ALICE).error_code == ErrorCode.NONE
+    grant(node, allow(CLUSTER, "kafka-cluster", Op.IDEMPOTENT_WRITE, principal=BOB))
+    assert node.call(request, 4, principal=BOB).error_code == ErrorCode.NONE
+    transactional = IP(transactional_id="tx", transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1)
+    assert node.call(transactional, 4, principal=ALICE).error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
