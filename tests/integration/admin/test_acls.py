@@ -10,7 +10,7 @@ before the restart are still there.  Then, without another restart:
 * a producer that may describe a topic but not write it gets
   TOPIC_AUTHORIZATION_FAILED from librdkafka;
 * an ALLOW of WRITE on a PREFIXED pattern lets it write every topic under
-  the prefix;
+  the prefix, idempotently too (InitProducerId needs WRITE on some topic);
 * a DENY of WRITE on one topic wins over that ALLOW;
 * kafka-python's admin describes and deletes ACLs, and the deleted DENY no
   longer applies;
@@ -53,10 +53,10 @@ def create(admin, *bindings) -> None:
         assert outcome is None, (key, outcome)
 
 
-def produce_error(bootstrap: str, topic: str):
+def produce_error(bootstrap: str, topic: str, **config):
     """Produce one record; the delivery error (None when delivered)."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "message.timeout.ms": 10000,
-                         "topic.metadata.refresh.interval.ms": 500})
+                         "topic.metadata.refresh.interval.ms": 500, **config})
     reports: list = []
     producer.produce(topic, b"v", on_delivery=lambda err, msg: reports.append(err))
     producer.flush(15)
@@ -121,6 +121,8 @@ def test_acls_decide_what_anonymous_may_do(broker_factory):
     create(admin, binding(ResourceType.TOPIC, "acl-", AclOperation.WRITE, pattern=ResourcePatternType.PREFIXED))
     assert wait_until(lambda: write_error_code(broker.bootstrap, "acl-orders") is None, timeout=30)
     assert write_error_code(broker.bootstrap, "acl-other") is None
+    # An idempotent producer: WRITE on some topic is enough for InitProducerId (KIP-679).
+    assert produce_error(broker.bootstrap, "acl-other", **{"enable.idempotence": True}) is None
 
     # DENY wins over ALLOW.
     create(admin, binding(ResourceType.TOPIC, "acl-orders", AclOperation.WRITE, AclPermissionType.DENY))
