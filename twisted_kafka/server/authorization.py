@@ -58,20 +58,23 @@ class Authorization:
             self.authorizer.replace_all(bindings)
 
     def allowed(self, context: RequestContext, operation: AclOperation, resource_type: ResourceType,
-                name: str = CLUSTER_NAME) -> bool:
+                name: str = CLUSTER_NAME, *, log_denied: bool = True) -> bool:
+        """Whether the request may; a denial is logged unless ``log_denied`` is False (a check that has a
+        fallback, as Kafka's ``logIfDenied = false``)."""
         if self.authorizer is None:
             return True
         ok = self.authorizer.authorize(context.principal, context.client_host, operation, resource_type, name)
-        if not ok:
+        if not ok and log_denied:
             audit_log.info("Principal = {principal} is Denied Operation = {operation} from host = {host} on "
                           "resource = {rtype}:LITERAL:{name}", principal=context.principal,
                           operation=operation.camel, host=context.client_host, rtype=resource_type.camel, name=name)
         return ok
 
     def allowed_names(self, context: RequestContext, operation: AclOperation, resource_type: ResourceType,
-                      names: Iterable[str]) -> set[str]:
+                      names: Iterable[str], *, log_denied: bool = True) -> set[str]:
         """The ``names`` the request may perform ``operation`` on."""
-        return {name for name in names if self.allowed(context, operation, resource_type, name)}
+        return {name for name in names if self.allowed(context, operation, resource_type, name,
+                                                       log_denied=log_denied)}
 
     def authorized_operations(self, context: RequestContext, resource_type: ResourceType, supported,
                               name: str = CLUSTER_NAME) -> set[int]:

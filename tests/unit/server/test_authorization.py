@@ -230,3 +230,17 @@ def test_init_producer_id_needs_idempotent_write_or_write_on_some_topic(node):
     assert node.call(request, 4, principal=BOB).error_code == ErrorCode.NONE
     transactional = IP(transactional_id="tx", transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1)
     assert node.call(transactional, 4, principal=ALICE).error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+def test_offset_for_leader_epoch_needs_cluster_action_or_describe(node):
+    OE = m.OffsetForLeaderEpochRequest
+    request = OE(replica_id=-1, topics=[OE.OffsetForLeaderTopic(topic=n, partitions=[
+        OE.OffsetForLeaderTopic.OffsetForLeaderPartition(partition=0, current_leader_epoch=-1, leader_epoch=0)])
+        for n in ("t", "secret")])
+    grant(node, allow(TOPIC, "t", Op.READ))
+    body = node.call(request, 4, principal=ALICE)
+    assert {t.topic: t.partitions[0].error_code for t in body.topics} == {
+        "t": ErrorCode.NONE, "secret": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+    grant(node, allow(CLUSTER, "kafka-cluster", Op.CLUSTER_ACTION, principal=BOB))
+    body = node.call(request, 4, principal=BOB)
+    assert {t.topic: t.partitions[0].error_code for t in body.topics} == {"t": 0, "secret": 0}

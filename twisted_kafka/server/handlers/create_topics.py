@@ -58,7 +58,8 @@ class CreateTopicsHandler(ApiHandler):
         specs = []
         denied: set[str] = set()
         auth = self.authorization
-        if auth.enabled and not auth.allowed(request.context, AclOperation.CREATE, ResourceType.CLUSTER):
+        if auth.enabled and not auth.allowed(request.context, AclOperation.CREATE, ResourceType.CLUSTER,
+                                             log_denied=False):
             # Kafka: CREATE on the cluster, or else on each topic (TOPIC_AUTHORIZATION_FAILED for the others).
             names = {topic.name for topic in body.topics}
             denied = names - auth.allowed_names(request.context, AclOperation.CREATE, ResourceType.TOPIC, names)

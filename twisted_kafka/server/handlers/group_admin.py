@@ -86,9 +86,10 @@ class ListGroupsHandler(ApiHandler):
         types = (body.types_filter or []) if version >= 5 else []
         error, groups = self.coordinator.list_groups(states, types)
         auth = self.authorization
-        if auth.enabled and not auth.allowed(request.context, AclOperation.DESCRIBE, CLUSTER):
+        if auth.enabled and not auth.allowed(request.context, AclOperation.DESCRIBE, CLUSTER, log_denied=False):
             # Kafka: DESCRIBE on the cluster lists every group, else only those the principal may describe.
-            groups = [g for g in groups if auth.allowed(request.context, AclOperation.DESCRIBE, GROUP, g.group_id)]
+            groups = [g for g in groups
+                      if auth.allowed(request.context, AclOperation.DESCRIBE, GROUP, g.group_id, log_denied=False)]
         L = m.ListGroupsResponse.ListedGroup
         return m.ListGroupsResponse(throttle_time_ms=0, error_code=error, groups=[
             L(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state, group_type=g.group_type)

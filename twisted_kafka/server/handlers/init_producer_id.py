@@ -60,7 +60,8 @@ class InitProducerIdHandler(ApiHandler):
                 if not auth.allowed(request.context, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
                                     body.transactional_id):
                     return self.error_response(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-            elif not (auth.allowed(request.context, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER)
+            elif not (auth.allowed(request.context, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER,
+                                   log_denied=False)
                       or auth.allowed_on_any(request.context, AclOperation.WRITE, ResourceType.TOPIC)):
                 return self.error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         if request.api_version >= 3 and \

@@ -64,7 +64,8 @@ class MetadataHandler(ApiHandler):
         if names is None:
             visible = sorted(self.cache.topics)
             if auth.enabled:
-                visible = sorted(auth.allowed_names(request.context, AclOperation.DESCRIBE, TOPIC, visible))
+                visible = sorted(auth.allowed_names(request.context, AclOperation.DESCRIBE, TOPIC, visible,
+                                                    log_denied=False))
             for name in visible:
                 fragments.append(self._fragment(request, name, version, with_topic_ops))
         else:
@@ -114,7 +115,7 @@ class MetadataHandler(ApiHandler):
         if not (allowed and creatable and self.config["auto.create.topics.enable"]):
             return errors
         auth = self.authorization
-        if auth.enabled and not auth.allowed(request.context, AclOperation.CREATE, CLUSTER):
+        if auth.enabled and not auth.allowed(request.context, AclOperation.CREATE, CLUSTER, log_denied=False):
             permitted = auth.allowed_names(request.context, AclOperation.CREATE, TOPIC, creatable)
             errors.update({name: ErrorCode.TOPIC_AUTHORIZATION_FAILED for name in creatable if name not in permitted})
             creatable = [name for name in creatable if name in permitted]

@@ -29,14 +29,17 @@ class OffsetForLeaderEpochHandler(ApiHandler):
 
     async def handle(self, request):
         replicas = self.replicas
+        # Kafka (KIP-320): CLUSTER_ACTION on the cluster (followers), or else DESCRIBE on each topic (consumers).
+        auth = self.authorization
+        any_topic = not auth.enabled or auth.allowed(request.context, AclOperation.CLUSTER_ACTION,
+                                                     ResourceType.CLUSTER, log_denied=False)
         topics = []
         for topic in request.body.topics:
             entries = []
             for wanted in topic.partitions:
                 try:
-                    # Kafka: a follower needs CLUSTER_ACTION, a consumer DESCRIBE on the topic.
-                    self.authorization.require(request.context, AclOperation.DESCRIBE, ResourceType.TOPIC,
-                                               topic.topic)
+                    if not any_topic:
+                        auth.require(request.context, AclOperation.DESCRIBE, ResourceType.TOPIC, topic.topic)
                     partition = replicas.leader_partition(topic.topic, wanted.partition)
                     partition.check_leader_epoch(wanted.current_leader_epoch)
                     epoch, end_offset = partition.log.end_offset_for_epoch(wanted.leader_epoch)
