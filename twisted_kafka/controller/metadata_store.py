@@ -253,7 +253,7 @@ class JsonFileMetadataStore(ClusterMetadataStore):
       topics are rebuilt from them (``twisted_kafka.log.inventory``): names,
       ids from ``partition.metadata``, partition counts, leader epochs from
       ``leader-epoch-checkpoint``, this broker as the only replica; topic
-      configs and dynamic broker configs are lost, and the warning says so.
+      configs, dynamic broker configs and ACLs are lost, and the warning says so.
       If the directories disagree about a topic's id the broker refuses to
       start (``StartupError``), naming the file and what to do.
     """
@@ -306,7 +306,8 @@ class JsonFileMetadataStore(ClusterMetadataStore):
         topics = self._rebuild(on_disk, problem)
         log.warn("{path} is {problem} and there is no usable previous version ({backup}: {backup_problem}): "
                  "rebuilt {n} topic(s) from the partition directories: {topics}; topic configs and dynamic "
-                 "broker configs were lost (set them again with AlterConfigs)", path=self.path, problem=problem,
+                 "broker configs were lost (set them again with AlterConfigs), and so were ACLs (CreateAcls)",
+                 path=self.path, problem=problem,
                  backup=self.backup_path, backup_problem=backup_problem, n=len(topics),
                  topics=_describe(topics) or "none")
         return ClusterState(0, MappingProxyType(topics), MappingProxyType({}))
