@@ -258,7 +258,8 @@ _define("ssl.cipher.suites", LIST, "", MEDIUM,
         "Cipher suites to allow; empty means the TLS library's defaults.",
         mode=PER_BROKER, listener=True)
 _define("ssl.keystore.type", STRING, "JKS", MEDIUM,
-        "Format of the key store: PEM, PKCS12 or JKS.",
+        "Format of the key store: PEM or PKCS12 (JKS, Kafka's default, is a Java "
+        "format a TLS listener refuses at startup).",
         mode=PER_BROKER, listener=True)
 _define("ssl.keystore.location", STRING, None, MEDIUM,
         "Path of the key store holding the server certificate and private key.",
@@ -278,7 +279,8 @@ _define("ssl.keystore.certificate.chain", PASSWORD, None, MEDIUM,
         "The certificate chain, PEM-encoded, that goes with ssl.keystore.key.",
         mode=PER_BROKER, listener=True)
 _define("ssl.truststore.type", STRING, "JKS", MEDIUM,
-        "Format of the trust store: PEM, PKCS12 or JKS.",
+        "Format of the trust store: PEM or PKCS12 (JKS is refused, as for the "
+        "key store).",
         mode=PER_BROKER, listener=True)
 _define("ssl.truststore.location", STRING, None, MEDIUM,
         "Path of the trust store with the CA certificates client certificates "

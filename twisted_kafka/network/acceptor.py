@@ -34,7 +34,7 @@ from twisted.logger import Logger
 from .connection_quotas import ConnectionQuotas, TooManyConnections
 from .connection_events import ConnectionEvent, ConnectionEventKind, ConnectionEvents
 from .connections import ConnectionRegistry
-from .endpoints import SASL_PROTOCOLS, server_endpoint
+from .endpoints import SASL_PROTOCOLS, listen
 from .listeners import EndPoint
 from .close_reasons import CloseReason
 import contextlib
@@ -48,8 +48,10 @@ class Acceptor(ServerFactory):
     noisy = False
 
     def __init__(self, *, endpoint: EndPoint, plane, quotas: ConnectionQuotas, registry: ConnectionRegistry,
-                 reactor, config, processor_class, protected: bool, events: ConnectionEvents | None = None):
+                 reactor, config, processor_class, protected: bool, events: ConnectionEvents | None = None,
+                 tls=None):
         self.endpoint = endpoint
+        self.tls = tls              # the listener's ServerTls (SSL, SASL_SSL), else None
         self.events = events
         self.listener_name = endpoint.listener_name
         self.security_protocol = endpoint.security_protocol
@@ -81,8 +83,8 @@ class Acceptor(ServerFactory):
 
     def listen(self) -> Deferred:
         """Bind the listening socket; connections are accepted once ``enable()`` is called."""
-        ep = server_endpoint(self.reactor, self.endpoint, backlog=self.backlog)
-        return ep.listen(self).addCallback(self._listening)
+        return listen(self.reactor, self.endpoint, self, backlog=self.backlog, tls=self.tls).addCallback(
+            self._listening)
 
     def enable(self) -> None:
         """Start accepting connections (the broker is ready for this listener's plane)."""

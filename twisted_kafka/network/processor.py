@@ -45,7 +45,7 @@ from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet.error import ConnectionDone
-from twisted.internet.interfaces import IPushProducer
+from twisted.internet.interfaces import IHandshakeListener, IPushProducer
 from twisted.internet.protocol import Protocol
 from twisted.logger import Logger
 from zope.interface import implementer
@@ -61,6 +61,7 @@ from twisted_kafka.protocol.connection import (
 )
 
 from .close_reasons import CloseReason
+from .tls import describe_failure
 from .request import (
     ANONYMOUS,
     CloseConnectionResponse,
@@ -107,6 +108,7 @@ class ResponseFlow:
         """The connection is lost; ``connectionLost`` follows and does the cleaning up."""
 
 
+@implementer(IHandshakeListener)
 class Processor(Protocol):
     """The per-connection half of Kafka's SocketServer Processor (see module docstring)."""
 
@@ -238,6 +240,10 @@ class Processor(Protocol):
             else:
                 # Responses already written leave first.  If the transport is over its
                 # limit, it waits for this producer: send_buffer_drained lets it go.
+                # Otherwise the producer goes now: a TLS transport would wait for it.
+                if self._flow is not None and not self.send_backlogged and self.connected:
+                    self._flow = None
+                    self.transport.unregisterProducer()
                 self.transport.loseConnection()
 
     def close_idle(self, max_idle_ms: int) -> None:
@@ -284,7 +290,36 @@ class Processor(Protocol):
         # Graceful: the authentication error response, if any, is flushed first.
         self.close(CloseReason.AUTHENTICATION, None, abort=False)
 
+    def handshakeCompleted(self) -> None:
+        """The TLS handshake is done: on an SSL listener the client certificate names the principal."""
+        tls = self.acceptor.tls
+        if tls is None or self.security_protocol != "SSL":
+            return      # SASL_SSL: the principal is SASL's
+        try:
+            principal = tls.principal(self.transport)
+        except Exception as exc:   # no rule of ssl.principal.mapping.rules applies
+            self.tls_failed(describe_failure(exc) or str(exc))
+            self.close(CloseReason.TLS)
+            return
+        if principal is not None:
+            self.principal = principal
+
+    def tls_failed(self, problem: str) -> None:
+        """The TLS handshake failed (or its certificate names no principal): a failed authentication, as in
+        Kafka (SslAuthenticationException), logged with the peer and closed with reason "tls"."""
+        if self.close_reason is not None:
+            return
+        self.close_reason = CloseReason.TLS
+        self.log.info("TLS handshake failed for connection {connection_id} from {peer} on listener {listener} "
+                      "({plane} plane): {problem}", connection_id=self.connection_id, peer=self.peer,
+                      listener=self.listener_name, plane=self.plane_name, problem=problem)
+        self.acceptor.authentication_failed(self, f"TLS handshake failed: {problem}")
+
     def connectionLost(self, reason=ConnectionDone) -> None:
+        if self.acceptor.tls is not None and self.close_reason is None:
+            problem = describe_failure(reason, getattr(self.transport, "first_bytes", b""))
+            if problem is not None:
+                self.tls_failed(problem)
         self.closing = True
         if self._auth_close_call is not None:
             if self._auth_close_call.active():
@@ -362,7 +397,11 @@ class Processor(Protocol):
                 self.channel.send_request(request)
                 continue
             if isinstance(event, ProtocolViolation):
-                self.close(CloseReason.PROTOCOL_ERROR, event.message)
+                if event.tls_record and self.acceptor.tls is None:
+                    self.close(CloseReason.TLS, f"{event.message} (TLS handshake on a {self.security_protocol} "
+                                                "listener)")
+                else:
+                    self.close(CloseReason.PROTOCOL_ERROR, event.message)
                 return
             if isinstance(event, SaslTokenReceived):
                 # Raw SASL tokens need a SASL listener, which this build does not serve yet.

@@ -40,7 +40,7 @@ from twisted.internet.error import CannotListenError
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
-from twisted_kafka.config import StartupError
+from twisted_kafka.config import ConfigError, StartupError
 from twisted_kafka.metrics import MetricName, MetricsRegistry
 from twisted_kafka.protocol.registry import CONTROLLER_API_KEYS, ApiSpec
 
@@ -48,12 +48,14 @@ from .acceptor import Acceptor
 from .connection_quotas import ConnectionQuotas
 from .connection_events import ConnectionEvents
 from .connections import ConnectionRegistry
+from .endpoints import TLS_PROTOCOLS
 from .listeners import EndPoint, ListenerConfig
 from .close_reasons import CloseReason
 from .processor import ControlPlaneProcessor, DataPlaneProcessor
 from .readiness import ReadinessWatch, readiness_watch
 from .request_channel import RequestChannel
 from .request_metrics import RequestMetrics
+from .tls import ServerTls
 
 CONTROL_PLANE_QUEUE_SIZE = 20  # fixed in Kafka
 
@@ -124,6 +126,9 @@ class SocketServer(Service):
                 "control", "ControlPlane",
                 RequestChannel(plane="control", max_queued_requests=CONTROL_PLANE_QUEUE_SIZE),
                 ControlPlaneProcessor, apis, _everything, request_metrics, readiness=readiness_watch())
+        #: The TLS context of every SSL / SASL_SSL listener (ConfigError now if its keys are unusable).
+        self.tls: dict[str, ServerTls] = {ep.listener_name: ServerTls(config, ep.listener_name, ep.security_protocol)
+                                          for ep in listeners.listeners if ep.security_protocol in TLS_PROTOCOLS}
         self.acceptors: dict[str, Acceptor] = {}
         for ep in listeners.listeners:
             plane = self.data_plane
@@ -132,7 +137,8 @@ class SocketServer(Service):
             self.acceptors[ep.listener_name] = Acceptor(
                 endpoint=ep, plane=plane, quotas=self.quotas, registry=self.registry, reactor=reactor,
                 config=config, processor_class=plane.processor_class,
-                protected=listeners.is_protected(ep.listener_name), events=self.connection_events)
+                protected=listeners.is_protected(ep.listener_name), events=self.connection_events,
+                tls=self.tls.get(ep.listener_name))
         self.max_idle_seconds = config["connections.max.idle.ms"] / 1000.0
         self._reaper: LoopingCall | None = None
         self._register_gauges()
@@ -189,6 +195,19 @@ class SocketServer(Service):
             self._reaper = LoopingCall(self.close_idle_connections)
             self._reaper.clock = self.reactor
             self._reaper.start(interval, now=False)
+
+    def reload_tls(self, config) -> dict[str, str]:
+        """Re-read every TLS listener's key and trust stores (SIGHUP, AlterConfigs): new connections get the
+        new ones, open connections keep theirs.  Returns listener -> "reloaded" / "unchanged" / the error;
+        a listener whose new material is unusable keeps serving the old."""
+        outcome: dict[str, str] = {}
+        for name, tls in self.tls.items():
+            try:
+                outcome[name] = "reloaded" if tls.reload(config) else "unchanged"
+            except ConfigError as exc:
+                self.log.error("TLS of listener {listener} not reloaded: {error}", listener=name, error=exc)
+                outcome[name] = str(exc)
+        return outcome
 
     def enable_request_processing(self, plane: str | None = None) -> None:
         """Start accepting on ``plane``'s listeners ("control" or "data"; None: all)."""

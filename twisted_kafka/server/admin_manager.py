@@ -201,7 +201,7 @@ class AdminManager:
                 entries.append((name, entry, True, None))
                 continue
             entry = config.describe(name)
-            entries.append((name, entry, name not in dynamic, entry.value_string))
+            entries.append((name, entry, not self.dynamic_config.is_dynamic(name), entry.value_string))
         return entries
 
     def check_broker_logger(self, resource_name: str | None) -> None:
@@ -230,6 +230,8 @@ class AdminManager:
         self.dynamic_config.validate(entity, configs)
         if not validate_only:
             await self.controller.alter_broker_configs(entity, configs)
+            if entity != DEFAULT_ENTITY:
+                self.dynamic_config.reload_files()   # a key store updated in place under the same name
 
 
 __all__ = ["AdminManager", "DescribedConfig"]

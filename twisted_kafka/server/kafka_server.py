@@ -87,7 +87,7 @@ from .config_repository import ConfigRepository
 from .connection_event_log import ConnectionEventLog
 from .controller_requests import ControllerRequestGuard, new_broker_epoch
 from .descriptor_budget import descriptor_budget, raise_open_file_limit
-from .dynamic_config import ConnectionLimits, DynamicBrokerConfig, LogDefaults, ProducerIdExpiration
+from .dynamic_config import ConnectionLimits, DynamicBrokerConfig, ListenerTls, LogDefaults, ProducerIdExpiration
 from .kafka_apis import KafkaApis
 from .metadata_cache import MetadataCache
 from .replica_manager import ReplicaManager
@@ -225,6 +225,7 @@ class KafkaServer(MultiService):
         self.dynamic_config.add_reconfigurable(LogDefaults(self.log_manager, self.config_repository))
         self.dynamic_config.add_reconfigurable(ConnectionLimits(self.socket_server.quotas))
         self.dynamic_config.add_reconfigurable(ProducerIdExpiration(self.log_manager))
+        self.dynamic_config.add_reconfigurable(ListenerTls(self.socket_server.tls))
 
         # Subscribed from now on: the controller's connection at startup is an event too.
         self.connection_event_log: ConnectionEventLog | None = None
@@ -264,6 +265,18 @@ class KafkaServer(MultiService):
     def config(self):
         """The running configuration (static keys plus the dynamic broker configs in effect)."""
         return self.dynamic_config.current
+
+    def reload_certificates(self) -> dict[str, str]:
+        """Re-read the key and trust stores of every TLS listener (SIGHUP; the admin endpoint).
+
+        New connections get the new certificates, open ones keep theirs; a
+        listener whose new files are unusable keeps the old ones and says why.
+        Returns listener -> "reloaded" / "unchanged" / the error.
+        """
+        outcome = self.socket_server.reload_tls(self.config)
+        self.log.info("TLS certificates: {outcome}",
+                      outcome=", ".join(f"{name} {what}" for name, what in outcome.items()) or "no TLS listener")
+        return outcome
 
     # -- a ZooKeeper cluster ----------------------------------------------------------------
 

@@ -161,7 +161,7 @@ class InMemoryChannels:
 
     # -- the ControllerChannelManager interface -----------------------------------------
 
-    def add_broker(self, broker_id: int, host: str, port: int) -> None:
+    def add_broker(self, broker_id: int, host: str, port: int, **listener) -> None:
         assert broker_id in self.brokers, f"broker {broker_id} has no KafkaApis here"
 
     def remove_broker(self, broker_id: int) -> None:
