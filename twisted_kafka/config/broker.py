@@ -709,6 +709,40 @@ _define("connection.events.enable", BOOLEAN, True, LOW,
         "and cleanup.policy=delete; retention follows log.retention.*.",
         extension=True)
 
+_define("quota.ip.connection.creation.rate", STRING, "", MEDIUM,
+        "Connection creation rates per client IP (KIP-612's connection_creation_rate "
+        "of the ip entity), as address:rate pairs separated by commas, <default> "
+        "naming the rate of every address without its own. A connection from an "
+        "address over its rate is closed at once. Set with AlterClientQuotas or the "
+        "admin REST endpoint's PUT /v1/quotas, which store it as a cluster-wide "
+        "dynamic broker config (Kafka keeps these quotas under /config/ips).",
+        mode=CLUSTER_WIDE, extension=True)
+_define("admin.rest.listener", STRING, "http://127.0.0.1:9644", MEDIUM,
+        "Where the admin REST endpoint listens (connection statistics, "
+        "connection quotas, Prometheus metrics at /metrics, health checks, a "
+        "dashboard at /): http://host:port or https://host:port (with "
+        "admin.rest.ssl.keystore.location). Port 0 lets the kernel pick; the "
+        "port bound is logged. Empty: no admin endpoint. A non-loopback address "
+        "needs admin.rest.auth.token (or its file) or https.",
+        extension=True)
+_define("admin.rest.auth.token", PASSWORD, None, MEDIUM,
+        "Bearer token the admin REST endpoint requires (Authorization: Bearer "
+        "<token>) for every call but the health checks. Unset: read-only calls "
+        "are open and changes are refused.",
+        extension=True)
+_define("admin.rest.auth.token.file", STRING, None, MEDIUM,
+        "File holding admin.rest.auth.token (surrounding whitespace ignored), "
+        "read at startup; used when admin.rest.auth.token is not set.",
+        extension=True)
+_define("admin.rest.ssl.keystore.location", STRING, None, MEDIUM,
+        "PEM file with the admin REST endpoint's certificate (chain) and private "
+        "key, for an https:// admin.rest.listener.",
+        extension=True)
+_define("admin.rest.ssl.truststore.location", STRING, None, MEDIUM,
+        "PEM file of CA certificates: when set, https clients of the admin REST "
+        "endpoint must present a certificate signed by one of them.",
+        extension=True)
+
 #: Per-mechanism keys a Kafka broker reads *only* in the form
 #: listener.name.<l>.<mechanism>.<key>; the listener-level form is ignored.
 MECHANISM_PREFIX_REQUIRED = frozenset(

@@ -183,9 +183,9 @@ class Acceptor(ServerFactory):
             slot = self.quotas.inc(self.listener_name, processor.client_host)
         except TooManyConnections as exc:
             self.log.info("Rejected connection from {peer} on listener {listener}: {reason} "
-                          "(max.connections.per.ip)", peer=processor.peer, listener=self.listener_name,
-                          reason=exc)
-            self._emit(ConnectionEventKind.REJECTED, processor, "max.connections.per.ip")
+                          "({quota})", peer=processor.peer, listener=self.listener_name,
+                          reason=exc, quota=exc.quota)
+            self._emit(ConnectionEventKind.REJECTED, processor, exc.quota)
             return False
         processor.admit(slot)
         self._emit(ConnectionEventKind.ACCEPTED, processor)

@@ -138,6 +138,9 @@ class Processor(Protocol):
         self._inflight: Request | None = None
         self._waiting_for_room = False
         self.last_active = acceptor.reactor.seconds()
+        self.connected_at = self.last_active   # wall-clock seconds (the reactor's clock)
+        self.bytes_in = 0              # bytes read from the socket, for operators
+        self.bytes_out = 0             # response bytes handed to the transport
         self._auth_close_call = None   # pending delayed close after a failed authentication
         self._muted = False            # the transport is paused (not read)
         self._fd: int | None = None    # the socket's descriptor, for the plane's ReadinessWatch
@@ -160,6 +163,14 @@ class Processor(Protocol):
         """A request is being handled, or is read and waiting for room in the channel, or a
         delayed close is pending: the idle reaper must not close this connection."""
         return self._inflight is not None or self._waiting_for_room or self._auth_close_call is not None
+
+    @property
+    def inflight_api(self) -> str | None:
+        """The name of the API whose request is being handled now, if any."""
+        request = self._inflight
+        if request is None:
+            return None
+        return request.spec.name if request.spec is not None else f"ApiKey{request.api_key}"
 
     @property
     def requests_received(self) -> int:
@@ -216,7 +227,7 @@ class Processor(Protocol):
         """The quotas admitted this connection (at accept time, or later for a parked one)."""
         self.slot = slot
         was_parked, self.parked = self.parked, False
-        self.last_active = self.acceptor.reactor.seconds()
+        self.last_active = self.connected_at = self.acceptor.reactor.seconds()
         self.acceptor.registry.add(self)
         self.channel.register_connection(self)
         if was_parked and self.connected:
@@ -340,6 +351,7 @@ class Processor(Protocol):
     # -- receiving ----------------------------------------------------------------------
 
     def dataReceived(self, data: bytes) -> None:
+        self.bytes_in += len(data)
         self.last_active = self.acceptor.reactor.seconds()
         self.acceptor.registry.touch(self)
         self.connection.receive_data(data)
@@ -490,6 +502,7 @@ class Processor(Protocol):
         request.response_dequeue_ns = perf_counter_ns()
         chunks = response.chunks if not isinstance(response, NoOpResponse) else ()
         if chunks and self.connected and not self.closing:
+            self.bytes_out += sum(len(chunk) for chunk in chunks)
             if all(type(chunk) is bytes for chunk in chunks):
                 self.transport.writeSequence(chunks)
             else:

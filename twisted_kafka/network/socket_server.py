@@ -47,6 +47,7 @@ from twisted_kafka.protocol.registry import CONTROLLER_API_KEYS, ApiSpec
 from .acceptor import Acceptor
 from .connection_quotas import ConnectionQuotas
 from .connection_events import ConnectionEvents
+from .connection_stats import ConnectionStats
 from .connections import ConnectionRegistry
 from .endpoints import TLS_PROTOCOLS
 from .listeners import EndPoint, ListenerConfig
@@ -58,6 +59,28 @@ from .request_metrics import RequestMetrics
 from .tls import ServerTls
 
 CONTROL_PLANE_QUEUE_SIZE = 20  # fixed in Kafka
+
+@dataclass(frozen=True, slots=True)
+class LiveConnection:
+    """One open connection as operators see it (a snapshot, not the connection)."""
+
+    connection_id: str           # Kafka's local-remote-index form
+    listener: str
+    plane: str
+    security_protocol: str
+    client_host: str
+    client_port: int
+    principal: str
+    client_id: str | None
+    client_software_name: str | None      # from ApiVersions v3+
+    client_software_version: str | None
+    connected_since: float       # seconds since the epoch (the reactor's clock)
+    idle_ms: int
+    requests: int
+    bytes_in: int
+    bytes_out: int
+    inflight_api: str | None
+
 
 class ServedApis(Protocol):
     """What the API layer tells the network layer: which APIs have handlers, at which versions."""
@@ -112,6 +135,8 @@ class SocketServer(Service):
         self.quotas = ConnectionQuotas(config, listeners, reactor)
         self.registry = ConnectionRegistry()
         self.connection_events = ConnectionEvents()   # every accept, rejection and close, for subscribers
+        self.connection_stats = ConnectionStats()     # their running totals, for operators
+        self.connection_events.subscribe(self.connection_stats)
         request_metrics = RequestMetrics(metrics)
         has_control_plane = listeners.control_plane_listener is not None
         self.data_plane = Plane(
@@ -228,6 +253,32 @@ class SocketServer(Service):
                 ep = EndPoint(ep.listener_name, ep.host, acceptor.bound_port, ep.security_protocol)
             result.append(ep)
         return tuple(result)
+
+    # -- what operators see and do (the admin endpoint) ----------------------------------
+
+    def live_connections(self) -> list[LiveConnection]:
+        """Every admitted open connection, least recently active first."""
+        now = self.reactor.seconds()
+        return [LiveConnection(
+            connection_id=p.connection_id, listener=p.listener_name, plane=p.plane_name,
+            security_protocol=p.security_protocol, client_host=p.client_host, client_port=p.client_port,
+            principal=p.principal, client_id=p.client_id, client_software_name=p.client_software_name,
+            client_software_version=p.client_software_version, connected_since=p.connected_at,
+            idle_ms=max(0, int((now - p.last_active) * 1000)), requests=p.requests_received,
+            bytes_in=p.bytes_in, bytes_out=p.bytes_out, inflight_api=p.inflight_api)
+            for p in self.registry if not p.closing]
+
+    def close_connection(self, connection_id: str, reason: str = CloseReason.ADMIN) -> bool:
+        """Close the open connection ``connection_id`` for ``reason``; False if there is none."""
+        processor = self.registry.get(connection_id)
+        if processor is None or processor.closing:
+            return False
+        processor.close(reason, f"closed by an operator ({reason})")
+        return True
+
+    def listener_planes(self) -> dict[str, str]:
+        """Each listener's plane ("data" or "control")."""
+        return {name: acceptor.plane.name for name, acceptor in self.acceptors.items()}
 
     def bound_port(self, listener_name: str) -> int:
         return self.acceptors[listener_name.upper()].bound_port

@@ -36,6 +36,10 @@ from kafka.protocol.admin import (
     ListGroupsRequest, ListGroupsResponse,
     ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
 )
+from kafka.protocol.admin.client_quotas import (
+    AlterClientQuotasRequest, AlterClientQuotasResponse,
+    DescribeClientQuotasRequest, DescribeClientQuotasResponse,
+)
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer import (
     FetchRequest, FetchResponse,
@@ -169,6 +173,8 @@ MESSAGE_CLASSES: dict[int, tuple[type[ApiMessage], type[ApiMessage]]] = {
         (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
         (AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse),
         (ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse),
+        (DescribeClientQuotasRequest, DescribeClientQuotasResponse),
+        (AlterClientQuotasRequest, AlterClientQuotasResponse),
         (DescribeClusterRequest, DescribeClusterResponse),
     )
 }

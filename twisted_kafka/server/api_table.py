@@ -34,6 +34,7 @@ from .handlers.create_partitions import CreatePartitionsHandler
 from .handlers.create_topics import CreateTopicsHandler
 from .handlers.delete_records import DeleteRecordsHandler
 from .handlers.delete_topics import DeleteTopicsHandler
+from .handlers.client_quotas import AlterClientQuotasHandler, DescribeClientQuotasHandler
 from .handlers.describe_cluster import DescribeClusterHandler
 from .handlers.describe_configs import DescribeConfigsHandler
 from .handlers.elect_leaders import ElectLeadersHandler
@@ -95,6 +96,8 @@ def _handlers(*, advertised_keys, replica_manager, metadata_cache, admin_manager
         AlterConfigsHandler(admin_manager),
         IncrementalAlterConfigsHandler(admin_manager),
         DescribeClusterHandler(metadata_cache),
+        DescribeClientQuotasHandler(admin_manager),
+        AlterClientQuotasHandler(admin_manager),
         FindCoordinatorHandler(offsets_topic, metadata_cache),
         JoinGroupHandler(groups),
         SyncGroupHandler(groups),

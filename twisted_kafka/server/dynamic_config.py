@@ -30,13 +30,34 @@ from twisted.logger import Logger
 
 from twisted_kafka.config import BROKER_CONFIG, ConfigError, ConfigSource, KafkaConfig
 from twisted_kafka.config.prefixes import LISTENER_PREFIX, NotAListenerKey, split_listener_key
-from twisted_kafka.network.connection_quotas import resolve_ip_overrides
+from twisted_kafka.network.connection_quotas import parse_ip_rates, resolve_ip_overrides
 from twisted_kafka.network.tls import RECONFIGURABLE_KEYS
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
 log = Logger(namespace="twisted_kafka.server.DynamicBrokerConfig")
 
 DEFAULT_ENTITY = ""   # the cluster-default resource (empty broker name)
+_DYNAMIC_SOURCES = (ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, ConfigSource.DYNAMIC_BROKER_CONFIG)
+
+
+#: Broker keys that may also be set for one listener (``listener.name.<l>.<key>``), as
+#: Kafka's DynamicListenerConfig allows besides the TLS/SASL keys (KIP-402, KIP-612).
+LISTENER_LEVEL_KEYS = frozenset({"max.connections", "max.connection.creation.rate"})
+
+
+def base_key(name: str) -> str:
+    """The broker key a ``listener.name.<l>.<key>`` name sets per listener (the name itself otherwise)."""
+    try:
+        parsed = split_listener_key(name, BROKER_CONFIG)
+    except NotAListenerKey:
+        return name
+    return name if parsed is None else parsed.key
+
+
+def _listener_entries(config: KafkaConfig, keys: frozenset[str]) -> dict:
+    """The dynamic layers' per-listener values of ``keys`` (what a listener-level change changes)."""
+    return {(source, name): value for source in _DYNAMIC_SOURCES
+            for name, value in config.layer(source).items() if name != base_key(name) and base_key(name) in keys}
 _BROKER_ID = re.compile(r"-?[0-9]+")
 
 
@@ -104,10 +125,12 @@ class DynamicBrokerConfig:
 
     def is_dynamic(self, name: str) -> bool:
         """Whether config ``name`` (a broker key or a per-listener key) may change at runtime."""
-        base = _base_key(name)
+        base = base_key(name)
         if base in self.listener_only_keys:
             return base != name
-        return base == name and name in self.dynamic_keys
+        if base != name:
+            return base in LISTENER_LEVEL_KEYS and base in self.dynamic_keys
+        return name in self.dynamic_keys
 
     def reload_files(self) -> None:
         """Let components re-read files their (unchanged) configs name: an AlterConfigs of this broker."""
@@ -157,7 +180,7 @@ class DynamicBrokerConfig:
         if refused:
             raise KafkaError(ErrorCode.INVALID_REQUEST,
                              f"Cannot update these configs dynamically: {', '.join(refused)}")
-        per_broker = sorted(name for name in values if name != _base_key(name) and _base_key(name) in listener_only)
+        per_broker = sorted(name for name in values if name != base_key(name) and base_key(name) in listener_only)
         if entity == DEFAULT_ENTITY and per_broker:
             raise KafkaError(ErrorCode.INVALID_REQUEST, "Cannot update these configs at default cluster level, "
                                                         f"broker id must be specified: {', '.join(per_broker)}")
@@ -203,7 +226,8 @@ class DynamicBrokerConfig:
     def _affected(self, new: KafkaConfig, old: KafkaConfig | None = None) -> list[Reconfigurable]:
         old = self.current if old is None else old
         return [c for c in self._reconfigurables
-                if any(_key_state(old, key) != _key_state(new, key) for key in c.reconfigurable_keys)]
+                if any(_key_state(old, key) != _key_state(new, key) for key in c.reconfigurable_keys)
+                or _listener_entries(old, c.reconfigurable_keys) != _listener_entries(new, c.reconfigurable_keys)]
 
     def _switch_to(self, config: KafkaConfig) -> None:
         dynamic = (ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, ConfigSource.DYNAMIC_BROKER_CONFIG)
@@ -221,19 +245,10 @@ class DynamicBrokerConfig:
         log.info("Dynamic broker configs in effect: {keys}", keys=", ".join(changed) or "none")
 
 
-def _base_key(name: str) -> str:
-    """The broker key a per-listener name (``listener.name.<l>.<key>``) sets; other names as they are."""
-    try:
-        parsed = split_listener_key(name, BROKER_CONFIG)
-    except NotAListenerKey:
-        return name
-    return name if parsed is None else parsed.key
-
-
 def _key_state(config: KafkaConfig, key: str) -> tuple:
     """``key``'s value and every per-listener value of it: what a change of the key means."""
     overrides = sorted((name, str(value)) for name, value in config.originals.items()
-                       if name != key and name.startswith(LISTENER_PREFIX) and _base_key(name) == key)
+                       if name != key and name.startswith(LISTENER_PREFIX) and base_key(name) == key)
     return (config[key], tuple(overrides))
 
 
@@ -271,17 +286,21 @@ class ConnectionLimits:
 
     A lower limit applies to the next connection -- existing ones stay open, as
     in Kafka -- and a listener paused at the old ``max.connections`` resumes at
-    once when the limit rises.
+    once when the limit rises.  ``max.connections`` and
+    ``max.connection.creation.rate`` may also be set per listener
+    (``listener.name.<l>.``), as Kafka's ``DynamicListenerConfig`` allows.
     """
 
     reconfigurable_keys = frozenset({"max.connections", "max.connections.per.ip",
-                                     "max.connections.per.ip.overrides"})
+                                     "max.connections.per.ip.overrides", "max.connection.creation.rate",
+                                     "quota.ip.connection.creation.rate"})
 
     def __init__(self, quotas):
         self._quotas = quotas
 
     def validate_reconfiguration(self, config: KafkaConfig) -> None:
         resolve_ip_overrides(config)   # a host that does not resolve is a ConfigError
+        parse_ip_rates(config["quota.ip.connection.creation.rate"])
 
     def reconfigure(self, config: KafkaConfig) -> None:
         self._quotas.update_limits(config)

@@ -56,6 +56,8 @@ from twisted.internet.defer import Deferred, ensureDeferred, maybeDeferred
 from twisted.logger import Logger, LogLevel
 from twisted.python.threadpool import ThreadPool
 
+from twisted_kafka.admin import AdminRestService, AdminRestSettings
+from twisted_kafka.admin.web import AdminBackend
 from twisted_kafka.config import ConfigError, StartupError
 from twisted_kafka.controller.client import ControllerClient
 from twisted_kafka.security.authorizer import AclAuthorizer
@@ -248,18 +250,29 @@ class KafkaServer(MultiService):
                                                 replica_manager=self.replica_manager, controller=controller,
                                                 reactor=reactor)
         event_log = [] if self.connection_event_log is None else [self.connection_event_log]
+        # The admin REST endpoint starts right after the pool: its health checks answer (not
+        # ready) while the logs load, and a bad admin.rest.* setting stops startup early.
+        self.admin_rest: AdminRestService | None = None
+        admin_settings = AdminRestSettings.from_config(config)
+        if admin_settings is not None:
+            self.admin_rest = AdminRestService(admin_settings, AdminBackend(
+                socket_server=self.socket_server, admin_manager=self.admin_manager,
+                dynamic_config=self.dynamic_config, metrics=self.metrics, broker_id=broker_id,
+                readiness=self.readiness), reactor)
+        admin = [] if self.admin_rest is None else [self.admin_rest]
         if cluster:
             assert self.zk is not None and self.registration is not None
-            children = (self.io_threads, ZooKeeperSession(self.zk), self.log_manager, self.group_coordinator,
+            children = (self.io_threads, *admin, ZooKeeperSession(self.zk), self.log_manager, self.group_coordinator,
                         *pools, self.socket_server, self.registration, controller_service, *event_log,
                         self.lifecycle)
         else:
-            children = (self.io_threads, self.log_manager, self.group_coordinator, *pools, self.socket_server,
+            children = (self.io_threads, *admin, self.log_manager, self.group_coordinator, *pools, self.socket_server,
                         controller_service, *event_log, self.lifecycle)
         for child in children:
             child.setServiceParent(self)
         self.started: Deferred = Deferred()
         self._startup_failed = False
+        self._children_started: set[int] = set()   # id() of each child whose startService finished
 
     @property
     def config(self):
@@ -277,6 +290,17 @@ class KafkaServer(MultiService):
         self.log.info("TLS certificates: {outcome}",
                       outcome=", ".join(f"{name} {what}" for name, what in outcome.items()) or "no TLS listener")
         return outcome
+
+    def readiness(self) -> dict[str, bool]:
+        """What ``/v1/health/ready`` checks: the logs loaded (recovered after a crash), every
+        listener bound and accepting, and the broker not shutting down."""
+        acceptors = self.socket_server.acceptors.values()
+        return {
+            "log_recovered": id(self.log_manager) in self._children_started,
+            "listeners_bound": all(a.port is not None for a in acceptors),
+            "accepting": id(self.lifecycle) in self._children_started and all(a.enabled for a in acceptors),
+            "running": bool(self.running) and not self._startup_failed and self.socket_server.data_plane.open,
+        }
 
     # -- a ZooKeeper cluster ----------------------------------------------------------------
 
@@ -377,13 +401,16 @@ class KafkaServer(MultiService):
         self.log.info("{budget}", budget=self.descriptors.describe())
         for child in self:
             await maybeDeferred(child.startService)
+            self._children_started.add(id(child))
             if child is self.log_manager:
                 self._check_budget()
-        self.log.info("Broker {broker_id} of cluster {cluster_id} started in {elapsed:.3f}s; listeners: {listeners}",
-                      broker_id=self.broker.broker_id, cluster_id=self.broker.cluster_id,
+        admin = f"; admin REST: {self.admin_rest.url}" if self.admin_rest is not None else ""
+        self.log.info("Broker {broker_id} of cluster {cluster_id} started in {elapsed:.3f}s; listeners: {listeners}"
+                      "{admin}", broker_id=self.broker.broker_id, cluster_id=self.broker.cluster_id,
                       elapsed=monotonic() - began,
                       listeners=", ".join(f"{name}={a.bound_address}({a.plane.name})"
-                                          for name, a in self.socket_server.acceptors.items()))
+                                          for name, a in self.socket_server.acceptors.items()),
+                      admin=admin)
 
     def _check_budget(self) -> None:
         hosted, budget = len(self.log_manager.all_logs()), self.descriptors.partitions
