@@ -244,3 +244,16 @@ def test_offset_for_leader_epoch_needs_cluster_action_or_describe(node):
     grant(node, allow(CLUSTER, "kafka-cluster", Op.CLUSTER_ACTION, principal=BOB))
     body = node.call(request, 4, principal=BOB)
     assert {t.topic: t.partitions[0].error_code for t in body.topics} == {"t": 0, "secret": 0}
+
+
+def test_client_quotas_need_describe_and_alter_configs_on_the_cluster(node):
+    from .test_client_quotas import alter_quotas, describe_quotas
+
+    describe = describe_quotas([("ip", 2, None)])
+    assert node.call(describe, 1, principal=ALICE).error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    alter = alter_quotas([([("ip", "10.0.0.1")], [("connection_creation_rate", 5.0, False)])])
+    body = node.call(alter, 1, principal=ALICE)
+    assert [e.error_code for e in body.entries] == [ErrorCode.CLUSTER_AUTHORIZATION_FAILED]
+    grant(node, allow(CLUSTER, "kafka-cluster", Op.ALTER_CONFIGS))     # implies DESCRIBE_CONFIGS
+    assert [e.error_code for e in node.call(alter, 1, principal=ALICE).entries] == [ErrorCode.NONE]
+    assert node.call(describe, 1, principal=ALICE).error_code == ErrorCode.NONE
