@@ -23,6 +23,7 @@ __all__ = [
     "SECURITY_PROTOCOLS",
     "COMPRESSION_TYPES",
     "MECHANISM_PREFIX_REQUIRED",
+    "AUTHORIZER_CLASS_NAMES",
 ]
 
 HIGH, MEDIUM, LOW = Importance.HIGH, Importance.MEDIUM, Importance.LOW
@@ -363,15 +364,26 @@ _define("sasl.server.max.receive.size", INT, 524288, MEDIUM,
 
 # --------------------------------------------------------------------------
 _group = "Authorization"
+#: Values of authorizer.class.name that enable the ACL authorizer: Kafka's ZooKeeper-mode and KRaft-mode
+#: class names (either gives the same ACL semantics here) and this project's own.
+AUTHORIZER_CLASS_NAMES = (
+    "kafka.security.authorizer.AclAuthorizer",
+    "kafka.security.auth.SimpleAclAuthorizer",
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "twisted_kafka.security.authorizer.AclAuthorizer",
+)
 _define("authorizer.class.name", STRING, "", LOW,
-        "Authorizer checking each request against ACLs; empty disables "
-        "authorization (everything is allowed).")
+        "The authorizer checking every request against the cluster's ACLs: "
+        "one of the ACL authorizer's names (Kafka's class names are "
+        "accepted); empty disables authorization (everything is allowed, "
+        "and the ACL APIs answer SECURITY_DISABLED).",
+        validator=one_of("", *AUTHORIZER_CLASS_NAMES))
 _define("allow.everyone.if.no.acl.found", BOOLEAN, False, MEDIUM,
-        "Read by the ACL authorizer: allow access to a resource that has no "
-        "matching ACL at all.")
+        "Read by the ACL authorizer: allow any principal every operation on "
+        "a resource that no ACL applies to at all.")
 _define("super.users", STRING, None, MEDIUM,
-        "Read by the ACL authorizer: principals allowed everything, separated "
-        "by semicolons (User:admin;User:broker).")
+        "Read by the ACL authorizer: principals allowed everything whatever "
+        "the ACLs say, separated by semicolons (User:admin;User:broker).")
 
 # --------------------------------------------------------------------------
 _group = "Log"

@@ -60,6 +60,7 @@ from twisted_kafka.admin import AdminRestService, AdminRestSettings
 from twisted_kafka.admin.web import AdminBackend
 from twisted_kafka.config import ConfigError, StartupError
 from twisted_kafka.controller.client import ControllerClient
+from twisted_kafka.security.authorizer import AclAuthorizer
 from twisted_kafka.controller.cluster_client import ClusterControllerClient
 from twisted_kafka.controller.controller_service import ControllerService
 from twisted_kafka.controller.kafka_controller import LiveBroker
@@ -81,6 +82,7 @@ from twisted_kafka.zk.registration import BrokerRegistration
 
 from .admin_manager import AdminManager
 from .api_table import broker_handlers
+from .authorization import Authorization
 from .broker_lifecycle import BrokerLifecycleManager
 from .broker_metadata import BrokerMetadata, LogDirLocks, generate_cluster_id, load_or_create
 from .cluster_view import LocalClusterView
@@ -214,13 +216,14 @@ class KafkaServer(MultiService):
         self.group_coordinator = GroupCoordinatorService(
             config=config, replica_manager=self.replica_manager, admin_manager=self.admin_manager,
             metadata_cache=self.metadata_cache, reactor=reactor, broker_id=broker_id)
+        self.authorization = Authorization(AclAuthorizer.from_config(config))
         for handler in broker_handlers(
                 advertised_keys=lambda context: self.socket_server.plane(context.plane).served_keys(),
                 replica_manager=self.replica_manager, metadata_cache=self.metadata_cache,
                 admin_manager=self.admin_manager, config_repository=self.config_repository,
                 dynamic_config=self.dynamic_config, controller=controller, controller_guard=self.controller_guard,
                 group_coordinator=self.group_coordinator.coordinator, offsets_topic=self.group_coordinator,
-                producer_ids=self.producer_ids, clock=reactor):
+                producer_ids=self.producer_ids, clock=reactor, authorization=self.authorization):
             self.apis.register(handler)
         self.dynamic_config.add_reconfigurable(LogDefaults(self.log_manager, self.config_repository))
         self.dynamic_config.add_reconfigurable(self.log_manager.cleaner)        # log.cleaner.threads, ...
