@@ -13,6 +13,7 @@ from twisted_kafka.controller.client import ControllerClient
 from twisted_kafka.coordinator.group.coordinator import GroupCoordinator
 from twisted_kafka.coordinator.group.service import GroupCoordinatorService
 from twisted_kafka.network.request import RequestContext
+from twisted_kafka.sasl.credential_store import ScramCredentialStore
 
 from .admin_manager import AdminManager
 from .api_handler import ApiHandler
@@ -44,6 +45,8 @@ from .handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
 from .handlers.offsets import OffsetCommitHandler, OffsetDeleteHandler, OffsetFetchHandler
 from .handlers.produce import ProduceHandler
 from .handlers.reassignments import AlterPartitionReassignmentsHandler, ListPartitionReassignmentsHandler
+from .handlers.sasl import SaslAuthenticateHandler, SaslHandshakeHandler
+from .handlers.scram_credentials import AlterUserScramCredentialsHandler, DescribeUserScramCredentialsHandler
 from .metadata_cache import MetadataCache
 from .replica_manager import ReplicaManager
 
@@ -52,7 +55,8 @@ def broker_handlers(*, advertised_keys: Callable[[RequestContext], list[int]], r
                     metadata_cache: MetadataCache, admin_manager: AdminManager, config_repository: ConfigRepository,
                     dynamic_config: DynamicBrokerConfig, controller: ControllerClient,
                     controller_guard: ControllerRequestGuard, group_coordinator: GroupCoordinator,
-                    offsets_topic: GroupCoordinatorService, clock) -> list[ApiHandler]:
+                    offsets_topic: GroupCoordinatorService, clock,
+                    scram_store: ScramCredentialStore) -> list[ApiHandler]:
     groups = group_coordinator
     return [
         ApiVersionsHandler(advertised_keys),
@@ -87,6 +91,10 @@ def broker_handlers(*, advertised_keys: Callable[[RequestContext], list[int]], r
         ElectLeadersHandler(admin_manager),
         AlterPartitionReassignmentsHandler(admin_manager),
         ListPartitionReassignmentsHandler(admin_manager),
+        SaslHandshakeHandler(),
+        SaslAuthenticateHandler(),
+        DescribeUserScramCredentialsHandler(scram_store),
+        AlterUserScramCredentialsHandler(scram_store),
     ]
 
 
