@@ -1,0 +1,93 @@
+"""SCRAM on bytes: RFC 7677's test vector, Kafka's failure messages, and the credentials' forms."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from twisted_kafka.sasl.credential_store import InMemoryScramCredentialStore
+from twisted_kafka.sasl.errors import AuthenticationFailed
+from twisted_kafka.sasl.scram import ScramServer
+from twisted_kafka.sasl.scram_credentials import (
+    SCRAM_SHA_256,
+    SCRAM_SHA_512,
+    ScramCredential,
+    credential_from_password,
+    credential_from_salted_password,
+    salted_password,
+)
+
+# RFC 7677 section 3: user "user", password "pencil".
+SALT = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
+CLIENT_FIRST = b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO"
+SERVER_NONCE = "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0"
+SERVER_FIRST = b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"
+CLIENT_FINAL = (b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
+                b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=")
+SERVER_FINAL = b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
+
+
+def rfc_store():
+    return InMemoryScramCredentialStore(
+        {"user": {"SCRAM-SHA-256": credential_from_password(SCRAM_SHA_256, "pencil", 4096, salt=SALT)}})
+
+
+def test_rfc_7677_exchange():
+    server = ScramServer(SCRAM_SHA_256, rfc_store(), server_nonce=SERVER_NONCE)
+    assert server.evaluate(CLIENT_FIRST) == SERVER_FIRST
+    assert not server.complete
+    assert server.evaluate(CLIENT_FINAL) == SERVER_FINAL
+    assert server.complete and server.user == "user"
+
+
+def test_a_wrong_proof_fails_with_kafkas_generic_message():
+    server = ScramServer(SCRAM_SHA_256, rfc_store(), server_nonce=SERVER_NONCE)
+    server.evaluate(CLIENT_FIRST)
+    with pytest.raises(AuthenticationFailed) as failed:
+        server.evaluate(CLIENT_FINAL.replace(b"p=dHzb", b"p=AAAA"))
+    assert failed.value.client_message == ("Authentication failed during authentication due to invalid credentials "
+                                           "with SASL mechanism SCRAM-SHA-256")
+    assert "invalid proof for user 'user'" in failed.value.reason
+
+
+def test_an_unknown_user_fails_alike_for_the_client_and_is_named_in_the_log():
+    server = ScramServer(SCRAM_SHA_256, rfc_store())
+    with pytest.raises(AuthenticationFailed) as failed:
+        server.evaluate(b"n,,n=mallory,r=abcdef")
+    assert failed.value.client_message.startswith("Authentication failed during authentication due to invalid")
+    assert "unknown user 'mallory'" in failed.value.reason
+
+
+def test_a_credential_for_another_mechanism_does_not_authenticate():
+    server = ScramServer(SCRAM_SHA_512, rfc_store())
+    with pytest.raises(AuthenticationFailed):
+        server.evaluate(b"n,,n=user,r=abcdef")
+
+
+def test_delegation_tokens_are_refused():
+    server = ScramServer(SCRAM_SHA_256, rfc_store())
+    with pytest.raises(AuthenticationFailed, match="delegation tokens"):
+        server.evaluate(b"n,,n=user,r=abcdef,tokenauth=true")
+
+
+def test_an_authorization_id_is_refused():
+    """Kafka accepts one equal to the user name; no client of Kafka's sends one, and scramp refuses any."""
+    server = ScramServer(SCRAM_SHA_256, rfc_store())
+    with pytest.raises(AuthenticationFailed, match="authzid"):
+        server.evaluate(b"n,a=admin,n=user,r=abcdef")
+
+
+def test_credential_from_the_salted_password_equals_the_one_from_the_password():
+    salted = salted_password(SCRAM_SHA_512, "secret", b"salt" * 8, 4096)
+    assert credential_from_salted_password(SCRAM_SHA_512, b"salt" * 8, salted, 4096) == \
+        credential_from_password(SCRAM_SHA_512, "secret", 4096, salt=b"salt" * 8)
+
+
+def test_the_text_form_is_kafkas():
+    credential = credential_from_password(SCRAM_SHA_256, "pencil", 4096, salt=SALT)
+    text = credential.to_text()
+    assert text.startswith("salt=W22ZaJ0SNY7soEsUEjb6gQ==,stored_key=") and text.endswith(",iterations=4096")
+    assert ScramCredential.from_text(text) == credential
+    with pytest.raises(ValueError):
+        ScramCredential.from_text("salt=###,iterations=1")
