@@ -122,7 +122,9 @@ class AlterUserScramCredentialsHandler(ApiHandler):
                 fail(user, ErrorCode.DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same "
                                                          "request")
         for deletion in body.deletions:
-            if deletion.name not in errors and self.credentials.get(deletion.name, BY_TYPE[deletion.mechanism].name) is None:
+            if deletion.name in errors:
+                continue
+            if self.credentials.get(deletion.name, BY_TYPE[deletion.mechanism].name) is None:
                 fail(deletion.name, ErrorCode.RESOURCE_NOT_FOUND,
                      "Attempt to delete a user credential that does not exist")
 
