@@ -22,6 +22,9 @@ REPLICATION = "replication between brokers is not built yet (cluster issue)"
 ZOOKEEPER = ("the ZooKeeper client (kazoo) pipelines requests without a limit of its own; the session "
              "keys (zookeeper.connect, zookeeper.session.timeout.ms, zookeeper.connection.timeout.ms, "
              "zookeeper.set.acl) take effect")
+SASL = ("SASL offers PLAIN and SCRAM-SHA-256/512 (sasl.enabled.mechanisms, the PLAIN users of "
+        "listener.name.<l>.plain.sasl.jaas.config, sasl.server.max.receive.size); GSSAPI, OAUTHBEARER, pluggable "
+        "SASL classes and the broker's own SASL client (inter-broker) are not built")
 COMPACTION = "log compaction (cleanup.policy=compact) is not built yet"
 METRICS = "metrics are kept under Kafka's names; reporters and sampling are not configurable yet"
 REACTOR = ("the reactor's single thread does all socket I/O, so there are no network threads to size "
@@ -33,7 +36,7 @@ BACKGROUND = "background work runs on the reactor and the I/O thread pool (sized
 
 _PREFIXES = {
     "ssl.": SECURITY,
-    "sasl.": SECURITY,
+    "sasl.": SASL,
     "transaction.": TRANSACTIONS,
     "replica.": REPLICATION,
     "zookeeper.": ZOOKEEPER,
@@ -84,9 +87,10 @@ def deprecation(name: str) -> str | None:
     return entry[0] if entry else None
 
 
-# Read although a prefix above matches: the ZooKeeper session's keys (cluster mode).
+# Read although a prefix above matches: the ZooKeeper session's keys (cluster mode) and SASL's.
 _EFFECTIVE = frozenset({"zookeeper.connect", "zookeeper.session.timeout.ms", "zookeeper.connection.timeout.ms",
-                        "zookeeper.set.acl"})
+                        "zookeeper.set.acl",
+                        "sasl.enabled.mechanisms", "sasl.jaas.config", "sasl.server.max.receive.size"})
 
 
 def not_effective_reason(name: str) -> str | None:

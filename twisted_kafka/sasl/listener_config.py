@@ -15,7 +15,7 @@ Kafka's keys, resolved per listener as Kafka resolves them:
 
 The listener the controller connects to (``control.plane.listener.name``, or
 ``inter.broker.listener.name``) cannot be a SASL listener yet: the broker's
-own client does not authenticate (``sasl.mechanism.inter.broker.protocol``).
+own client does not authenticate yet (Kafka's ``sasl.mechanism.inter.broker.protocol``).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def sasl_server_configs(config, listeners, scram_store: ScramCredentialStore | N
             continue
         name = endpoint.listener_name
         if name in (controller_listener, listeners.inter_broker_listener_name):
-            raise ConfigError("sasl.mechanism.inter.broker.protocol",
+            raise ConfigError("inter.broker.listener.name",
                               f"listener {name} carries the controller's or inter-broker connections, which "
                               f"cannot authenticate with SASL yet: use a PLAINTEXT (or SSL) listener for them")
         mechanisms = tuple(config.listener_effective(name, "sasl.enabled.mechanisms"))
