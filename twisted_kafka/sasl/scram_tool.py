@@ -24,6 +24,7 @@ user is created before any listener requires authentication (Kafka's
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 
@@ -116,7 +117,10 @@ def _online(args) -> int:
 
 
 def _offline(args) -> int:
-    store = FileScramCredentialStore(args.log_dirs.split(",")[0])
+    directory = args.log_dirs.split(",")[0]
+    if args.alter:
+        os.makedirs(directory, exist_ok=True)     # a broker not started yet: its log dir may not exist
+    store = FileScramCredentialStore(directory)
     if args.describe:
         for user, by_mechanism in sorted(store.users().items()):
             if args.entity_name and user != args.entity_name:

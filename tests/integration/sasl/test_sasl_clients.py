@@ -136,12 +136,6 @@ def test_aiokafka(broker, mechanism):
     assert asyncio.run(aiokafka_round_trip(conf, topic)) == messages(topic)
 
 
-def test_every_connection_authenticated_as_its_user(broker):
-    log = broker.log_text()
-    for mechanism, (user, _) in USERS.items():
-        assert f"authenticated as User:{user} ({mechanism})" in log or "authenticated as" not in log
-
-
 @pytest.fixture(params=MECHANISMS)
 def mechanism(request):
     return request.param
