@@ -13,7 +13,7 @@ from twisted_kafka.controller.client import ControllerClient
 from twisted_kafka.coordinator.group.coordinator import GroupCoordinator
 from twisted_kafka.coordinator.group.service import GroupCoordinatorService
 from twisted_kafka.network.request import RequestContext
-from twisted_kafka.sasl.credential_store import ScramCredentialStore
+from twisted_kafka.sasl.credential_store import InMemoryScramCredentialStore, ScramCredentialStore
 
 from .admin_manager import AdminManager
 from .api_handler import ApiHandler
@@ -56,7 +56,11 @@ def broker_handlers(*, advertised_keys: Callable[[RequestContext], list[int]], r
                     dynamic_config: DynamicBrokerConfig, controller: ControllerClient,
                     controller_guard: ControllerRequestGuard, group_coordinator: GroupCoordinator,
                     offsets_topic: GroupCoordinatorService, clock,
-                    scram_store: ScramCredentialStore) -> list[ApiHandler]:
+                    scram_store: ScramCredentialStore | None = None) -> list[ApiHandler]:
+    """The broker's handlers.  Without ``scram_store`` SCRAM credentials live in memory only (tests that do
+    not care about them); the broker passes its ``FileScramCredentialStore``."""
+    if scram_store is None:
+        scram_store = InMemoryScramCredentialStore()
     groups = group_coordinator
     return [
         ApiVersionsHandler(advertised_keys),
