@@ -8,10 +8,11 @@ the delay, and no answer to the request it pipelined behind the failed one.
 
 from __future__ import annotations
 
+import json
 import struct
 import time
 
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
 from tests.support.raw_client import RawClient
 from tests.support.wait import wait_until
@@ -86,3 +87,47 @@ def test_librdkafka_reports_the_authentication_error(sasl_broker):
     wait_until(lambda: producer.poll(0.1) is not None and any(e.code() == KafkaError._AUTHENTICATION for e in errors),
                what="an authentication error from librdkafka")
     assert "invalid credentials with SASL mechanism SCRAM-SHA-256" in str(errors[0])
+
+
+def connection_events(broker) -> list[dict]:
+    consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{broker.port('PLAINTEXT')}", "group.id": "sasl-events",
+                         "enable.auto.commit": False})
+    partition = TopicPartition("__connection_events", 0, OFFSET_BEGINNING)
+    events: list[dict] = []
+    try:
+        _, high = consumer.get_watermark_offsets(partition, timeout=10)
+        consumer.assign([partition])
+        offset = -1
+        while offset < high - 1:
+            message = consumer.poll(10)
+            assert message is not None, f"__connection_events stops at {offset}, below its high watermark {high}"
+            if message.error() is None:
+                events.append(json.loads(message.value()))
+                offset = message.offset()
+        return events
+    finally:
+        consumer.close()
+
+
+def test_failures_and_principals_are_in_the_connection_events(sasl_broker):
+    with sasl_client(sasl_broker) as client:
+        client.request(SaslHandshakeRequest(version=1, mechanism="PLAIN"), 1)
+        client.request(SaslAuthenticateRequest(version=2, auth_bytes=b"\0mallory\0guess"), 2)
+        assert client.wait_closed(timeout=10)
+    with sasl_client(sasl_broker) as client:
+        client.request(SaslHandshakeRequest(version=1, mechanism="PLAIN"), 1)
+        assert client.request(SaslAuthenticateRequest(version=2, auth_bytes=b"\0alice\0alice-secret"), 2) \
+            .error_code == 0
+
+    def recorded():
+        events = [e for e in connection_events(sasl_broker) if e["listener"] == "SASL_PLAINTEXT"]
+        failed = [e for e in events if e["kind"] == "authentication_failed"
+                  and e["reason"] == "Authentication failed for user 'mallory': unknown user"]
+        if not failed:
+            return None
+        closes = [e for e in events if e["kind"] == "closed" and e["connection_id"] == failed[0]["connection_id"]]
+        alice = [e for e in events if e["kind"] == "closed" and e["principal"] == "User:alice"]
+        return (closes, alice) if closes and alice else None
+
+    closes, _ = wait_until(recorded, timeout=30, what="the failure, its close and alice's close in __connection_events")
+    assert closes[0]["reason"] == "authentication"
