@@ -18,13 +18,13 @@ password is salted and hashed here, and only the salted password travels.
 ``--log-dirs DIR`` instead of ``--bootstrap-server`` writes the broker's
 credential file directly, for a broker that is stopped -- how the first
 user is created before any listener requires authentication (Kafka's
-``kafka-storage.sh format --add-scram`` plays that part).
+``kafka-storage.sh format --add-scram`` plays that part).  It takes the
+broker's lock on the directory, so a running broker's file is not touched.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
 
@@ -117,10 +117,25 @@ def _online(args) -> int:
 
 
 def _offline(args) -> int:
+    from twisted_kafka.config import StartupError
+    from twisted_kafka.server.broker_metadata import LogDirLocks
+
     directory = args.log_dirs.split(",")[0]
-    if args.alter:
-        os.makedirs(directory, exist_ok=True)     # a broker not started yet: its log dir may not exist
-    store = FileScramCredentialStore(directory)
+    if not args.alter:
+        return _offline_commands(args, FileScramCredentialStore(directory))
+    try:
+        # The broker's own lock: a running broker would neither see the change nor keep it.
+        lock = LogDirLocks([directory])
+    except StartupError as exc:
+        print(f"{exc}: alter a running broker's credentials with --bootstrap-server", file=sys.stderr)
+        return 1
+    try:
+        return _offline_commands(args, FileScramCredentialStore(directory))
+    finally:
+        lock.release()
+
+
+def _offline_commands(args, store: FileScramCredentialStore) -> int:
     if args.describe:
         for user, by_mechanism in sorted(store.users().items()):
             if args.entity_name and user != args.entity_name:

@@ -123,6 +123,9 @@ def test_credentials_made_offline_and_online_survive_a_restart(broker_factory):
     assert offline.returncode == 0, offline.stderr
     broker.start()
     assert can_produce(broker, "SCRAM-SHA-512", "heidi", "heidi-secret")
+    refused = tool("--log-dirs", broker.log_dirs[0], "--alter", "--entity-name", "judy",
+                   "--add-config", "SCRAM-SHA-512=[password=judy-secret]")
+    assert refused.returncode == 1 and "in use by another broker" in refused.stderr, "the broker is running"
     admin = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{broker.port('PLAINTEXT')}")
     try:
         assert admin.alter_user_scram_credentials(
