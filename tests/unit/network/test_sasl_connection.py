@@ -235,3 +235,22 @@ def test_plaintext_listener_answers_sasl_handshake_with_illegal_sasl_state():
     stack.serve()
     [hs] = responses(p.transport, (ApiKey.SASL_HANDSHAKE, 1))
     assert hs.error_code == ErrorCode.ILLEGAL_SASL_STATE
+
+
+def test_scram_over_raw_tokens_after_a_v0_handshake():
+    from kafka.net.sasl.scram import ScramClient
+
+    stack, served, _ = sasl_stack()
+    p = stack.connect("SASL_PLAINTEXT")
+    client = ScramClient("bob", "bob-secret", "SCRAM-SHA-256")
+    first = client.first_message()
+    p.dataReceived(handshake(version=0, mechanism="SCRAM-SHA-256") + struct.pack(">i", len(first)) + first)
+    frames = split_frames(p.transport.value())
+    assert decode(ApiKey.SASL_HANDSHAKE, 0, frames[0])[1].error_code == 0
+    client.process_server_first_message(frames[1])
+    p.transport.clear()
+    final = client.final_message()
+    p.dataReceived(struct.pack(">i", len(final)) + final + metadata(cid=4))
+    client.process_server_final_message(split_frames(p.transport.value())[0])
+    stack.serve()
+    assert served.principals == ["User:bob"]

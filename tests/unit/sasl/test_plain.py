@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from twisted_kafka.sasl.errors import AuthenticationFailed
 from twisted_kafka.sasl.plain import PlainServer, parse_jaas_options, plain_users
@@ -45,3 +47,12 @@ def test_success_with_and_without_an_authorization_id():
         server = PlainServer({"alice": "alice-secret"})
         assert server.evaluate(token) == b""
         assert server.complete and server.user == "alice"
+
+
+@settings(max_examples=300, deadline=None)
+@given(token=st.binary(max_size=80))
+def test_arbitrary_tokens_fail_cleanly(token):
+    try:
+        PlainServer({"alice": "alice-secret"}).evaluate(token)
+    except AuthenticationFailed:
+        pass

@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from twisted_kafka.sasl.credential_store import InMemoryScramCredentialStore
 from twisted_kafka.sasl.errors import AuthenticationFailed
@@ -124,3 +126,27 @@ def test_the_text_form_is_kafkas():
     assert ScramCredential.from_text(text) == credential
     with pytest.raises(ValueError):
         ScramCredential.from_text("salt=###,iterations=1")
+
+
+@settings(max_examples=300, deadline=None)
+@given(first=st.binary(max_size=120), final=st.binary(max_size=200))
+def test_arbitrary_client_messages_fail_cleanly(first, final):
+    """Whatever a client sends, the exchange answers or raises AuthenticationFailed, nothing else."""
+    server = ScramServer(SCRAM_SHA_256, rfc_store(), server_nonce=SERVER_NONCE)
+    for message in (first, final):
+        try:
+            server.evaluate(message)
+        except AuthenticationFailed:
+            return
+
+
+@settings(max_examples=300, deadline=None)
+@given(final=st.from_regex(rb"c=[a-zA-Z0-9+/]{0,8}={0,2},r=rOprNGfwEbeRWgbNEkqO[!-~]{0,40},p=[a-zA-Z0-9+/=]{0,60}",
+                           fullmatch=True))
+def test_near_valid_client_finals_fail_cleanly(final):
+    server = ScramServer(SCRAM_SHA_256, rfc_store(), server_nonce=SERVER_NONCE)
+    server.evaluate(CLIENT_FIRST)
+    try:
+        server.evaluate(final)
+    except AuthenticationFailed:
+        pass
