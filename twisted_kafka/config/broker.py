@@ -257,7 +257,8 @@ _define("ssl.cipher.suites", LIST, "", MEDIUM,
         "Cipher suites to allow; empty means the TLS library's defaults.",
         mode=PER_BROKER, listener=True)
 _define("ssl.keystore.type", STRING, "JKS", MEDIUM,
-        "Format of the key store: PEM, PKCS12 or JKS.",
+        "Format of the key store: PEM or PKCS12 (JKS, Kafka's default, is a Java "
+        "format a TLS listener refuses at startup).",
         mode=PER_BROKER, listener=True)
 _define("ssl.keystore.location", STRING, None, MEDIUM,
         "Path of the key store holding the server certificate and private key.",
@@ -277,7 +278,8 @@ _define("ssl.keystore.certificate.chain", PASSWORD, None, MEDIUM,
         "The certificate chain, PEM-encoded, that goes with ssl.keystore.key.",
         mode=PER_BROKER, listener=True)
 _define("ssl.truststore.type", STRING, "JKS", MEDIUM,
-        "Format of the trust store: PEM, PKCS12 or JKS.",
+        "Format of the trust store: PEM or PKCS12 (JKS is refused, as for the "
+        "key store).",
         mode=PER_BROKER, listener=True)
 _define("ssl.truststore.location", STRING, None, MEDIUM,
         "Path of the trust store with the CA certificates client certificates "
@@ -666,8 +668,14 @@ _define("transaction.partition.verification.enable", BOOLEAN, True, LOW,
         "a transactional write to it (KIP-890).",
         mode=CLUSTER_WIDE)
 _define("producer.id.expiration.ms", INT, 86400000, LOW,
-        "How long the state of an idle producer id is kept by partition leaders.",
+        "How long a partition leader keeps the state (epoch, last sequences) of an "
+        "idempotent producer after the timestamp of its last batch; a producer "
+        "forgotten this way is accepted with any sequence on its next batch.",
         validator=at_least(1), mode=CLUSTER_WIDE)
+_define("producer.id.expiration.check.interval.ms", INT, 600000, LOW,
+        "How often partition leaders forget producer ids idle for "
+        "producer.id.expiration.ms (an internal key in Kafka, for tests).",
+        validator=at_least(1))
 
 # --------------------------------------------------------------------------
 _group = "Metrics"
@@ -692,6 +700,40 @@ _define("connection.events.enable", BOOLEAN, True, LOW,
         "__connection_events, for bin/twisted-kafka-connection-report and "
         "other readers. The topic is created on first use with one partition "
         "and cleanup.policy=delete; retention follows log.retention.*.",
+        extension=True)
+
+_define("quota.ip.connection.creation.rate", STRING, "", MEDIUM,
+        "Connection creation rates per client IP (KIP-612's connection_creation_rate "
+        "of the ip entity), as address:rate pairs separated by commas, <default> "
+        "naming the rate of every address without its own. A connection from an "
+        "address over its rate is closed at once. Set with AlterClientQuotas or the "
+        "admin REST endpoint's PUT /v1/quotas, which store it as a cluster-wide "
+        "dynamic broker config (Kafka keeps these quotas under /config/ips).",
+        mode=CLUSTER_WIDE, extension=True)
+_define("admin.rest.listener", STRING, "http://127.0.0.1:9644", MEDIUM,
+        "Where the admin REST endpoint listens (connection statistics, "
+        "connection quotas, Prometheus metrics at /metrics, health checks, a "
+        "dashboard at /): http://host:port or https://host:port (with "
+        "admin.rest.ssl.keystore.location). Port 0 lets the kernel pick; the "
+        "port bound is logged. Empty: no admin endpoint. A non-loopback address "
+        "needs admin.rest.auth.token (or its file) or https.",
+        extension=True)
+_define("admin.rest.auth.token", PASSWORD, None, MEDIUM,
+        "Bearer token the admin REST endpoint requires (Authorization: Bearer "
+        "<token>) for every call but the health checks. Unset: read-only calls "
+        "are open and changes are refused.",
+        extension=True)
+_define("admin.rest.auth.token.file", STRING, None, MEDIUM,
+        "File holding admin.rest.auth.token (surrounding whitespace ignored), "
+        "read at startup; used when admin.rest.auth.token is not set.",
+        extension=True)
+_define("admin.rest.ssl.keystore.location", STRING, None, MEDIUM,
+        "PEM file with the admin REST endpoint's certificate (chain) and private "
+        "key, for an https:// admin.rest.listener.",
+        extension=True)
+_define("admin.rest.ssl.truststore.location", STRING, None, MEDIUM,
+        "PEM file of CA certificates: when set, https clients of the admin REST "
+        "endpoint must present a certificate signed by one of them.",
         extension=True)
 
 #: Per-mechanism keys a Kafka broker reads *only* in the form

@@ -2,7 +2,7 @@
 
 Every Kafka broker key is defined so that a ``server.properties`` written for
 Kafka loads unchanged.  Some of them govern features this broker does not
-have yet (TLS, SASL, transactions, replication, ...) or concepts a single reactor
+have yet (SASL, transactions, replication, ...) or concepts a single reactor
 does not have (network threads).  Accepting such a key silently would let an
 operator believe it works: the docs mark each one, and a key set explicitly
 is warned about at startup.  A test keeps this table honest both ways — a key
@@ -16,8 +16,8 @@ about as deprecated when set (``deprecation``), saying whether it still acts.
 
 from __future__ import annotations
 
-SECURITY = "TLS, SASL and ACLs are not built yet (security issue)"
-TRANSACTIONS = "idempotence and transactions are not built yet"
+SECURITY = "ACLs are not built yet (security issue)"
+TRANSACTIONS = "transactions are not built yet (idempotent producers are)"
 REPLICATION = "replication between brokers is not built yet (cluster issue)"
 ZOOKEEPER = ("the ZooKeeper client (kazoo) pipelines requests without a limit of its own; the session "
              "keys (zookeeper.connect, zookeeper.session.timeout.ms, zookeeper.connection.timeout.ms, "
@@ -34,8 +34,11 @@ RECOMPRESSION = ("batches are stored as producers compressed them (Kafka's 'prod
                  "recompression to another codec is not built yet")
 BACKGROUND = "background work runs on the reactor and the I/O thread pool (sized by num.io.threads)"
 
+JSSE = ("a setting of Java's TLS implementation (JSSE); TLS here is OpenSSL's, through pyOpenSSL, with "
+        "its own defaults")
+TLS_VERSION = "the TLS versions offered are ssl.enabled.protocols; OpenSSL has no separate context protocol"
+
 _PREFIXES = {
-    "ssl.": SECURITY,
     "sasl.": SASL,
     "transaction.": TRANSACTIONS,
     "replica.": REPLICATION,
@@ -45,13 +48,19 @@ _PREFIXES = {
 }
 
 _KEYS = {
+    "ssl.protocol": TLS_VERSION,
+    "ssl.provider": JSSE,
+    "ssl.keymanager.algorithm": JSSE,
+    "ssl.trustmanager.algorithm": JSSE,
+    "ssl.secure.random.implementation": JSSE,
+    "ssl.engine.factory.class": JSSE,
     "allow.everyone.if.no.acl.found": SECURITY,
     "authorizer.class.name": SECURITY,
-    "connections.max.reauth.ms": SECURITY,
+    "connections.max.reauth.ms": ("SASL re-authentication (KIP-368) is not offered: sessions do not expire "
+                                  "(SaslAuthenticate answers session_lifetime_ms 0)"),
     "principal.builder.class": SECURITY,
     "security.providers": SECURITY,
     "super.users": SECURITY,
-    "producer.id.expiration.ms": TRANSACTIONS,
     "transactional.id.expiration.ms": TRANSACTIONS,
     "num.replica.fetchers": REPLICATION,
     "compression.type": RECOMPRESSION,

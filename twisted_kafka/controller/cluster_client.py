@@ -29,8 +29,10 @@ from twisted.internet.task import deferLater
 from twisted.logger import Logger
 
 from twisted_kafka.client import KafkaConnectionError, KafkaClientProtocol, connect
+from twisted_kafka.client.connector import TLS_PROTOCOLS
 from twisted_kafka.config import ConfigError
 from twisted_kafka.config.topic import validate_topic_overrides
+from twisted_kafka.network.tls import ClientTls
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.zk.admin import ZkAdmin
@@ -55,8 +57,10 @@ class ControllerLink:
 
     log = Logger(namespace="twisted_kafka.controller.ControllerLink")
 
-    def __init__(self, *, reactor, admin: ZkAdmin, listener_name: str, client_id: str, timeout: float):
+    def __init__(self, *, reactor, admin: ZkAdmin, listener_name: str, client_id: str, timeout: float,
+                 config=None):
         self.reactor = reactor
+        self.config = config     # for the listener's ssl.* keys when the controller's listener is SSL / SASL_SSL
         self.admin = admin
         self.listener_name = listener_name
         self.client_id = client_id
@@ -85,10 +89,13 @@ class ControllerLink:
             raise KafkaError(ErrorCode.NOT_CONTROLLER, f"controller {controller_id} has no listener "
                                                        f"{self.listener_name}")
         try:
+            tls = None
+            if endpoint.security_protocol in TLS_PROTOCOLS and self.config is not None:
+                tls = ClientTls.from_config(self.config, self.listener_name)
             client = await connect(self.reactor, endpoint.host, endpoint.port, client_id=self.client_id,
                                    timeout=self.timeout, security_protocol=endpoint.security_protocol,
-                                   name=f"controller {controller_id}")
-        except KafkaConnectionError as exc:
+                                   name=f"controller {controller_id}", tls=tls)
+        except (KafkaConnectionError, ConfigError, ValueError) as exc:
             raise KafkaError(ErrorCode.NOT_CONTROLLER, f"cannot reach controller {controller_id}: {exc}") from None
         self._client, self._controller_id = client, controller_id
         return client
@@ -118,7 +125,7 @@ class ClusterControllerClient(ControllerClient):
             or config["security.inter.broker.protocol"]
         self.link = ControllerLink(reactor=reactor, admin=admin, listener_name=listener,
                                    client_id=forwarding_client_id(broker_id),
-                                   timeout=config["controller.socket.timeout.ms"] / 1000.0)
+                                   timeout=config["controller.socket.timeout.ms"] / 1000.0, config=config)
 
     @property
     def controller_id(self) -> int | None:

@@ -227,7 +227,8 @@ class KafkaController:
     def _register(self, broker: LiveBroker) -> None:
         self.live_brokers[broker.broker_id] = broker
         ep = broker.endpoint(broker.control_listener)
-        self._channels.add_broker(broker.broker_id, ep.host, ep.port)
+        self._channels.add_broker(broker.broker_id, ep.host, ep.port, security_protocol=ep.security_protocol,
+                                  listener_name=ep.listener_name)
         # As Kafka's broker registration logs it ("czxid (broker epoch)"): for the operator, whose
         # log this is; clients never see it.
         self.log.info("Registered broker {broker_id} with addresses: {endpoints}, broker epoch: {epoch}",

@@ -116,7 +116,7 @@ class ZkControllerService(Service):
         self.controller = KafkaController(
             config=config, broker_id=broker_id, cluster_id=cluster_id, store=self.store,
             channels=ControllerChannelManager(reactor=reactor, controller_id=broker_id,
-                                              timeout_ms=config["controller.socket.timeout.ms"]))
+                                              timeout_ms=config["controller.socket.timeout.ms"], config=config))
         self.controller.on_resign = self._resigned
         self.local = LocalControllerClient(self.controller)
         #: ``/controller`` as last seen: the active controller's broker id, or None.

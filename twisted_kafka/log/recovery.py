@@ -35,6 +35,10 @@ Steps (Kafka's ``LogLoader``, simplified where we have no compaction yet):
 7. Log start offset = max(checkpoint, first segment's base); the epoch cache
    is cut to [log start, log end).  The recovery point is *not* advanced by
    recovery: recovered bytes may still be only in the page cache.
+8. Idempotent producers' state is loaded from the newest usable
+   ``<offset>.snapshot`` and the batches after it are replayed (after a
+   crash with no snapshot: from the log start) — Kafka's
+   ``rebuildProducerState``, see ``producer_state``.
 
 BLOCKING: run in the thread pool (``LogManager`` does, in parallel up to
 ``num.recovery.threads.per.data.dir`` per directory).
@@ -70,6 +74,7 @@ from twisted_kafka.log.layout import (
 )
 from twisted_kafka.log.log import Log, SegmentDeleter, wall_clock_ms
 from twisted_kafka.log.log_config import LogConfig
+from twisted_kafka.log.producer_state import ProducerStateConfig, ProducerStateManager
 from twisted_kafka.log.segment import DamagedRange, LogSegment
 import contextlib
 
@@ -129,7 +134,8 @@ def load_log(dir: str, config: LogConfig, *, topic: str | None = None,
              partition: int | None = None, topic_id=None, recovery_point: int = 0,
              log_start_offset: int = 0, had_clean_shutdown: bool = False,
              now_ms: int | None = None, segment_deleter: SegmentDeleter | None = None,
-             stats: RecoveryStats | None = None) -> Log:
+             stats: RecoveryStats | None = None,
+             producer_state_config: ProducerStateConfig | None = None) -> Log:
     """Open (creating if needed) and, after an unclean shutdown, recover the log in ``dir``."""
     now_ms = wall_clock_ms() if now_ms is None else now_ms
     stats = stats if stats is not None else RecoveryStats()
@@ -227,9 +233,11 @@ def load_log(dir: str, config: LogConfig, *, topic: str | None = None,
     epoch_cache.truncate_from_start(start, write=False)
     if had_clean_shutdown:
         recovery_point = log_end
+    producers = ProducerStateManager(dir, f"{topic}-{partition}", producer_state_config)
+    producers.rebuild(segments, start, log_end, now_ms, had_clean_shutdown=had_clean_shutdown)
     result = Log(dir, topic, partition, config, segments=segments, log_start_offset=start,
                  recovery_point=min(recovery_point, log_end), epoch_cache=epoch_cache,
-                 topic_id=topic_id, segment_deleter=segment_deleter)
+                 topic_id=topic_id, segment_deleter=segment_deleter, producer_state=producers)
     result.recovery_stats = stats
     if rewrite_damage or known_damage or any(segment.damaged for segment in segments):
         result.save_damaged_ranges()

@@ -34,7 +34,7 @@ from twisted.logger import Logger
 from .connection_quotas import ConnectionQuotas, TooManyConnections
 from .connection_events import ConnectionEvent, ConnectionEventKind, ConnectionEvents
 from .connections import ConnectionRegistry
-from .endpoints import SASL_PROTOCOLS, server_endpoint
+from .endpoints import SASL_PROTOCOLS, listen
 from .listeners import EndPoint
 from twisted_kafka.sasl.authenticator import SaslServerConfig
 from .close_reasons import CloseReason
@@ -50,8 +50,9 @@ class Acceptor(ServerFactory):
 
     def __init__(self, *, endpoint: EndPoint, plane, quotas: ConnectionQuotas, registry: ConnectionRegistry,
                  reactor, config, processor_class, protected: bool, events: ConnectionEvents | None = None,
-                 sasl: SaslServerConfig | None = None):
+                 tls=None, sasl: SaslServerConfig | None = None):
         self.endpoint = endpoint
+        self.tls = tls              # the listener's ServerTls (SSL, SASL_SSL), else None
         self.events = events
         self.listener_name = endpoint.listener_name
         self.security_protocol = endpoint.security_protocol
@@ -89,8 +90,8 @@ class Acceptor(ServerFactory):
 
     def listen(self) -> Deferred:
         """Bind the listening socket; connections are accepted once ``enable()`` is called."""
-        ep = server_endpoint(self.reactor, self.endpoint, backlog=self.backlog)
-        return ep.listen(self).addCallback(self._listening)
+        return listen(self.reactor, self.endpoint, self, backlog=self.backlog, tls=self.tls).addCallback(
+            self._listening)
 
     def enable(self) -> None:
         """Start accepting connections (the broker is ready for this listener's plane)."""
@@ -189,9 +190,9 @@ class Acceptor(ServerFactory):
             slot = self.quotas.inc(self.listener_name, processor.client_host)
         except TooManyConnections as exc:
             self.log.info("Rejected connection from {peer} on listener {listener}: {reason} "
-                          "(max.connections.per.ip)", peer=processor.peer, listener=self.listener_name,
-                          reason=exc)
-            self._emit(ConnectionEventKind.REJECTED, processor, "max.connections.per.ip")
+                          "({quota})", peer=processor.peer, listener=self.listener_name,
+                          reason=exc, quota=exc.quota)
+            self._emit(ConnectionEventKind.REJECTED, processor, exc.quota)
             return False
         processor.admit(slot)
         self._emit(ConnectionEventKind.ACCEPTED, processor)

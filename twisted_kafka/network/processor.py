@@ -54,7 +54,7 @@ from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet.error import ConnectionDone
-from twisted.internet.interfaces import IPushProducer
+from twisted.internet.interfaces import IHandshakeListener, IPushProducer
 from twisted.internet.protocol import Protocol
 from twisted.logger import Logger
 from zope.interface import implementer
@@ -73,6 +73,7 @@ from twisted_kafka.protocol.registry import ApiKey
 from twisted_kafka.sasl.authenticator import SaslStep
 
 from .close_reasons import CloseReason
+from .tls import describe_failure
 from .request import (
     ANONYMOUS,
     CloseConnectionResponse,
@@ -120,6 +121,7 @@ class ResponseFlow:
         """The connection is lost; ``connectionLost`` follows and does the cleaning up."""
 
 
+@implementer(IHandshakeListener)
 class Processor(Protocol):
     """The per-connection half of Kafka's SocketServer Processor (see module docstring)."""
 
@@ -152,6 +154,9 @@ class Processor(Protocol):
         self._inflight: Request | None = None
         self._waiting_for_room = False
         self.last_active = acceptor.reactor.seconds()
+        self.connected_at = self.last_active   # wall-clock seconds (the reactor's clock)
+        self.bytes_in = 0              # bytes read from the socket, for operators
+        self.bytes_out = 0             # response bytes handed to the transport
         self._auth_close_call = None   # pending delayed close after a failed authentication
         self._muted = False            # the transport is paused (not read)
         self._fd: int | None = None    # the socket's descriptor, for the plane's ReadinessWatch
@@ -174,6 +179,14 @@ class Processor(Protocol):
         """A request is being handled, or is read and waiting for room in the channel, or a
         delayed close is pending: the idle reaper must not close this connection."""
         return self._inflight is not None or self._waiting_for_room or self._auth_close_call is not None
+
+    @property
+    def inflight_api(self) -> str | None:
+        """The name of the API whose request is being handled now, if any."""
+        request = self._inflight
+        if request is None:
+            return None
+        return request.spec.name if request.spec is not None else f"ApiKey{request.api_key}"
 
     @property
     def requests_received(self) -> int:
@@ -230,7 +243,7 @@ class Processor(Protocol):
         """The quotas admitted this connection (at accept time, or later for a parked one)."""
         self.slot = slot
         was_parked, self.parked = self.parked, False
-        self.last_active = self.acceptor.reactor.seconds()
+        self.last_active = self.connected_at = self.acceptor.reactor.seconds()
         self.acceptor.registry.add(self)
         self.channel.register_connection(self)
         if was_parked and self.connected:
@@ -254,6 +267,10 @@ class Processor(Protocol):
             else:
                 # Responses already written leave first.  If the transport is over its
                 # limit, it waits for this producer: send_buffer_drained lets it go.
+                # Otherwise the producer goes now: a TLS transport would wait for it.
+                if self._flow is not None and not self.send_backlogged and self.connected:
+                    self._flow = None
+                    self.transport.unregisterProducer()
                 self.transport.loseConnection()
 
     def close_idle(self, max_idle_ms: int) -> None:
@@ -300,7 +317,36 @@ class Processor(Protocol):
         # Graceful: the authentication error response, if any, is flushed first.
         self.close(CloseReason.AUTHENTICATION, None, abort=False)
 
+    def handshakeCompleted(self) -> None:
+        """The TLS handshake is done: on an SSL listener the client certificate names the principal."""
+        tls = self.acceptor.tls
+        if tls is None or self.security_protocol != "SSL":
+            return      # SASL_SSL: the principal is SASL's
+        try:
+            principal = tls.principal(self.transport)
+        except Exception as exc:   # no rule of ssl.principal.mapping.rules applies
+            self.tls_failed(describe_failure(exc) or str(exc))
+            self.close(CloseReason.TLS)
+            return
+        if principal is not None:
+            self.principal = principal
+
+    def tls_failed(self, problem: str) -> None:
+        """The TLS handshake failed (or its certificate names no principal): a failed authentication, as in
+        Kafka (SslAuthenticationException), logged with the peer and closed with reason "tls"."""
+        if self.close_reason is not None:
+            return
+        self.close_reason = CloseReason.TLS
+        self.log.info("TLS handshake failed for connection {connection_id} from {peer} on listener {listener} "
+                      "({plane} plane): {problem}", connection_id=self.connection_id, peer=self.peer,
+                      listener=self.listener_name, plane=self.plane_name, problem=problem)
+        self.acceptor.authentication_failed(self, f"TLS handshake failed: {problem}")
+
     def connectionLost(self, reason=ConnectionDone) -> None:
+        if self.acceptor.tls is not None and self.close_reason is None:
+            problem = describe_failure(reason, getattr(self.transport, "first_bytes", b""))
+            if problem is not None:
+                self.tls_failed(problem)
         self.closing = True
         if self._auth_close_call is not None:
             if self._auth_close_call.active():
@@ -321,6 +367,7 @@ class Processor(Protocol):
     # -- receiving ----------------------------------------------------------------------
 
     def dataReceived(self, data: bytes) -> None:
+        self.bytes_in += len(data)
         self.last_active = self.acceptor.reactor.seconds()
         self.acceptor.registry.touch(self)
         self.connection.receive_data(data)
@@ -382,7 +429,10 @@ class Processor(Protocol):
                     self.channel.send_request(request)
                 continue
             if isinstance(event, ProtocolViolation):
-                if self.authenticator is not None and not self.connection.authenticated:
+                if event.tls_record and self.acceptor.tls is None:
+                    self.close(CloseReason.TLS, f"{event.message} (TLS handshake on a {self.security_protocol} "
+                                                "listener)")
+                elif self.authenticator is not None and not self.connection.authenticated:
                     # Kafka's authenticator fails the authentication (IllegalSaslStateException, an
                     # oversized receive): the close waits for connection.failed.authentication.delay.ms.
                     self.close_after_authentication_failure(event.message)
@@ -518,6 +568,7 @@ class Processor(Protocol):
         request.response_dequeue_ns = perf_counter_ns()
         chunks = response.chunks if not isinstance(response, NoOpResponse) else ()
         if chunks and self.connected and not self.closing:
+            self.bytes_out += sum(len(chunk) for chunk in chunks)
             if all(type(chunk) is bytes for chunk in chunks):
                 self.transport.writeSequence(chunks)
             else:

@@ -39,7 +39,7 @@ from collections.abc import Callable
 
 from .codec import decode_request_body
 from .exceptions import ProtocolDecodeError
-from .framing import FrameBuffer, InvalidFrameSize
+from .framing import FrameBuffer, InvalidFrameSize, looks_like_tls
 from .header import RequestHeader, parse_request_header
 from .registry import ApiKey, ApiSpec
 
@@ -92,6 +92,7 @@ class ProtocolViolation:
     """The connection must be closed; ``message`` says why (for the log, with the peer)."""
 
     message: str
+    tls_record: bool = False    # the bytes were a TLS record: a TLS client on a plaintext listener
 
 
 class AuthState(enum.Enum):
@@ -161,7 +162,7 @@ class ServerConnection:
         try:
             size = self._frames.next_size()
         except InvalidFrameSize as exc:
-            return self._violation(str(exc))
+            return self._violation(str(exc), tls_record=looks_like_tls(exc.prefix))
         if size is None or len(self._frames) < size:
             return NEED_DATA
         if has_room is not None and not has_room(size):
@@ -206,10 +207,10 @@ class ServerConnection:
         self.requests_received += 1
         return RequestReceived(header, body, spec, size)
 
-    def _violation(self, message: str) -> ProtocolViolation:
+    def _violation(self, message: str, *, tls_record: bool = False) -> ProtocolViolation:
         self.closed = True
         self._frames.clear()
-        return ProtocolViolation(message)
+        return ProtocolViolation(message, tls_record)
 
     def close(self) -> None:
         """The transport is gone: drop what is buffered and hand out nothing more."""

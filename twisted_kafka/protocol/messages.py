@@ -38,6 +38,10 @@ from kafka.protocol.admin import (
     ListGroupsRequest, ListGroupsResponse,
     ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
 )
+from kafka.protocol.admin.client_quotas import (
+    AlterClientQuotasRequest, AlterClientQuotasResponse,
+    DescribeClientQuotasRequest, DescribeClientQuotasResponse,
+)
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer import (
     FetchRequest, FetchResponse,
@@ -171,6 +175,8 @@ MESSAGE_CLASSES: dict[int, tuple[type[ApiMessage], type[ApiMessage]]] = {
         (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
         (AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse),
         (ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse),
+        (DescribeClientQuotasRequest, DescribeClientQuotasResponse),
+        (AlterClientQuotasRequest, AlterClientQuotasResponse),
         (DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse),
         (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
         (DescribeClusterRequest, DescribeClusterResponse),

@@ -46,6 +46,9 @@ ElectLeaders 0-2, AlterPartitionReassignments 0-1 (v1:
 0 are every version kafka-python's message classes have; librdkafka elects
 leaders with ElectLeaders v0-v2, kafka-python's admin reassigns with v0.
 
+DescribeClientQuotas and AlterClientQuotas are advertised 0-1 (v1: flexible),
+every version Kafka has; they serve the ``ip`` entity (KIP-612).
+
 Describe/AlterUserScramCredentials (KIP-554) have only v0.  SaslHandshake
 0-1 and SaslAuthenticate 0-2 are every version Kafka has; which of them a
 connection may send when is ``protocol.connection``'s pre-authentication
@@ -170,6 +173,8 @@ ADVERTISED_RANGES: dict[ApiKey, tuple[int, int]] = {
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+    ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.DESCRIBE_CLUSTER: (0, 2),

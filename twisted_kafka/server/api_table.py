@@ -12,6 +12,7 @@ from collections.abc import Callable
 from twisted_kafka.controller.client import ControllerClient
 from twisted_kafka.coordinator.group.coordinator import GroupCoordinator
 from twisted_kafka.coordinator.group.service import GroupCoordinatorService
+from twisted_kafka.coordinator.transaction import ProducerIdManager
 from twisted_kafka.network.request import RequestContext
 from twisted_kafka.sasl.credential_store import InMemoryScramCredentialStore, ScramCredentialStore
 
@@ -32,6 +33,7 @@ from .handlers.create_partitions import CreatePartitionsHandler
 from .handlers.create_topics import CreateTopicsHandler
 from .handlers.delete_records import DeleteRecordsHandler
 from .handlers.delete_topics import DeleteTopicsHandler
+from .handlers.client_quotas import AlterClientQuotasHandler, DescribeClientQuotasHandler
 from .handlers.describe_cluster import DescribeClusterHandler
 from .handlers.describe_configs import DescribeConfigsHandler
 from .handlers.elect_leaders import ElectLeadersHandler
@@ -39,6 +41,7 @@ from .handlers.fetch import FetchHandler
 from .handlers.find_coordinator import FindCoordinatorHandler
 from .handlers.group import HeartbeatHandler, JoinGroupHandler, LeaveGroupHandler, SyncGroupHandler
 from .handlers.group_admin import DeleteGroupsHandler, DescribeGroupsHandler, ListGroupsHandler
+from .handlers.init_producer_id import InitProducerIdHandler
 from .handlers.list_offsets import ListOffsetsHandler
 from .handlers.metadata import MetadataHandler
 from .handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
@@ -55,8 +58,8 @@ def broker_handlers(*, advertised_keys: Callable[[RequestContext], list[int]], r
                     metadata_cache: MetadataCache, admin_manager: AdminManager, config_repository: ConfigRepository,
                     dynamic_config: DynamicBrokerConfig, controller: ControllerClient,
                     controller_guard: ControllerRequestGuard, group_coordinator: GroupCoordinator,
-                    offsets_topic: GroupCoordinatorService, clock,
-                    scram_store: ScramCredentialStore | None = None) -> list[ApiHandler]:
+                    offsets_topic: GroupCoordinatorService, producer_ids: ProducerIdManager,
+                    clock, scram_store: ScramCredentialStore | None = None) -> list[ApiHandler]:
     """The broker's handlers.  Without ``scram_store`` SCRAM credentials live in memory only (tests that do
     not care about them); the broker passes its ``FileScramCredentialStore``."""
     if scram_store is None:
@@ -66,6 +69,7 @@ def broker_handlers(*, advertised_keys: Callable[[RequestContext], list[int]], r
         ApiVersionsHandler(advertised_keys),
         MetadataHandler(metadata_cache, admin_manager, dynamic_config),
         ProduceHandler(replica_manager),
+        InitProducerIdHandler(producer_ids),
         FetchHandler(replica_manager, metadata_cache, dynamic_config),
         ListOffsetsHandler(replica_manager),
         OffsetForLeaderEpochHandler(replica_manager),
@@ -81,6 +85,8 @@ def broker_handlers(*, advertised_keys: Callable[[RequestContext], list[int]], r
         AlterConfigsHandler(admin_manager),
         IncrementalAlterConfigsHandler(admin_manager),
         DescribeClusterHandler(metadata_cache),
+        DescribeClientQuotasHandler(admin_manager),
+        AlterClientQuotasHandler(admin_manager),
         FindCoordinatorHandler(offsets_topic, metadata_cache),
         JoinGroupHandler(groups),
         SyncGroupHandler(groups),

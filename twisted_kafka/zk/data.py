@@ -59,6 +59,8 @@ PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
+#: Producer id blocks (ZkData.ProducerIdBlockZNode): the last block any broker claimed.
+LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 CONSUMERS = "/consumers"
 
 #: Config entity types (Kafka's ConfigType) and the cluster-default broker entity (ConfigEntityName.Default).
@@ -68,7 +70,7 @@ DEFAULT_ENTITY = "<default>"
 
 #: The persistent paths a Kafka broker creates at startup (ZkData.PersistentZkPaths), config entity types included.
 PERSISTENT_PATHS = (CONSUMERS, BROKER_IDS, TOPICS, CONFIG_CHANGES, DELETE_TOPICS, BROKER_SEQUENCE_ID,
-                    ISR_CHANGE_NOTIFICATION, "/latest_producer_id_block", LOG_DIR_EVENT_NOTIFICATION,
+                    ISR_CHANGE_NOTIFICATION, LATEST_PRODUCER_ID_BLOCK, LOG_DIR_EVENT_NOTIFICATION,
                     CONFIG_TOPICS, "/config/clients", "/config/users", CONFIG_BROKERS, "/config/ips")
 
 #: Kafka's KafkaController.InitialControllerEpoch: the value /controller_epoch is created with.

@@ -3,7 +3,7 @@
 Everything is the real thing except I/O scheduling:
 
 * ``InlineReactor`` (a ``MemoryReactorClock`` whose ``callFromThread`` runs at
-  once) and ``SwitchablePool`` (runs "thread pool" work on the spot, or holds
+  once) and ``ManualThreadPool`` (runs "thread pool" work on the spot, or holds
   it until the test runs it): every Deferred that would wait for the disk has
   fired when the call returns unless the test holds the pool, and time moves
   only when a test advances the clock;
@@ -27,7 +27,6 @@ from __future__ import annotations
 from collections import deque
 
 from twisted.internet.defer import Deferred, ensureDeferred
-from twisted.internet.testing import MemoryReactorClock
 from twisted.python.failure import Failure
 
 from twisted_kafka.config import KafkaConfig
@@ -35,6 +34,7 @@ from twisted_kafka.controller.client import LocalControllerClient, NewTopic
 from twisted_kafka.controller.kafka_controller import KafkaController, LiveBroker
 from twisted_kafka.controller.metadata_store import JsonFileMetadataStore
 from twisted_kafka.coordinator.group.service import GroupCoordinatorService
+from twisted_kafka.coordinator.transaction import FileProducerIdBlockStore, ProducerIdManager
 from twisted_kafka.log import LogManager
 from twisted_kafka.network.listeners import parse_listeners
 from twisted_kafka.network.request import Request, RequestContext, SendResponse
@@ -48,10 +48,17 @@ from twisted_kafka.server.api_table import broker_handlers
 from twisted_kafka.server.broker_metadata import BrokerMetadata
 from twisted_kafka.server.config_repository import ConfigRepository
 from twisted_kafka.server.controller_requests import ControllerRequestGuard
-from twisted_kafka.server.dynamic_config import ConnectionLimits, DynamicBrokerConfig, LogDefaults
+from twisted_kafka.server.dynamic_config import (
+    ConnectionLimits,
+    DynamicBrokerConfig,
+    LogDefaults,
+    ProducerIdExpiration,
+)
 from twisted_kafka.server.kafka_apis import KafkaApis
 from twisted_kafka.server.metadata_cache import MetadataCache
 from twisted_kafka.server.replica_manager import ReplicaManager
+
+from tests.support.inline import InlineReactor, ManualThreadPool
 
 NOW = 1_700_000_000_000   # ms: the clock starts here, so record timestamps are "now"
 CLUSTER_ID = "unit-test-cluster-id1"
@@ -65,52 +72,6 @@ BASE_PROPS = {
     "inter.broker.listener.name": "PLAINTEXT",
     "control.plane.listener.name": "CONTROLLER",
 }
-
-
-class InlineReactor(MemoryReactorClock):
-    """``MemoryReactorClock`` plus ``callFromThread`` (at once: the pool below is synchronous)."""
-
-    def callFromThread(self, f, *args, **kwargs):
-        f(*args, **kwargs)
-
-
-class SyncThreadPool:
-    """Runs "thread pool" work immediately, on the calling thread."""
-
-    def callInThreadWithCallback(self, on_result, f, *args, **kwargs):
-        try:
-            result = f(*args, **kwargs)
-        except BaseException:
-            on_result(False, Failure())
-        else:
-            on_result(True, result)
-
-
-class SwitchablePool(SyncThreadPool):
-    """Runs work at once, or -- between ``hold()`` and ``run_all()`` -- queues it for the test to run."""
-
-    def __init__(self):
-        self.queue: deque = deque()
-        self.holding = False
-
-    def hold(self) -> None:
-        self.holding = True
-
-    def callInThreadWithCallback(self, on_result, f, *args, **kwargs):
-        if self.holding:
-            self.queue.append((on_result, f, args, kwargs))
-        else:
-            super().callInThreadWithCallback(on_result, f, *args, **kwargs)
-
-    def run_all(self) -> int:
-        """Stop holding and run everything queued; how many items ran."""
-        self.holding = False
-        ran = 0
-        while self.queue:
-            on_result, f, args, kwargs = self.queue.popleft()
-            super().callInThreadWithCallback(on_result, f, *args, **kwargs)
-            ran += 1
-        return ran
 
 
 def result_of(d):
@@ -196,7 +157,7 @@ class InMemoryChannels:
 
     # -- the ControllerChannelManager interface -----------------------------------------
 
-    def add_broker(self, broker_id: int, host: str, port: int) -> None:
+    def add_broker(self, broker_id: int, host: str, port: int, **listener) -> None:
         assert broker_id in self.brokers, f"broker {broker_id} has no KafkaApis here"
 
     def remove_broker(self, broker_id: int) -> None:
@@ -256,7 +217,7 @@ class Broker:
         self.tmp_path = tmp_path
         self.reactor = InlineReactor()
         self.reactor.advance(NOW / 1000)
-        self.pool = SwitchablePool()
+        self.pool = ManualThreadPool(holding=False)
         self.log_dir = str(tmp_path / "logs")
         self.config = KafkaConfig.from_props({**BASE_PROPS, "log.dirs": self.log_dir, **(props or {})})
         self.listeners = parse_listeners(self.config)
@@ -281,6 +242,9 @@ class Broker:
         self.quotas = RecordingQuotas()
         self.dynamic_config.add_reconfigurable(LogDefaults(self.log_manager, self.config_repository))
         self.dynamic_config.add_reconfigurable(ConnectionLimits(self.quotas))
+        self.dynamic_config.add_reconfigurable(ProducerIdExpiration(self.log_manager))
+        self.producer_ids = ProducerIdManager(BROKER_ID, FileProducerIdBlockStore(
+            [self.log_dir], reactor=self.reactor, threadpool=self.pool))
         self.served: dict[str, list[int]] = {}
         self.group_coordinator = GroupCoordinatorService(
             config=self.config, replica_manager=self.replica_manager, admin_manager=self.admin_manager,
@@ -291,7 +255,7 @@ class Broker:
             config_repository=self.config_repository, dynamic_config=self.dynamic_config,
             controller=self.controller_client, controller_guard=self.guard,
             group_coordinator=self.group_coordinator.coordinator, offsets_topic=self.group_coordinator,
-            clock=self.reactor))
+            producer_ids=self.producer_ids, clock=self.reactor))
         self.channels.brokers[BROKER_ID] = self.apis
         if start:
             self.start()
@@ -376,4 +340,4 @@ def served_api_keys() -> list[int]:
     return sorted(handler.api_key for handler in broker_handlers(
         advertised_keys=None, replica_manager=None, metadata_cache=None, admin_manager=None,  # type: ignore[arg-type]
         config_repository=None, dynamic_config=None, controller=None, controller_guard=None,  # type: ignore[arg-type]
-        group_coordinator=None, offsets_topic=None, clock=None))  # type: ignore[arg-type]
+        group_coordinator=None, offsets_topic=None, producer_ids=None, clock=None))  # type: ignore[arg-type]

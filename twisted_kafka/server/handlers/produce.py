@@ -13,6 +13,15 @@ request never overtakes this one; and if any partition failed, the
 connection is closed (gracefully: earlier responses still go out), as Kafka
 does, so the producer notices, reconnects and refreshes its metadata.
 
+Idempotent producers (a producer id in the batch): the log checks each
+batch against the producer's state before giving it offsets.  A retried
+batch the log already holds is answered NONE with the offsets it was stored
+at (nothing is written again); a stale epoch is INVALID_PRODUCER_EPOCH, a
+sequence that does not follow OUT_OF_ORDER_SEQUENCE_NUMBER -- per
+partition, like every other error, with Kafka's message.  As in Kafka, a
+failed partition's answer carries the log start offset of the partition when
+this broker hosts it (a producer compares it with its own state).
+
 Produce v0–v2 carry message format v0/v1, which Kafka 4 refuses (KIP-896)
 while still advertising them: librdkafka before 2.11.1 (kcat 1.7.1 runs
 2.0.2) compresses only when Produce v0 is inside the advertised range.  They
@@ -61,8 +70,9 @@ def _partition_response(index: int, error: ErrorCode, message: str | None = None
                               error_message=message)
 
 
-def _error_response(index: int, error: KafkaError):
-    return _partition_response(index, error.code, error.message, record_errors=error.record_errors)
+def _error_response(index: int, error: KafkaError, log_start_offset: int = -1):
+    return _partition_response(index, error.code, error.message, record_errors=error.record_errors,
+                               log_start_offset=log_start_offset)
 
 
 class ProduceHandler(ApiHandler):
@@ -111,10 +121,10 @@ class ProduceHandler(ApiHandler):
         failed = []
         for topic, index, outcome in slots:
             if isinstance(outcome, KafkaError):
-                entry = _error_response(index, outcome)
+                entry = _error_response(index, outcome, replicas.log_start_offset(topic, index))
             elif isinstance(outcome, Failure):
                 if isinstance(outcome.value, KafkaError):
-                    entry = _error_response(index, outcome.value)
+                    entry = _error_response(index, outcome.value, replicas.log_start_offset(topic, index))
                 else:
                     log.failure("Append to {topic}-{partition} failed", outcome, topic=topic,
                                             partition=index)
