@@ -59,3 +59,10 @@ def test_plain_needs_the_listeners_plain_login_module():
 def test_the_controllers_listener_cannot_be_a_sasl_listener_yet():
     with pytest.raises(ConfigError, match="inter.broker.listener.name"):
         configs(**{"inter.broker.listener.name": "CLIENTS", "sasl.enabled.mechanisms": "SCRAM-SHA-256"})
+
+
+def test_the_shipped_sasl_ssl_example_is_accepted():
+    config = KafkaConfig.load(EXAMPLE.parent / "server-sasl-ssl.properties")
+    [clients] = sasl_server_configs(config, parse_listeners(config), InMemoryScramCredentialStore()).values()
+    assert clients.listener_name == "CLIENTS"
+    assert clients.enabled_mechanisms == ("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN")
