@@ -20,12 +20,10 @@ from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechani
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
 
+from tests.integration.security import tls_support
 from tests.support.broker_process import BrokerProcess
 
 from .conftest import PLAIN_JAAS
-
-tls_support = pytest.importorskip("tests.integration.security.tls_support",
-                                  reason="SASL_SSL needs the TLS listeners of the security issue's TLS part")
 
 N = 20
 USERS = {"PLAIN": ("alice", "alice-secret"), "SCRAM-SHA-256": ("bob", "bob-secret-256"),
