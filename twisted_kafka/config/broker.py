@@ -488,17 +488,20 @@ _group = "Log cleaner"
 _define("log.cleaner.enable", BOOLEAN, True, MEDIUM,
         "Run the log cleaner, which compacts topics with cleanup.policy=compact.")
 _define("log.cleaner.threads", INT, 1, MEDIUM,
-        "Number of cleaner workers.",
+        "How many logs are cleaned at once (each cleaning works in the I/O "
+        "thread pool, one step at a time).",
         validator=at_least(0), mode=CLUSTER_WIDE)
 _define("log.cleaner.io.max.bytes.per.second", DOUBLE, DOUBLE_MAX, MEDIUM,
-        "Throttle on the cleaner's combined read and write rate.",
+        "Throttle on the cleaner's combined read and write rate, shared by "
+        "all cleanings.",
         mode=CLUSTER_WIDE)
 _define("log.cleaner.dedupe.buffer.size", LONG, 134217728, MEDIUM,
-        "Memory for the key map the cleaner builds, shared by all cleaner "
-        "workers (at least 1 MiB each).",
+        "Memory for the key maps the cleaner builds, shared by the cleanings "
+        "running at once (more than 1 MiB each); about 136 bytes per key.",
         mode=CLUSTER_WIDE)
 _define("log.cleaner.io.buffer.size", INT, 524288, MEDIUM,
-        "I/O buffer memory of the cleaner, shared by all cleaner workers.",
+        "I/O buffer memory of the cleaner, shared by the cleanings running at "
+        "once; half of each share is what one cleaning step reads.",
         validator=at_least(0), mode=CLUSTER_WIDE)
 _define("log.cleaner.io.buffer.load.factor", DOUBLE, 0.9, MEDIUM,
         "How full the cleaner's key map may get before a pass stops.",

@@ -25,7 +25,6 @@ ZOOKEEPER = ("the ZooKeeper client (kazoo) pipelines requests without a limit of
 SASL = ("SASL offers PLAIN and SCRAM-SHA-256/512 (sasl.enabled.mechanisms, the PLAIN users of "
         "listener.name.<l>.plain.sasl.jaas.config, sasl.server.max.receive.size); GSSAPI, OAUTHBEARER, pluggable "
         "SASL classes and the broker's own SASL client (inter-broker) are not built")
-COMPACTION = "log compaction (cleanup.policy=compact) is not built yet"
 METRICS = "metrics are kept under Kafka's names; reporters and sampling are not configurable yet"
 REACTOR = ("the reactor's single thread does all socket I/O, so there are no network threads to size "
            "(docs/architecture.md, 'num.network.threads')")
@@ -43,7 +42,6 @@ _PREFIXES = {
     "transaction.": TRANSACTIONS,
     "replica.": REPLICATION,
     "zookeeper.": ZOOKEEPER,
-    "log.cleaner.": COMPACTION,
     "metrics.": METRICS,
 }
 

@@ -69,6 +69,7 @@ from twisted_kafka.controller.zk_controller_service import ZkControllerService
 from twisted_kafka.coordinator.transaction import FileProducerIdBlockStore, ProducerIdBlockStore, ProducerIdManager
 from twisted_kafka.coordinator.transaction.zk_producer_id_store import ZkProducerIdBlockStore
 from twisted_kafka.log import LogManager
+from twisted_kafka.log.cleaner import register_cleaner_metrics
 from twisted_kafka.metrics import MetricsRegistry
 from twisted_kafka.network.listeners import parse_listeners
 from twisted_kafka.network.socket_server import SocketServer
@@ -234,6 +235,8 @@ class KafkaServer(MultiService):
                 producer_ids=self.producer_ids, clock=reactor, scram_store=self.scram_store):
             self.apis.register(handler)
         self.dynamic_config.add_reconfigurable(LogDefaults(self.log_manager, self.config_repository))
+        self.dynamic_config.add_reconfigurable(self.log_manager.cleaner)        # log.cleaner.threads, ...
+        register_cleaner_metrics(self.log_manager.cleaner, self.metrics)
         self.dynamic_config.add_reconfigurable(ConnectionLimits(self.socket_server.quotas))
         self.dynamic_config.add_reconfigurable(ProducerIdExpiration(self.log_manager))
         self.dynamic_config.add_reconfigurable(ListenerTls(self.socket_server.tls))
