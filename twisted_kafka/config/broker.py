@@ -331,8 +331,10 @@ _define("ssl.allow.san.changes", BOOLEAN, False, LOW,
 # --------------------------------------------------------------------------
 _group = "SASL"
 _define("sasl.enabled.mechanisms", LIST, "GSSAPI", MEDIUM,
-        "SASL mechanisms offered on SASL listeners (PLAIN, SCRAM-SHA-256, "
-        "SCRAM-SHA-512 here).",
+        "SASL mechanisms offered on SASL listeners; this broker implements "
+        "PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 and refuses to start with "
+        "another enabled on a SASL listener (so Kafka's default GSSAPI must be "
+        "replaced there).",
         mode=PER_BROKER, listener=True)
 _define("sasl.mechanism.inter.broker.protocol", STRING, "GSSAPI", MEDIUM,
         "SASL mechanism brokers use with each other; must be enabled on the "
@@ -340,7 +342,9 @@ _define("sasl.mechanism.inter.broker.protocol", STRING, "GSSAPI", MEDIUM,
         mode=PER_BROKER)
 _define("sasl.jaas.config", PASSWORD, None, MEDIUM,
         "JAAS login settings. Brokers read it only per listener and mechanism: "
-        "listener.name.<l>.<mechanism>.sasl.jaas.config, mechanism in lower case.",
+        "listener.name.<l>.<mechanism>.sasl.jaas.config, mechanism in lower case. "
+        "For PLAIN, the PlainLoginModule's user_<name>=\"<password>\" options "
+        "are the users.",
         mode=PER_BROKER, mechanism=True)
 _define("sasl.server.callback.handler.class", CLASS, None, MEDIUM,
         "Pluggable server-side SASL callback handler, set per listener and "
@@ -359,7 +363,8 @@ _define("sasl.kerberos.principal.to.local.rules", LIST, "DEFAULT", MEDIUM,
         "Rules mapping Kerberos principals to short names (GSSAPI only).",
         mode=PER_BROKER, listener=True)
 _define("sasl.server.max.receive.size", INT, 524288, MEDIUM,
-        "Largest SASL token accepted before authentication completes.",
+        "Largest frame (request or raw SASL token) accepted before SASL "
+        "authentication completes; a larger one fails the authentication.",
         listener=True)
 
 # --------------------------------------------------------------------------

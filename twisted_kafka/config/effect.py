@@ -16,12 +16,15 @@ about as deprecated when set (``deprecation``), saying whether it still acts.
 
 from __future__ import annotations
 
-SECURITY = "SASL is not built yet (security issue)"
+SECURITY = "this security feature is not built (GSSAPI, OAUTHBEARER, pluggable classes)"
 TRANSACTIONS = "transactions are not built yet (idempotent producers are)"
 REPLICATION = "replication between brokers is not built yet (cluster issue)"
 ZOOKEEPER = ("the ZooKeeper client (kazoo) pipelines requests without a limit of its own; the session "
              "keys (zookeeper.connect, zookeeper.session.timeout.ms, zookeeper.connection.timeout.ms, "
              "zookeeper.set.acl) take effect")
+SASL = ("SASL offers PLAIN and SCRAM-SHA-256/512 (sasl.enabled.mechanisms, the PLAIN users of "
+        "listener.name.<l>.plain.sasl.jaas.config, sasl.server.max.receive.size); GSSAPI, OAUTHBEARER, pluggable "
+        "SASL classes and the broker's own SASL client (inter-broker) are not built")
 METRICS = "metrics are kept under Kafka's names; reporters and sampling are not configurable yet"
 REACTOR = ("the reactor's single thread does all socket I/O, so there are no network threads to size "
            "(docs/architecture.md, 'num.network.threads')")
@@ -35,7 +38,7 @@ JSSE = ("a setting of Java's TLS implementation (JSSE); TLS here is OpenSSL's, t
 TLS_VERSION = "the TLS versions offered are ssl.enabled.protocols; OpenSSL has no separate context protocol"
 
 _PREFIXES = {
-    "sasl.": SECURITY,
+    "sasl.": SASL,
     "transaction.": TRANSACTIONS,
     "replica.": REPLICATION,
     "zookeeper.": ZOOKEEPER,
@@ -49,7 +52,8 @@ _KEYS = {
     "ssl.trustmanager.algorithm": JSSE,
     "ssl.secure.random.implementation": JSSE,
     "ssl.engine.factory.class": JSSE,
-    "connections.max.reauth.ms": SECURITY,
+    "connections.max.reauth.ms": ("SASL re-authentication (KIP-368) is not offered: sessions do not expire "
+                                  "(SaslAuthenticate answers session_lifetime_ms 0)"),
     "principal.builder.class": SECURITY,
     "security.providers": SECURITY,
     "transactional.id.expiration.ms": TRANSACTIONS,
@@ -87,9 +91,10 @@ def deprecation(name: str) -> str | None:
     return entry[0] if entry else None
 
 
-# Read although a prefix above matches: the ZooKeeper session's keys (cluster mode).
+# Read although a prefix above matches: the ZooKeeper session's keys (cluster mode) and SASL's.
 _EFFECTIVE = frozenset({"zookeeper.connect", "zookeeper.session.timeout.ms", "zookeeper.connection.timeout.ms",
-                        "zookeeper.set.acl"})
+                        "zookeeper.set.acl",
+                        "sasl.enabled.mechanisms", "sasl.jaas.config", "sasl.server.max.receive.size"})
 
 
 def not_effective_reason(name: str) -> str | None:

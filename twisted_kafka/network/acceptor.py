@@ -36,6 +36,7 @@ from .connection_events import ConnectionEvent, ConnectionEventKind, ConnectionE
 from .connections import ConnectionRegistry
 from .endpoints import SASL_PROTOCOLS, listen
 from .listeners import EndPoint
+from twisted_kafka.sasl.authenticator import SaslServerConfig
 from .close_reasons import CloseReason
 import contextlib
 
@@ -49,7 +50,7 @@ class Acceptor(ServerFactory):
 
     def __init__(self, *, endpoint: EndPoint, plane, quotas: ConnectionQuotas, registry: ConnectionRegistry,
                  reactor, config, processor_class, protected: bool, events: ConnectionEvents | None = None,
-                 tls=None):
+                 tls=None, sasl: SaslServerConfig | None = None):
         self.endpoint = endpoint
         self.tls = tls              # the listener's ServerTls (SSL, SASL_SSL), else None
         self.events = events
@@ -65,6 +66,12 @@ class Acceptor(ServerFactory):
         self.max_request_size: int = config["socket.request.max.bytes"]
         self.socket_send_buffer_bytes: int = config["socket.send.buffer.bytes"]
         self.failed_authentication_delay_ms: int = config["connection.failed.authentication.delay.ms"]
+        #: What this SASL listener offers (mechanisms, users); each connection gets its own authenticator.
+        self.sasl = sasl
+        if self.authentication_required and sasl is None:
+            raise ValueError(f"SASL listener {self.listener_name} has no SASL configuration")
+        self.sasl_max_receive_size: int = config.listener_effective(self.listener_name,
+                                                                    "sasl.server.max.receive.size")
         self.socket_receive_buffer_bytes: int = config["socket.receive.buffer.bytes"]
         self.backlog: int = config["socket.listen.backlog.size"]
         self.socket_options_inherited = False   # True once the listening socket carries them

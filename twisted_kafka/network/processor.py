@@ -31,7 +31,16 @@ the transport and the plane:
   for.  A connection whose responses make no progress for
   ``connections.max.idle.ms`` is closed as idle;
 * anything malformed closes this connection alone, with one log line naming
-  peer and reason.
+  peer and reason;
+* on a SASL listener, the connection authenticates first, as in Kafka's
+  network layer (``SaslServerAuthenticator`` sits in the channel, below
+  ``KafkaApis``): SaslHandshake and SaslAuthenticate requests -- and the raw
+  tokens after a v0 handshake -- are answered here by the connection's
+  sans-IO ``twisted_kafka.sasl`` authenticator, ApiVersions goes to its
+  handler as usual, and anything else, an oversized frame
+  (``sasl.server.max.receive.size``) or a failed exchange ends in
+  ``close_after_authentication_failure``.  Once authenticated the
+  principal (``User:<name>``) is in every request's context.
 
 Each plane has its own subclass so logs, metrics and stack traces say which
 plane a connection belongs to.
@@ -50,6 +59,7 @@ from twisted.internet.protocol import Protocol
 from twisted.logger import Logger
 from zope.interface import implementer
 
+from twisted_kafka.protocol.codec import encode_response
 from twisted_kafka.protocol.connection import (
     NEED_DATA,
     PAUSED,
@@ -59,6 +69,8 @@ from twisted_kafka.protocol.connection import (
     SaslTokenReceived,
     ServerConnection,
 )
+from twisted_kafka.protocol.registry import ApiKey
+from twisted_kafka.sasl.authenticator import SaslStep
 
 from .close_reasons import CloseReason
 from .tls import describe_failure
@@ -70,6 +82,7 @@ from .request import (
     Request,
     RequestContext,
     Response,
+    SendResponse,
 )
 
 if TYPE_CHECKING:
@@ -129,7 +142,10 @@ class Processor(Protocol):
         self.connection_id = connection_id
         self.connection = ServerConnection(max_request_size=acceptor.max_request_size,
                                            serves=acceptor.plane.serves,
-                                           authentication_required=acceptor.authentication_required)
+                                           authentication_required=acceptor.authentication_required,
+                                           max_authentication_size=acceptor.sasl_max_receive_size)
+        sasl = acceptor.sasl if acceptor.authentication_required else None
+        self.authenticator = sasl.new_authenticator() if sasl is not None else None
         self.principal = ANONYMOUS
         self.slot = None            # ConnectionSlot once admitted
         self.parked = False         # accepted by the kernel, not yet admitted by the quotas
@@ -406,20 +422,70 @@ class Processor(Protocol):
                 request = Request(context=self.context(), header=event.header, body=event.body,
                                   spec=event.spec, size=event.size, start_ns=perf_counter_ns())
                 self._inflight = request
-                self.channel.send_request(request)
+                if self.authenticator is not None and not self.connection.authenticated \
+                        and event.header.api_key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
+                    self._authenticate(request)
+                else:
+                    self.channel.send_request(request)
                 continue
             if isinstance(event, ProtocolViolation):
                 if event.tls_record and self.acceptor.tls is None:
                     self.close(CloseReason.TLS, f"{event.message} (TLS handshake on a {self.security_protocol} "
                                                 "listener)")
+                elif self.authenticator is not None and not self.connection.authenticated:
+                    # Kafka's authenticator fails the authentication (IllegalSaslStateException, an
+                    # oversized receive): the close waits for connection.failed.authentication.delay.ms.
+                    self.close_after_authentication_failure(event.message)
                 else:
                     self.close(CloseReason.PROTOCOL_ERROR, event.message)
                 return
             if isinstance(event, SaslTokenReceived):
-                # Raw SASL tokens need a SASL listener, which this build does not serve yet.
-                self.close(CloseReason.PROTOCOL_ERROR, "raw SASL token on a listener without SASL")
-                return
+                self._raw_token(event.token)
+                continue
             return  # CLOSED
+
+    # -- SASL (pre-authentication requests answered on the connection, as Kafka's authenticator does) --
+
+    def _authenticate(self, request: Request) -> None:
+        """Answer a pre-authentication SaslHandshake / SaslAuthenticate with the connection's authenticator."""
+        assert self.authenticator is not None
+        body = request.body
+        if request.api_key == ApiKey.SASL_HANDSHAKE:
+            step = self.authenticator.handshake(request.api_version, body.mechanism)
+        else:
+            step = self.authenticator.authenticate(request.api_version, body.auth_bytes)
+        request.dequeue_ns = request.local_complete_ns = request.remote_complete_ns = perf_counter_ns()
+        if step.failure is not None:
+            # Muted and closing first, so nothing after this request is read; the response still leaves.
+            self.close_after_authentication_failure(step.failure)
+        chunks = encode_response(request.header, step.response, request.api_version)
+        self.send(SendResponse(request, chunks, self._update(step)))
+
+    def _raw_token(self, token: bytes) -> None:
+        """A raw token (after a v0 handshake): its challenge goes back in a size-prefixed frame."""
+        if self.authenticator is None:
+            self.close(CloseReason.PROTOCOL_ERROR, "raw SASL token on a listener without SASL")
+            return
+        step = self.authenticator.raw_token(token)
+        if step.failure is not None:
+            self.close_after_authentication_failure(step.failure)
+            return
+        assert step.raw is not None
+        if self.connected and not self.closing:
+            self.transport.write(len(step.raw).to_bytes(4, "big") + step.raw)
+        self.connection.response_complete()
+        update = self._update(step)
+        if update is not None:
+            self._apply(update)
+
+    def _update(self, step: SaslStep) -> ConnectionUpdate | None:
+        if step.handshake is None and step.principal is None:
+            return None
+        if step.principal is not None:
+            self.log.debug("Connection {connection_id} from {peer} authenticated as {principal} ({mechanism})",
+                           connection_id=self.connection_id, peer=self.peer, principal=step.principal,
+                           mechanism=self.authenticator.mechanism if self.authenticator else None)
+        return ConnectionUpdate(sasl_handshake=step.handshake, authenticated_principal=step.principal)
 
     def _room_available(self) -> None:
         self._waiting_for_room = False

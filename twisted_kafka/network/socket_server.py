@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Protocol
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred, DeferredList, gatherResults, inlineCallbacks
@@ -43,6 +43,7 @@ from twisted.logger import Logger
 from twisted_kafka.config import ConfigError, StartupError
 from twisted_kafka.metrics import MetricName, MetricsRegistry
 from twisted_kafka.protocol.registry import CONTROLLER_API_KEYS, ApiSpec
+from twisted_kafka.sasl.authenticator import SaslServerConfig
 
 from .acceptor import Acceptor
 from .connection_quotas import ConnectionQuotas
@@ -127,7 +128,7 @@ class SocketServer(Service):
     log = Logger(namespace="twisted_kafka.network.SocketServer")
 
     def __init__(self, *, config, listeners: ListenerConfig, reactor, metrics: MetricsRegistry,
-                 apis: ServedApis):
+                 apis: ServedApis, sasl: Mapping[str, SaslServerConfig] | None = None):
         self.config = config
         self.listener_config = listeners
         self.reactor = reactor
@@ -163,7 +164,7 @@ class SocketServer(Service):
                 endpoint=ep, plane=plane, quotas=self.quotas, registry=self.registry, reactor=reactor,
                 config=config, processor_class=plane.processor_class,
                 protected=listeners.is_protected(ep.listener_name), events=self.connection_events,
-                tls=self.tls.get(ep.listener_name))
+                tls=self.tls.get(ep.listener_name), sasl=(sasl or {}).get(ep.listener_name))
         self.max_idle_seconds = config["connections.max.idle.ms"] / 1000.0
         self._reaper: LoopingCall | None = None
         self._register_gauges()

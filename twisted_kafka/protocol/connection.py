@@ -24,7 +24,9 @@ Pre-authentication (SASL listeners, KIP-43/KIP-152): until authentication
 completes only ApiVersions and SaslHandshake are accepted, then
 SaslAuthenticate (handshake v1), or -- after a v0 handshake -- raw SASL tokens
 in Kafka's size-prefixed frames, which are handed out as ``SaslTokenReceived``.
-Anything else before authentication is a protocol violation.
+Anything else before authentication is a protocol violation.  Until then
+frames are limited by ``sasl.server.max.receive.size`` (``max_authentication_size``)
+rather than ``socket.request.max.bytes``, as Kafka's authenticator reads them.
 """
 
 from __future__ import annotations
@@ -119,8 +121,12 @@ class ServerConnection:
     """One connection's protocol state on the broker; see the module docstring."""
 
     def __init__(self, *, max_request_size: int, serves: Callable[[int], ApiSpec | None],
-                 authentication_required: bool = False):
+                 authentication_required: bool = False, max_authentication_size: int = 524288):
         self._frames = FrameBuffer(max_request_size, kind="request", limit_name="socket.request.max.bytes")
+        self._max_request_size = max_request_size
+        if authentication_required:
+            self._frames.max_frame_size = max_authentication_size
+            self._frames.limit_name = "sasl.server.max.receive.size, before authentication"
         self._serves = serves
         self.in_flight: RequestHeader | bytes | None = None
         self.closed = False
@@ -132,7 +138,7 @@ class ServerConnection:
 
     @property
     def max_request_size(self) -> int:
-        return self._frames.max_frame_size
+        return self._max_request_size
 
     @property
     def buffered_bytes(self) -> int:
@@ -226,6 +232,8 @@ class ServerConnection:
         """SASL succeeded: every served API is allowed from now on."""
         if self.auth_state is not AuthState.NOT_REQUIRED:
             self.auth_state = AuthState.AUTHENTICATED
+            self._frames.max_frame_size = self._max_request_size
+            self._frames.limit_name = "socket.request.max.bytes"
 
     @property
     def authenticated(self) -> bool:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from kafka.protocol.admin import (
     AlterConfigsRequest, AlterConfigsResponse,
     AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
+    AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
     CreateAclsRequest, CreateAclsResponse,
     CreatePartitionsRequest, CreatePartitionsResponse,
     CreateTopicsRequest, CreateTopicsResponse,
@@ -31,6 +32,7 @@ from kafka.protocol.admin import (
     DescribeClusterRequest, DescribeClusterResponse,
     DescribeConfigsRequest, DescribeConfigsResponse,
     DescribeGroupsRequest, DescribeGroupsResponse,
+    DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse,
     ElectLeadersRequest, ElectLeadersResponse,
     IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
     ListGroupsRequest, ListGroupsResponse,
@@ -175,6 +177,8 @@ MESSAGE_CLASSES: dict[int, tuple[type[ApiMessage], type[ApiMessage]]] = {
         (ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse),
         (DescribeClientQuotasRequest, DescribeClientQuotasResponse),
         (AlterClientQuotasRequest, AlterClientQuotasResponse),
+        (DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse),
+        (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
         (DescribeClusterRequest, DescribeClusterResponse),
     )
 }

@@ -49,6 +49,11 @@ leaders with ElectLeaders v0-v2, kafka-python's admin reassigns with v0.
 DescribeClientQuotas and AlterClientQuotas are advertised 0-1 (v1: flexible),
 every version Kafka has; they serve the ``ip`` entity (KIP-612).
 
+Describe/AlterUserScramCredentials (KIP-554) have only v0.  SaslHandshake
+0-1 and SaslAuthenticate 0-2 are every version Kafka has; which of them a
+connection may send when is ``protocol.connection``'s pre-authentication
+state.
+
 ACLs are advertised 0-3: kafka-python sends up to v3, aiokafka picks its
 highest struct inside the range (DescribeAcls v2, Create/DeleteAcls v1) and
 librdkafka uses v0-v1.
@@ -170,6 +175,8 @@ ADVERTISED_RANGES: dict[ApiKey, tuple[int, int]] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
     ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
 }
 

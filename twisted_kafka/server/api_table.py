@@ -14,6 +14,7 @@ from twisted_kafka.coordinator.group.coordinator import GroupCoordinator
 from twisted_kafka.coordinator.group.service import GroupCoordinatorService
 from twisted_kafka.coordinator.transaction import ProducerIdManager
 from twisted_kafka.network.request import RequestContext
+from twisted_kafka.sasl.credential_store import InMemoryScramCredentialStore, ScramCredentialStore
 
 from .admin_manager import AdminManager
 from .api_handler import ApiHandler
@@ -49,6 +50,8 @@ from .handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
 from .handlers.offsets import OffsetCommitHandler, OffsetDeleteHandler, OffsetFetchHandler
 from .handlers.produce import ProduceHandler
 from .handlers.reassignments import AlterPartitionReassignmentsHandler, ListPartitionReassignmentsHandler
+from .handlers.sasl import SaslAuthenticateHandler, SaslHandshakeHandler
+from .handlers.scram_credentials import AlterUserScramCredentialsHandler, DescribeUserScramCredentialsHandler
 from .metadata_cache import MetadataCache
 from .replica_manager import ReplicaManager
 
@@ -58,14 +61,19 @@ def broker_handlers(*, advertised_keys: Callable[[RequestContext], list[int]], r
                     dynamic_config: DynamicBrokerConfig, controller: ControllerClient,
                     controller_guard: ControllerRequestGuard, group_coordinator: GroupCoordinator,
                     offsets_topic: GroupCoordinatorService, producer_ids: ProducerIdManager, clock,
-                    authorization: Authorization = ALLOW_ALL) -> list[ApiHandler]:
-    """Every handler, each holding ``authorization`` (what its requests may do)."""
+                    authorization: Authorization = ALLOW_ALL,
+                    scram_store: ScramCredentialStore | None = None) -> list[ApiHandler]:
+    """Every handler, each holding ``authorization`` (what its requests may do).  Without
+    ``scram_store`` SCRAM credentials live in memory only (tests that do not care about them); the
+    broker passes its ``FileScramCredentialStore``."""
+    if scram_store is None:
+        scram_store = InMemoryScramCredentialStore()
     handlers = _handlers(advertised_keys=advertised_keys, replica_manager=replica_manager,
                          metadata_cache=metadata_cache, admin_manager=admin_manager,
                          config_repository=config_repository, dynamic_config=dynamic_config, controller=controller,
                          controller_guard=controller_guard, group_coordinator=group_coordinator,
                          offsets_topic=offsets_topic, producer_ids=producer_ids, clock=clock,
-                         authorization=authorization)
+                         authorization=authorization, scram_store=scram_store)
     for handler in handlers:
         handler.authorization = authorization
     return handlers
@@ -73,7 +81,7 @@ def broker_handlers(*, advertised_keys: Callable[[RequestContext], list[int]], r
 
 def _handlers(*, advertised_keys, replica_manager, metadata_cache, admin_manager, config_repository,
               dynamic_config, controller, controller_guard, group_coordinator, offsets_topic, producer_ids, clock,
-              authorization) -> list[ApiHandler]:
+              authorization, scram_store) -> list[ApiHandler]:
     groups = group_coordinator
     return [
         ApiVersionsHandler(advertised_keys),
@@ -115,6 +123,10 @@ def _handlers(*, advertised_keys, replica_manager, metadata_cache, admin_manager
         DescribeAclsHandler(),
         CreateAclsHandler(controller),
         DeleteAclsHandler(controller),
+        SaslHandshakeHandler(),
+        SaslAuthenticateHandler(),
+        DescribeUserScramCredentialsHandler(scram_store),
+        AlterUserScramCredentialsHandler(scram_store),
     ]
 
 

@@ -53,6 +53,7 @@ from time import monotonic
 
 from twisted.application.service import MultiService, Service
 from twisted.internet.defer import Deferred, ensureDeferred, maybeDeferred
+from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger, LogLevel
 from twisted.python.threadpool import ThreadPool
 
@@ -73,6 +74,8 @@ from twisted_kafka.log.cleaner import register_cleaner_metrics
 from twisted_kafka.metrics import MetricsRegistry
 from twisted_kafka.network.listeners import parse_listeners
 from twisted_kafka.network.socket_server import SocketServer
+from twisted_kafka.sasl.credential_store import FileScramCredentialStore
+from twisted_kafka.sasl.listener_config import sasl_server_configs
 from twisted_kafka.zk import data as zk_data
 from twisted_kafka.zk import registration as zk_registration
 from twisted_kafka.zk.admin import ZkAdmin
@@ -181,9 +184,18 @@ class KafkaServer(MultiService):
         self.replica_manager = ReplicaManager(broker_id=broker_id, log_manager=self.log_manager, reactor=reactor,
                                               topic_overrides=self.config_repository.topic_overrides)
 
+        # SCRAM credentials (salted) in the first log dir; the file is written on the I/O pool.
+        try:
+            self.scram_store = FileScramCredentialStore(
+                self.log_dirs[0],
+                run_blocking=lambda function, *args: deferToThreadPool(reactor, pool, function, *args))
+        except (OSError, ValueError) as exc:
+            raise StartupError("log.dirs", self.log_dirs[0], str(exc)) from None
+        sasl_configs = sasl_server_configs(config, self.listeners, self.scram_store)
+
         self.apis = KafkaApis()
         self.socket_server = SocketServer(config=config, listeners=self.listeners, reactor=reactor,
-                                          metrics=self.metrics, apis=self.apis)
+                                          metrics=self.metrics, apis=self.apis, sasl=sasl_configs)
         self.apis.request_metrics = self.socket_server.data_plane.request_metrics
         self.registration: BrokerRegistration | None = None
         controller_service: Service
@@ -223,7 +235,8 @@ class KafkaServer(MultiService):
                 admin_manager=self.admin_manager, config_repository=self.config_repository,
                 dynamic_config=self.dynamic_config, controller=controller, controller_guard=self.controller_guard,
                 group_coordinator=self.group_coordinator.coordinator, offsets_topic=self.group_coordinator,
-                producer_ids=self.producer_ids, clock=reactor, authorization=self.authorization):
+                producer_ids=self.producer_ids, clock=reactor, authorization=self.authorization,
+                scram_store=self.scram_store):
             self.apis.register(handler)
         self.dynamic_config.add_reconfigurable(LogDefaults(self.log_manager, self.config_repository))
         self.dynamic_config.add_reconfigurable(self.log_manager.cleaner)        # log.cleaner.threads, ...

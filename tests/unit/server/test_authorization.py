@@ -257,3 +257,16 @@ def test_client_quotas_need_describe_and_alter_configs_on_the_cluster(node):
     grant(node, allow(CLUSTER, "kafka-cluster", Op.ALTER_CONFIGS))     # implies DESCRIBE_CONFIGS
     assert [e.error_code for e in node.call(alter, 1, principal=ALICE).entries] == [ErrorCode.NONE]
     assert node.call(describe, 1, principal=ALICE).error_code == ErrorCode.NONE
+
+
+def test_scram_credential_apis_need_describe_and_alter_on_the_cluster(node):
+    describe = m.DescribeUserScramCredentialsRequest(users=None)
+    A = m.AlterUserScramCredentialsRequest
+    alter = A(deletions=[], upsertions=[A.ScramCredentialUpsertion(
+        name="carol", mechanism=1, iterations=8192, salt=b"s" * 16, salted_password=b"p" * 32)])
+    assert node.call(describe, 0, principal=ALICE).error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert [r.error_code for r in node.call(alter, 0, principal=ALICE).results] == [
+        ErrorCode.CLUSTER_AUTHORIZATION_FAILED]
+    grant(node, allow(CLUSTER, "kafka-cluster", Op.ALTER))           # implies DESCRIBE
+    assert [r.error_code for r in node.call(alter, 0, principal=ALICE).results] == [ErrorCode.NONE]
+    assert node.call(describe, 0, principal=ALICE).error_code == ErrorCode.NONE
