@@ -64,7 +64,7 @@ class AdminRestSettings:
         keystore = config[KEYSTORE_KEY]
         truststore = config[TRUSTSTORE_KEY]
         if parts.scheme == "https" and not keystore:
-            raise StartupError(KEYSTORE_KEY, "", f"an https {LISTENER_KEY} needs a PEM certificate and key")
+            raise StartupError(KEYSTORE_KEY, "", f"an https {LISTENER_KEY} needs a certificate and key")
         if not is_loopback(host) and token is None and parts.scheme != "https":
             raise StartupError(LISTENER_KEY, listener,
                                f"a non-loopback admin endpoint needs {TOKEN_KEY} (or {TOKEN_FILE_KEY}) "
