@@ -238,8 +238,8 @@ def _key_store(keys: _Keys, sources: list[str], digest) -> tuple[Any, tuple[x509
     if location is None:
         raise ConfigError(keys.name("ssl.keystore.location"),
                           f"listener {keys.listener} uses TLS and needs a certificate: set "
-                          f"{keys.name('ssl.keystore.location')} "
-                          "(or ssl.keystore.key with ssl.keystore.certificate.chain)")
+                          f"{keys.name('ssl.keystore.location')}"
+                          + ("" if keys.prefix else " (or ssl.keystore.key with ssl.keystore.certificate.chain)"))
     data = keys.read("ssl.keystore.location")
     digest.update(data)
     sources.append(location)
