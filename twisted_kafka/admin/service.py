@@ -42,8 +42,8 @@ class QuietSite(Site):
 class AdminRestService(Service):
     log = Logger(namespace="twisted_kafka.admin.AdminRestService")
 
-    #: The admin endpoint's name in TLS logs and in the outcome of a certificate reload (a Kafka listener
-    #: name cannot hold a dot, so it never collides with one).
+    #: The admin endpoint's name in TLS logs and in the outcome of a certificate reload (named after its keys'
+    #: prefix, ``admin.rest.ssl.*``).
     TLS_NAME = "admin.rest"
 
     def __init__(self, settings: AdminRestSettings, backend: AdminBackend, reactor, config):
