@@ -28,7 +28,7 @@ from twisted.web.server import Site
 from twisted_kafka.config import ConfigError, StartupError
 from twisted_kafka.network.tls import ServerTls
 
-from .settings import LISTENER_KEY, AdminRestSettings
+from .settings import LISTENER_KEY, TLS_PREFIX, AdminRestSettings
 from .web import AdminBackend, AdminResource
 
 
@@ -57,7 +57,7 @@ class AdminRestService(Service):
         self.port = None
         self.tls: ServerTls | None = None
         if settings.scheme == "https":
-            self.tls = ServerTls(config, self.TLS_NAME, "SSL", prefix="admin.rest.",
+            self.tls = ServerTls(config, self.TLS_NAME, "SSL", prefix=TLS_PREFIX,
                                  defaults=self._tls_defaults(settings))
 
     @property

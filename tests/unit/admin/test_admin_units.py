@@ -171,3 +171,10 @@ def test_tls_reload_needs_the_token_and_answers_per_listener():
     status, body = call(secured, "POST", "/v1/tls/reload", "secret")
     assert status == 200 and json.loads(body) == {"listeners": {"SSL": "reloaded", "admin.rest": "unchanged"}}
     assert reloads == [1]
+
+
+def test_tls_keys_are_every_declared_admin_ssl_key():
+    from twisted_kafka.admin.settings import TLS_KEYS, TLS_PREFIX
+    from twisted_kafka.config import BROKER_CONFIG
+
+    assert set(TLS_KEYS) == {k for k in BROKER_CONFIG if k.startswith(TLS_PREFIX + "ssl.")}
