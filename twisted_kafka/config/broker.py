@@ -23,6 +23,7 @@ __all__ = [
     "SECURITY_PROTOCOLS",
     "COMPRESSION_TYPES",
     "MECHANISM_PREFIX_REQUIRED",
+    "AUTHORIZER_CLASS_NAMES",
 ]
 
 HIGH, MEDIUM, LOW = Importance.HIGH, Importance.MEDIUM, Importance.LOW
@@ -363,15 +364,26 @@ _define("sasl.server.max.receive.size", INT, 524288, MEDIUM,
 
 # --------------------------------------------------------------------------
 _group = "Authorization"
+#: Values of authorizer.class.name that enable the ACL authorizer: Kafka's ZooKeeper-mode and KRaft-mode
+#: class names (either gives the same ACL semantics here) and this project's own.
+AUTHORIZER_CLASS_NAMES = (
+    "kafka.security.authorizer.AclAuthorizer",
+    "kafka.security.auth.SimpleAclAuthorizer",
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "twisted_kafka.security.authorizer.AclAuthorizer",
+)
 _define("authorizer.class.name", STRING, "", LOW,
-        "Authorizer checking each request against ACLs; empty disables "
-        "authorization (everything is allowed).")
+        "The authorizer checking every request against the cluster's ACLs: "
+        "one of the ACL authorizer's names (Kafka's class names are "
+        "accepted); empty disables authorization (everything is allowed, "
+        "and the ACL APIs answer SECURITY_DISABLED).",
+        validator=one_of("", *AUTHORIZER_CLASS_NAMES))
 _define("allow.everyone.if.no.acl.found", BOOLEAN, False, MEDIUM,
-        "Read by the ACL authorizer: allow access to a resource that has no "
-        "matching ACL at all.")
+        "Read by the ACL authorizer: allow any principal every operation on "
+        "a resource that no ACL applies to at all.")
 _define("super.users", STRING, None, MEDIUM,
-        "Read by the ACL authorizer: principals allowed everything, separated "
-        "by semicolons (User:admin;User:broker).")
+        "Read by the ACL authorizer: principals allowed everything whatever "
+        "the ACLs say, separated by semicolons (User:admin;User:broker).")
 
 # --------------------------------------------------------------------------
 _group = "Log"
@@ -483,17 +495,20 @@ _group = "Log cleaner"
 _define("log.cleaner.enable", BOOLEAN, True, MEDIUM,
         "Run the log cleaner, which compacts topics with cleanup.policy=compact.")
 _define("log.cleaner.threads", INT, 1, MEDIUM,
-        "Number of cleaner workers.",
+        "How many logs are cleaned at once (each cleaning works in the I/O "
+        "thread pool, one step at a time).",
         validator=at_least(0), mode=CLUSTER_WIDE)
 _define("log.cleaner.io.max.bytes.per.second", DOUBLE, DOUBLE_MAX, MEDIUM,
-        "Throttle on the cleaner's combined read and write rate.",
+        "Throttle on the cleaner's combined read and write rate, shared by "
+        "all cleanings.",
         mode=CLUSTER_WIDE)
 _define("log.cleaner.dedupe.buffer.size", LONG, 134217728, MEDIUM,
-        "Memory for the key map the cleaner builds, shared by all cleaner "
-        "workers (at least 1 MiB each).",
+        "Memory for the key maps the cleaner builds, shared by the cleanings "
+        "running at once (more than 1 MiB each); about 136 bytes per key.",
         mode=CLUSTER_WIDE)
 _define("log.cleaner.io.buffer.size", INT, 524288, MEDIUM,
-        "I/O buffer memory of the cleaner, shared by all cleaner workers.",
+        "I/O buffer memory of the cleaner, shared by the cleanings running at "
+        "once; half of each share is what one cleaning step reads.",
         validator=at_least(0), mode=CLUSTER_WIDE)
 _define("log.cleaner.io.buffer.load.factor", DOUBLE, 0.9, MEDIUM,
         "How full the cleaner's key map may get before a pass stops.",

@@ -16,13 +16,12 @@ about as deprecated when set (``deprecation``), saying whether it still acts.
 
 from __future__ import annotations
 
-SECURITY = "SASL and ACLs are not built yet (security issue)"
+SECURITY = "SASL is not built yet (security issue)"
 TRANSACTIONS = "transactions are not built yet (idempotent producers are)"
 REPLICATION = "replication between brokers is not built yet (cluster issue)"
 ZOOKEEPER = ("the ZooKeeper client (kazoo) pipelines requests without a limit of its own; the session "
              "keys (zookeeper.connect, zookeeper.session.timeout.ms, zookeeper.connection.timeout.ms, "
              "zookeeper.set.acl) take effect")
-COMPACTION = "log compaction (cleanup.policy=compact) is not built yet"
 METRICS = "metrics are kept under Kafka's names; reporters and sampling are not configurable yet"
 REACTOR = ("the reactor's single thread does all socket I/O, so there are no network threads to size "
            "(docs/architecture.md, 'num.network.threads')")
@@ -40,7 +39,6 @@ _PREFIXES = {
     "transaction.": TRANSACTIONS,
     "replica.": REPLICATION,
     "zookeeper.": ZOOKEEPER,
-    "log.cleaner.": COMPACTION,
     "metrics.": METRICS,
 }
 
@@ -51,12 +49,9 @@ _KEYS = {
     "ssl.trustmanager.algorithm": JSSE,
     "ssl.secure.random.implementation": JSSE,
     "ssl.engine.factory.class": JSSE,
-    "allow.everyone.if.no.acl.found": SECURITY,
-    "authorizer.class.name": SECURITY,
     "connections.max.reauth.ms": SECURITY,
     "principal.builder.class": SECURITY,
     "security.providers": SECURITY,
-    "super.users": SECURITY,
     "transactional.id.expiration.ms": TRANSACTIONS,
     "num.replica.fetchers": REPLICATION,
     "compression.type": RECOMPRESSION,

@@ -35,6 +35,7 @@ from twisted_kafka.config.topic import validate_topic_overrides
 from twisted_kafka.network.tls import ClientTls
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
+from twisted_kafka.security.acl import AclBinding, AclBindingFilter
 from twisted_kafka.zk.admin import ZkAdmin
 
 from .client import (
@@ -48,6 +49,7 @@ CONTROLLED_SHUTDOWN_VERSION = 3
 ELECT_LEADERS_VERSION = 2
 ALTER_REASSIGNMENTS_VERSION = 1
 LIST_REASSIGNMENTS_VERSION = 0
+ACLS_VERSION = 1
 #: How long AlterConfigs waits for this broker to apply a config it wrote to ZooKeeper.
 CONFIG_WAIT_MS = 10_000
 
@@ -285,6 +287,35 @@ class ClusterControllerClient(ControllerClient):
                               backoff=backoff)
                 await deferLater(self.reactor, backoff, lambda: None)
         raise KafkaError(ErrorCode.NOT_CONTROLLER, "There is no controller")
+
+    async def create_acls(self, bindings: list[AclBinding], *, forward: bool = True
+                          ) -> list[tuple[ErrorCode, str | None]]:
+        """ACLs are the controller's to write: here, or forwarded to it as a CreateAcls request
+        (one already forwarded is never sent on again)."""
+        if self._local_active():
+            return await self.local.create_acls(bindings)
+        R = m.CreateAclsRequest
+        response = await self.link.request(self._controller(forward), R(creations=[R.AclCreation(
+            resource_type=b.pattern.resource_type, resource_name=b.pattern.name,
+            resource_pattern_type=b.pattern.pattern_type, principal=b.entry.principal, host=b.entry.host,
+            operation=b.entry.operation, permission_type=b.entry.permission) for b in bindings]), ACLS_VERSION)
+        return [(ErrorCode(r.error_code), r.error_message) for r in response.results]
+
+    async def delete_acls(self, filters: list[AclBindingFilter], *, forward: bool = True) -> list[list[AclBinding]]:
+        if self._local_active():
+            return await self.local.delete_acls(filters)
+        R = m.DeleteAclsRequest
+        response = await self.link.request(self._controller(forward), R(filters=[R.DeleteAclsFilter(
+            resource_type_filter=f.resource_type, resource_name_filter=f.name, pattern_type_filter=f.pattern_type,
+            principal_filter=f.principal, host_filter=f.host, operation=f.operation,
+            permission_type=f.permission) for f in filters]), ACLS_VERSION)
+        results = []
+        for result in response.filter_results:
+            if result.error_code:
+                raise KafkaError(ErrorCode(result.error_code), result.error_message)
+            results.append([AclBinding.of(a.resource_type, a.resource_name, a.pattern_type, a.principal, a.host,
+                                          a.operation, a.permission_type) for a in result.matching_acls])
+        return results
 
     async def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]] | None, *,
                             timeout_ms: int, forward: bool = True) -> dict[tuple[str, int], ElectionOutcome]:

@@ -40,8 +40,9 @@ Where future issues hook in:
 * replication — ``append_as_follower``, ``truncate_to``, the
   ``high_watermark`` setter, ``hw_follows_leo=False`` and
   ``end_offset_for_epoch``;
-* compaction — segments are replaced wholesale (``.cleaned``/``.swap`` names
-  are reserved in ``layout``), and ``_delete_segments`` is the one way out.
+* compaction — ``replace_segments`` swaps the log cleaner's output in for
+  finished segments (``twisted_kafka.log.cleaner``); ``_delete_segments`` is
+  the other way out.
 """
 
 from __future__ import annotations
@@ -74,9 +75,11 @@ from twisted_kafka.log.checkpoints import write_damaged_ranges, write_partition_
 from twisted_kafka.log.disk_space import LogDirSpace
 from twisted_kafka.log.epoch_cache import LeaderEpochCache
 from twisted_kafka.log.layout import (
+    CLEANED_SUFFIX,
     DAMAGED_RANGES,
     LEADER_EPOCH_CHECKPOINT,
     PARTITION_METADATA,
+    SWAP_SUFFIX,
     fsync_dir,
 )
 from twisted_kafka.log.log_config import LogConfig
@@ -767,6 +770,10 @@ class Log:
         segments = self._segments
         bases = self._bases
         i = max(0, bisect_right(bases, fetch_offset) - 1)
+        if len(bases) != len(segments) or segments[i].base_offset != bases[i]:
+            # The reactor replaced the segment list between the two reads above (this
+            # runs on a pool thread too): find the segment in the list itself.
+            i = max(0, bisect_right([s.base_offset for s in segments], fetch_offset) - 1)
         chunks: list = []
         remaining = max_bytes
         first_offset = -1
@@ -922,6 +929,59 @@ class Log:
         log.info("deleted {n} segment(s) of {topic}-{partition}; log start is {start}",
                  n=count, topic=self.topic, partition=self.partition, start=self.log_start_offset)
         return count
+
+    def replace_segments(self, new: LogSegment, old: list[LogSegment], *,
+                         from_suffix: str = CLEANED_SUFFIX) -> bool:
+        """Swap ``new`` (compaction output, its files named ``<name><from_suffix>``,
+        written and fsynced) in for ``old``, a run of consecutive finished segments.
+
+        Kafka's protocol (``LocalLog.replaceSegments``), every rename on this thread
+        in one go so nothing else sees the log half-swapped:
+
+        1. ``new``'s files: ``.cleaned`` -> ``.swap`` (indexes, then the ``.log``:
+           the commit point -- from here a crash completes the swap at the next
+           start, before it aborts it: ``recovery``);
+        2. ``old``'s files go to the segment deleter (renamed ``.deleted`` at once,
+           removed later; readers holding them keep reading);
+        3. ``new``'s files: ``.swap`` -> final names.
+
+        Returns False, with nothing changed, when ``old`` is no longer a run of
+        this log's finished segments (retention, DeleteRecords or a truncation
+        removed some meanwhile): the caller discards ``new``.  Runs on the
+        reactor; the directory is made durable by the next flush (``_dir_generation``).
+        """
+        segments = self._segments
+        if not old or self.closed or self.deleted:
+            return False
+        try:
+            i = next(n for n, s in enumerate(segments) if s is old[0])
+        except StopIteration:
+            return False
+        if i + len(old) >= len(segments) or new.base_offset != old[0].base_offset \
+                or any(a is not b for a, b in zip(segments[i:i + len(old)], old, strict=True)):
+            return False
+        new.change_suffix(from_suffix, SWAP_SUFFIX)        # raises OSError with nothing changed
+        # Past the commit point: whatever happens to the files now, the new segment is
+        # the data (a restart would complete the swap the same way).
+        try:
+            self.segment_deleter(self, list(old))
+            # As Kafka's UnifiedLog.replaceSegments: the producer state snapshots named after the
+            # replaced segments go with them (the one at the new segment's base stays).
+            self.producer_state.remove_snapshots(s.base_offset for s in old if s.base_offset != new.base_offset)
+        except OSError as e:
+            log.error("cannot remove the segments {old} replaced by {new}: {e}; they are removed "
+                      "at the next start", old=[s.log_path for s in old], new=new.log_path, e=e)
+        try:
+            new.change_suffix(SWAP_SUFFIX, "")
+        except OSError as e:
+            log.error("cannot rename {path} to its final name: {e}; the swap is completed at the "
+                      "next start", path=new.log_path, e=e)
+        self._segments = segments[:i] + [new] + segments[i + len(old):]
+        self._bases = [s.base_offset for s in self._segments]
+        self._dir_generation += 1
+        if any(s.damaged for s in old):
+            self.save_damaged_ranges(fsync=False)
+        return True
 
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: move log start to ``offset`` (-1: the high watermark).

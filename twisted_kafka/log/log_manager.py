@@ -91,6 +91,7 @@ from twisted_kafka.log.layout import (
     partition_dir_name,
     segment_file_name,
 )
+from twisted_kafka.log.cleaner import CleanerConfig, LogCleaner
 from twisted_kafka.log.log import Log
 from twisted_kafka.log.log_config import LONG_MAX, LogConfig, config_value
 from twisted_kafka.log.producer_state import (
@@ -218,6 +219,10 @@ class LogManager(Service):
         self._loaded: Deferred | None = None
         self._load_ok = False
         self.recovery_threads = max(1, int(config_value(config, "num.recovery.threads.per.data.dir", 1)))
+        #: Compaction of the logs whose cleanup.policy has compact (``twisted_kafka.log.cleaner``).
+        self.cleaner = LogCleaner(CleanerConfig.from_broker_config(config), reactor=self._reactor,
+                                  blocking=self._blocking, log_dirs=self.log_dirs, logs=self._logs_and_dirs,
+                                  space_of=self._spaces.get)
         #: Shared by every log's producer state; ``update_producer_state_config`` changes it at runtime.
         self.producer_state_config = ProducerStateConfig(int(config_value(
             config, "producer.id.expiration.ms", DEFAULT_PRODUCER_ID_EXPIRATION_MS)))
@@ -431,6 +436,8 @@ class LogManager(Service):
             loop.clock = self._reactor
             loop.start(interval_ms / 1000.0, now=False).addErrback(self._task_died, f.__name__)
             self._loops.append(loop)
+        self.cleaner.start().addErrback(
+            lambda f: log.failure("the log cleaner did not start", failure=_unwrap(f)))
 
     @staticmethod
     def _task_died(failure: Failure, name: str) -> None:
@@ -467,6 +474,9 @@ class LogManager(Service):
 
     def log_dir_of(self, topic: str, partition: int) -> str | None:
         return self._dir_of.get((topic, partition))
+
+    def _logs_and_dirs(self) -> list[tuple[TopicPartition, Log, str]]:
+        return [(key, unified.local_log, self._dir_of[key]) for key, unified in self._logs.items()]
 
     # -- create / delete / configure ---------------------------------------
 
@@ -548,6 +558,7 @@ class LogManager(Service):
         if unified is None:
             return succeed(False)
         log_dir = self._dir_of.pop(key)
+        self.cleaner.forget(topic, partition, log_dir)
         local_log = unified.local_log
         delay_ms = local_log.config.file_delete_delay_ms
         local_log.deleted = True                  # refuses appends from now on
@@ -726,7 +737,7 @@ class LogManager(Service):
                 # would claim state we do not know.
                 self._close_all()
                 return None
-            steps = gatherResults([log_.when_idle() for log_ in self._logs.values()]
+            steps = gatherResults([self.cleaner.stop()] + [log_.when_idle() for log_ in self._logs.values()]
                                   + list(self._settling) + list(self._checking.values()))
             steps.addCallback(lambda _: self._snapshot_producer_state())
             steps.addCallback(lambda _: self._flush_all())
@@ -740,6 +751,7 @@ class LogManager(Service):
         def failed(f):
             log.failure("the log manager did not shut down cleanly; logs are recovered at "
                         "the next start", failure=_unwrap(f))
+            self.cleaner.stop()
             self._close_all()
 
         d.addCallback(shut_down)

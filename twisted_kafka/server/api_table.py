@@ -17,9 +17,11 @@ from twisted_kafka.network.request import RequestContext
 
 from .admin_manager import AdminManager
 from .api_handler import ApiHandler
+from .authorization import ALLOW_ALL, Authorization
 from .config_repository import ConfigRepository
 from .controller_requests import ControllerRequestGuard
 from .dynamic_config import DynamicBrokerConfig
+from .handlers.acls import CreateAclsHandler, DeleteAclsHandler, DescribeAclsHandler
 from .handlers.alter_configs import AlterConfigsHandler, IncrementalAlterConfigsHandler
 from .handlers.api_versions import ApiVersionsHandler
 from .handlers.controller_apis import (
@@ -55,8 +57,23 @@ def broker_handlers(*, advertised_keys: Callable[[RequestContext], list[int]], r
                     metadata_cache: MetadataCache, admin_manager: AdminManager, config_repository: ConfigRepository,
                     dynamic_config: DynamicBrokerConfig, controller: ControllerClient,
                     controller_guard: ControllerRequestGuard, group_coordinator: GroupCoordinator,
-                    offsets_topic: GroupCoordinatorService, producer_ids: ProducerIdManager,
-                    clock) -> list[ApiHandler]:
+                    offsets_topic: GroupCoordinatorService, producer_ids: ProducerIdManager, clock,
+                    authorization: Authorization = ALLOW_ALL) -> list[ApiHandler]:
+    """Every handler, each holding ``authorization`` (what its requests may do)."""
+    handlers = _handlers(advertised_keys=advertised_keys, replica_manager=replica_manager,
+                         metadata_cache=metadata_cache, admin_manager=admin_manager,
+                         config_repository=config_repository, dynamic_config=dynamic_config, controller=controller,
+                         controller_guard=controller_guard, group_coordinator=group_coordinator,
+                         offsets_topic=offsets_topic, producer_ids=producer_ids, clock=clock,
+                         authorization=authorization)
+    for handler in handlers:
+        handler.authorization = authorization
+    return handlers
+
+
+def _handlers(*, advertised_keys, replica_manager, metadata_cache, admin_manager, config_repository,
+              dynamic_config, controller, controller_guard, group_coordinator, offsets_topic, producer_ids, clock,
+              authorization) -> list[ApiHandler]:
     groups = group_coordinator
     return [
         ApiVersionsHandler(advertised_keys),
@@ -67,7 +84,8 @@ def broker_handlers(*, advertised_keys: Callable[[RequestContext], list[int]], r
         ListOffsetsHandler(replica_manager),
         OffsetForLeaderEpochHandler(replica_manager),
         LeaderAndIsrHandler(replica_manager, controller_guard),
-        UpdateMetadataHandler(replica_manager, metadata_cache, config_repository, dynamic_config, controller_guard),
+        UpdateMetadataHandler(replica_manager, metadata_cache, config_repository, dynamic_config, controller_guard,
+                              authorization),
         StopReplicaHandler(replica_manager, controller_guard),
         ControlledShutdownHandler(controller),
         CreateTopicsHandler(admin_manager),
@@ -94,6 +112,9 @@ def broker_handlers(*, advertised_keys: Callable[[RequestContext], list[int]], r
         ElectLeadersHandler(admin_manager),
         AlterPartitionReassignmentsHandler(admin_manager),
         ListPartitionReassignmentsHandler(admin_manager),
+        DescribeAclsHandler(),
+        CreateAclsHandler(controller),
+        DeleteAclsHandler(controller),
     ]
 
 

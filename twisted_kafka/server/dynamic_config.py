@@ -333,6 +333,10 @@ class LogDefaults:
         "log.message.timestamp.after.max.ms",   # message.timestamp.after.max.ms
         "log.message.timestamp.difference.max.ms",  # message.timestamp.difference.max.ms (KIP-937)
         "message.max.bytes",                    # max.message.bytes
+        "log.cleaner.delete.retention.ms",      # delete.retention.ms
+        "log.cleaner.min.compaction.lag.ms",    # min.compaction.lag.ms
+        "log.cleaner.max.compaction.lag.ms",    # max.compaction.lag.ms
+        "log.cleaner.min.cleanable.ratio",      # min.cleanable.dirty.ratio
     })
 
     def __init__(self, log_manager, config_repository):

@@ -60,6 +60,7 @@ from twisted_kafka.admin import AdminRestService, AdminRestSettings
 from twisted_kafka.admin.web import AdminBackend
 from twisted_kafka.config import ConfigError, StartupError
 from twisted_kafka.controller.client import ControllerClient
+from twisted_kafka.security.authorizer import AclAuthorizer
 from twisted_kafka.controller.cluster_client import ClusterControllerClient
 from twisted_kafka.controller.controller_service import ControllerService
 from twisted_kafka.controller.kafka_controller import LiveBroker
@@ -68,6 +69,7 @@ from twisted_kafka.controller.zk_controller_service import ZkControllerService
 from twisted_kafka.coordinator.transaction import FileProducerIdBlockStore, ProducerIdBlockStore, ProducerIdManager
 from twisted_kafka.coordinator.transaction.zk_producer_id_store import ZkProducerIdBlockStore
 from twisted_kafka.log import LogManager
+from twisted_kafka.log.cleaner import register_cleaner_metrics
 from twisted_kafka.metrics import MetricsRegistry
 from twisted_kafka.network.listeners import parse_listeners
 from twisted_kafka.network.socket_server import SocketServer
@@ -80,6 +82,7 @@ from twisted_kafka.zk.registration import BrokerRegistration
 
 from .admin_manager import AdminManager
 from .api_table import broker_handlers
+from .authorization import Authorization
 from .broker_lifecycle import BrokerLifecycleManager
 from .broker_metadata import BrokerMetadata, LogDirLocks, generate_cluster_id, load_or_create
 from .cluster_view import LocalClusterView
@@ -213,15 +216,18 @@ class KafkaServer(MultiService):
         self.group_coordinator = GroupCoordinatorService(
             config=config, replica_manager=self.replica_manager, admin_manager=self.admin_manager,
             metadata_cache=self.metadata_cache, reactor=reactor, broker_id=broker_id)
+        self.authorization = Authorization(AclAuthorizer.from_config(config))
         for handler in broker_handlers(
                 advertised_keys=lambda context: self.socket_server.plane(context.plane).served_keys(),
                 replica_manager=self.replica_manager, metadata_cache=self.metadata_cache,
                 admin_manager=self.admin_manager, config_repository=self.config_repository,
                 dynamic_config=self.dynamic_config, controller=controller, controller_guard=self.controller_guard,
                 group_coordinator=self.group_coordinator.coordinator, offsets_topic=self.group_coordinator,
-                producer_ids=self.producer_ids, clock=reactor):
+                producer_ids=self.producer_ids, clock=reactor, authorization=self.authorization):
             self.apis.register(handler)
         self.dynamic_config.add_reconfigurable(LogDefaults(self.log_manager, self.config_repository))
+        self.dynamic_config.add_reconfigurable(self.log_manager.cleaner)        # log.cleaner.threads, ...
+        register_cleaner_metrics(self.log_manager.cleaner, self.metrics)
         self.dynamic_config.add_reconfigurable(ConnectionLimits(self.socket_server.quotas))
         self.dynamic_config.add_reconfigurable(ProducerIdExpiration(self.log_manager))
         self.dynamic_config.add_reconfigurable(ListenerTls(self.socket_server.tls))

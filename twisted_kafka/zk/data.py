@@ -336,3 +336,33 @@ def encode_partition_list(partitions: Iterable[tuple[str, int]]) -> bytes:
 def decode_partition_list(data: bytes | None) -> list[tuple[str, int]]:
     value = _loads(data) or {}
     return [(str(p["topic"]), int(p["partition"])) for p in value.get("partitions", [])]
+
+
+# -- ACLs (Kafka's ZkAclStore / ZkAclChangeStore) ------------------------------------------------
+#
+# LITERAL patterns under /kafka-acl/<ResourceType>/<name>, other pattern types under
+# /kafka-acl-extended/<pattern type, lower case>/<ResourceType>/<name>; the data is
+# {"version": 1, "acls": [{"principal", "permissionType", "operation", "host"}]} with Kafka's upper
+# camel case names (SecurityUtils).  A change of a resource's ACLs is announced by a sequential
+# node: /kafka-acl-changes/acl_changes_<n> holding "<RESOURCE_TYPE>:<name>" (literal), or
+# /kafka-acl-extended-changes/acl_changes_<n> holding {"version": 1, "resourceType", "name", "patternType"}.
+
+ACL_PATH = "/kafka-acl"
+EXTENDED_ACL_PATH = "/kafka-acl-extended"
+ACL_CHANGES = "/kafka-acl-changes"
+EXTENDED_ACL_CHANGES = "/kafka-acl-extended-changes"
+ACL_CHANGE_PREFIX = "acl_changes_"
+
+
+def acl_root(pattern_type_name: str) -> str:
+    """The root holding ACLs of a pattern type (``LITERAL``, ``PREFIXED``)."""
+    return ACL_PATH if pattern_type_name == "LITERAL" else f"{EXTENDED_ACL_PATH}/{pattern_type_name.lower()}"
+
+
+def encode_acl_change(resource_type_name: str, name: str, pattern_type_name: str) -> tuple[str, bytes]:
+    """(change path prefix, data) announcing a change of one resource pattern's ACLs."""
+    if pattern_type_name == "LITERAL":
+        return f"{ACL_CHANGES}/{ACL_CHANGE_PREFIX}", f"{resource_type_name}:{name}".encode()
+    return (f"{EXTENDED_ACL_CHANGES}/{ACL_CHANGE_PREFIX}",
+            json.dumps({"version": 1, "resourceType": resource_type_name, "name": name,
+                        "patternType": pattern_type_name}).encode())

@@ -29,7 +29,9 @@ from twisted_kafka.log.unified_log import UnifiedLog
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.records.batch import parse_batch_header
 
-from .helpers import NOW, FakeReactor, ManualThreadPool, SyncThreadPool, batch, new_log, records_of, reopen
+from tests.support.inline import InlineReactor, ManualThreadPool, SyncThreadPool
+
+from .helpers import NOW, batch, new_log, records_of, reopen
 
 PID = 4711
 
@@ -207,7 +209,7 @@ def test_a_failed_write_undoes_its_producer_state(tmp_path):
 
 def test_a_duplicate_of_an_append_still_being_written_waits_for_it(tmp_path):
     pool = ManualThreadPool()
-    clock = FakeReactor()
+    clock = InlineReactor()
     clock.advance(NOW / 1000)
     log = UnifiedLog(new_log(tmp_path), reactor=clock, threadpool=pool)
     log.inline_write_max_bytes = 0                    # every write goes to the pool
@@ -221,7 +223,7 @@ def test_a_duplicate_of_an_append_still_being_written_waits_for_it(tmp_path):
 
 def test_a_duplicate_of_an_append_whose_write_fails_fails_too(tmp_path):
     pool = ManualThreadPool()
-    clock = FakeReactor()
+    clock = InlineReactor()
     clock.advance(NOW / 1000)
     log = UnifiedLog(new_log(tmp_path), reactor=clock, threadpool=pool)
     log.inline_write_max_bytes = 0
@@ -245,7 +247,7 @@ def test_a_duplicate_of_an_append_whose_write_fails_fails_too(tmp_path):
 
 def test_a_duplicate_waits_for_the_fsync_the_flush_policy_asks(tmp_path):
     pool = ManualThreadPool()
-    clock = FakeReactor()
+    clock = InlineReactor()
     clock.advance(NOW / 1000)
     log = UnifiedLog(new_log(tmp_path, flush_interval_messages=1), reactor=clock, threadpool=pool)
     original = log.append_as_leader(idem(0), 0)
@@ -261,7 +263,7 @@ def test_a_duplicate_waits_for_the_fsync_the_flush_policy_asks(tmp_path):
 
 
 def _manager(tmp_path, **props):
-    reactor = FakeReactor()
+    reactor = InlineReactor()
     reactor.advance(NOW / 1000)
     config = KafkaConfig.from_props({"log.dirs": str(tmp_path / "data"),
                                      **{k: str(v) for k, v in props.items()}})

@@ -29,6 +29,8 @@ from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
 
 from ..admin_manager import AdminManager
+from twisted_kafka.security.acl import AclOperation
+
 from ..api_handler import ApiHandler
 
 IP = "ip"
@@ -54,6 +56,7 @@ class DescribeClientQuotasHandler(ApiHandler):
     """DescribeClientQuotas: the ip entities matching the filter, with their connection_creation_rate."""
 
     api_key = ApiKey.DESCRIBE_CLIENT_QUOTAS
+    cluster_operation = AclOperation.DESCRIBE_CONFIGS        # Kafka's KafkaApis
 
     def __init__(self, admin_manager: AdminManager):
         self.admin_manager = admin_manager
@@ -107,6 +110,7 @@ class AlterClientQuotasHandler(ApiHandler):
     """AlterClientQuotas: set or remove connection_creation_rate of ip entities; per-entry errors."""
 
     api_key = ApiKey.ALTER_CLIENT_QUOTAS
+    cluster_operation = AclOperation.ALTER_CONFIGS        # Kafka's KafkaApis
 
     def __init__(self, admin_manager: AdminManager):
         self.admin_manager = admin_manager

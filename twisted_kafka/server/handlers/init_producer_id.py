@@ -23,6 +23,11 @@ A producer id block that cannot be allocated (the block file unreadable, the
 disk full) is COORDINATOR_LOAD_IN_PROGRESS, which clients retry -- Kafka's
 answer while it waits for a block.  Errors carry producer id -1 and epoch
 -1, as Kafka's.
+
+Authorization, checked first as in Kafka's ``handleInitProducerIdRequest``:
+a transactional id needs WRITE on it (TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+otherwise); an idempotent producer needs IDEMPOTENT_WRITE on the cluster or
+WRITE on some topic (KIP-679; CLUSTER_AUTHORIZATION_FAILED otherwise).
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ from twisted_kafka.coordinator.transaction import ProducerIdManager
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
+
+from twisted_kafka.security.acl import AclOperation, ResourceType
 
 from ..api_handler import ApiHandler
 
@@ -47,6 +54,16 @@ class InitProducerIdHandler(ApiHandler):
 
     async def handle(self, request):
         body = request.body
+        auth = self.authorization
+        if auth.enabled:
+            if body.transactional_id is not None:
+                if not auth.allowed(request.context, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                    body.transactional_id):
+                    return self.error_response(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            elif not (auth.allowed(request.context, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER,
+                                   log_denied=False)
+                      or auth.allowed_on_any(request.context, AclOperation.WRITE, ResourceType.TOPIC)):
+                return self.error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         if request.api_version >= 3 and \
                 (body.producer_id == NO_PRODUCER_ID) != (body.producer_epoch == NO_PRODUCER_EPOCH):
             return self.error_response(request, ErrorCode.INVALID_REQUEST)

@@ -41,7 +41,10 @@ from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
 
+from twisted_kafka.security.acl import AclOperation
+
 from ..api_handler import NO_RESPONSE, ApiHandler, CloseConnection
+from ..authorization import TOPIC
 from ..replica_manager import ReplicaManager
 
 log = Logger(namespace="twisted_kafka.server.handlers.produce")
@@ -97,10 +100,16 @@ class ProduceHandler(ApiHandler):
         # outcome is a KafkaError, a LogAppendInfo, or a Failure once the append is done.
         slots: list[list] = []
         unfinished: list[Deferred] = []
+        auth = self.authorization
+        denied = set() if not auth.enabled else {t.name for t in body.topic_data} - auth.allowed_names(
+            request.context, AclOperation.WRITE, TOPIC, {t.name for t in body.topic_data})
         for topic in body.topic_data:
             for data in topic.partition_data:
                 slot = [topic.name, data.index, _PENDING]
                 slots.append(slot)
+                if topic.name in denied:      # Kafka checks WRITE first: an unknown topic is not revealed
+                    slot[2] = KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
+                    continue
                 try:
                     partition = replicas.leader_partition(topic.name, data.index)
                     if data.records is None:
