@@ -32,6 +32,12 @@ Kafka does for a dynamically updated key store, a new certificate must keep
 the subject (``ssl.allow.dn.changes``) and the subject alternative names
 (``ssl.allow.san.changes``) of the one it replaces.
 
+The same loader serves a TLS port that is not a Kafka listener, the https
+admin endpoint: its keys carry a prefix (``admin.rest.ssl.*``) instead of
+``listener.name.<l>.``; its key and trust stores are its own (never the
+broker's ``ssl.*`` stores), while protocols and cipher suites fall back to the
+broker-wide ``ssl.enabled.protocols`` and ``ssl.cipher.suites`` (see ``_Keys``).
+
 A failed handshake -- a plaintext client on a TLS port, no or an untrusted
 client certificate, no common protocol or cipher -- is described by
 ``describe_failure`` for the log line and the connection events; Kafka
