@@ -17,8 +17,8 @@ signal and re-raise it once the reactor stopped, so the status would say
 handlers once the reactor runs, which stop the reactor -- and with it the
 services, in order -- without that.
 
-SIGHUP re-reads the key and trust stores of every TLS listener
-(``KafkaServer.reload_certificates``): connections made afterwards get the
+SIGHUP re-reads the key and trust stores of every TLS listener and of an
+https admin endpoint (``KafkaServer.reload_certificates``): connections made afterwards get the
 new certificate, open connections stay up with theirs.
 """
 

@@ -57,6 +57,10 @@ SCHEMAS: dict[str, Any] = {
     "LiveConnections": _obj({"connections": {"type": "array",
                                              "items": {"$ref": "#/components/schemas/LiveConnection"}}}),
     "Closed": _obj({"closed": _STR, "reason": _STR}),
+    "TlsReload": _obj({"listeners": {
+        "type": "object", "additionalProperties": _STR,
+        "description": "TLS listener (and admin.rest for an https admin endpoint) -> reloaded, unchanged, or "
+                       "why its new key or trust store was refused (the old one stays in use)"}}),
     "Quotas": _obj({
         "max.connections": _INT, "max.connections.per.ip": _INT, "max.connection.creation.rate": _INT,
         "max.connections.per.ip.overrides": {"type": "object", "additionalProperties": _INT},
@@ -169,6 +173,10 @@ def document(listener_names=()) -> dict:
                         "responses": {"200": _json("The quotas now in force", "Quotas"),
                                       "400": _json("Refused", "Error"),
                                       "413": _json("Body too large", "Error"), **_ERRORS}}},
+            "/v1/tls/reload": {"post": {
+                "summary": "Re-read the key and trust stores of every TLS listener and of this endpoint",
+                "security": [{"bearer": []}],
+                "responses": {"200": _json("What each listener did", "TlsReload"), **_ERRORS}}},
             "/v1/planes": _get("Request planes: queues, handlers, per-API rates and latencies", "Planes"),
             "/v1/health/live": _get("The process answers", "Health", secured=False),
             "/v1/health/ready": {"get": {

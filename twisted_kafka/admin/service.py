@@ -6,15 +6,17 @@ bound -- port 0 included -- as ``Admin REST endpoint listening on <url>``.
 The listener is the admin endpoint's own: the broker's connection quotas do
 not apply to it, so health checks and operators get in when clients cannot.
 
-https uses the PEM files of ``admin.rest.ssl.keystore.location``
-(certificate chain and private key) and, when set,
-``admin.rest.ssl.truststore.location`` (CA certificates; clients must then
-present a certificate they sign).
+https reads ``admin.rest.ssl.*`` with the TLS listeners' loader
+(``twisted_kafka.network.tls``): the same PEM and PKCS12 key and trust
+stores, key passwords, the broker-wide ``ssl.enabled.protocols`` and
+``ssl.cipher.suites``, and errors naming the ``admin.rest.ssl.*`` key.  With
+a trust store, clients must present a certificate one of its CAs signed
+(``ssl.client.auth=required``); without one, none is asked for.
+``reload_tls`` re-reads the stores as a listener's reload does: new
+connections get the new certificate, open ones keep theirs.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred
@@ -23,44 +25,11 @@ from twisted.internet.error import CannotListenError
 from twisted.logger import Logger
 from twisted.web.server import Site
 
-from twisted_kafka.config import StartupError
+from twisted_kafka.config import ConfigError, StartupError
+from twisted_kafka.network.tls import ServerTls
 
-from .settings import KEYSTORE_KEY, LISTENER_KEY, TRUSTSTORE_KEY, AdminRestSettings
+from .settings import LISTENER_KEY, TLS_PREFIX, AdminRestSettings
 from .web import AdminBackend, AdminResource
-
-
-def tls_options(keystore: str, truststore: str | None):
-    """pyOpenSSL context options from PEM files; raises ``StartupError`` naming the key."""
-    from twisted.internet import ssl
-
-    try:
-        pem = Path(keystore).read_bytes()
-        certificate = ssl.PrivateCertificate.loadPEM(pem)
-    except Exception as exc:
-        raise StartupError(KEYSTORE_KEY, keystore, f"cannot load a PEM certificate and key: {exc}") from None
-    chain = [ssl.Certificate.loadPEM(block).original for block in _pem_blocks(pem)[1:]]
-    if not truststore:
-        return ssl.CertificateOptions(privateKey=certificate.privateKey.original, certificate=certificate.original,
-                                      extraCertChain=chain or None)
-    try:
-        authorities = [ssl.Certificate.loadPEM(block) for block in _pem_blocks(Path(truststore).read_bytes())]
-    except Exception as exc:
-        raise StartupError(TRUSTSTORE_KEY, truststore, f"cannot load PEM CA certificates: {exc}") from None
-    if not authorities:
-        raise StartupError(TRUSTSTORE_KEY, truststore, "no certificate in the file")
-    return ssl.CertificateOptions(privateKey=certificate.privateKey.original, certificate=certificate.original,
-                                  extraCertChain=chain or None, verify=True,
-                                  caCerts=[a.original for a in authorities], requireCertificate=True)
-
-
-def _pem_blocks(data: bytes) -> list[bytes]:
-    end = b"-----END CERTIFICATE-----"
-    blocks = []
-    for part in data.split(end)[:-1]:
-        start = part.find(b"-----BEGIN CERTIFICATE-----")
-        if start >= 0:
-            blocks.append(part[start:] + end + b"\n")
-    return blocks
 
 
 class QuietSite(Site):
@@ -73,7 +42,11 @@ class QuietSite(Site):
 class AdminRestService(Service):
     log = Logger(namespace="twisted_kafka.admin.AdminRestService")
 
-    def __init__(self, settings: AdminRestSettings, backend: AdminBackend, reactor):
+    #: The admin endpoint's name in TLS logs and in the outcome of a certificate reload (named after its keys'
+    #: prefix, ``admin.rest.ssl.*``).
+    TLS_NAME = "admin.rest"
+
+    def __init__(self, settings: AdminRestSettings, backend: AdminBackend, reactor, config):
         self.settings = settings
         self.backend = backend
         self.reactor = reactor
@@ -82,8 +55,10 @@ class AdminRestService(Service):
         self.site.noisy = False
         self.site.displayTracebacks = False
         self.port = None
-        self._tls = (tls_options(settings.keystore, settings.truststore)
-                     if settings.scheme == "https" and settings.keystore else None)
+        self.tls: ServerTls | None = None
+        if settings.scheme == "https":
+            self.tls = ServerTls(config, self.TLS_NAME, "SSL", prefix=TLS_PREFIX,
+                                 defaults=self._tls_defaults(settings))
 
     @property
     def url(self) -> str:
@@ -94,10 +69,25 @@ class AdminRestService(Service):
             host = f"[{host}]"
         return f"{self.settings.scheme}://{host}:{port}"
 
+    @staticmethod
+    def _tls_defaults(settings: AdminRestSettings) -> dict:
+        return {"ssl.client.auth": "required" if settings.truststore else "none"}
+
+    def reload_tls(self, config) -> str | None:
+        """Re-read the https key and trust stores: "reloaded", "unchanged" or the error (the old certificate
+        stays); None without https."""
+        if self.tls is None:
+            return None
+        try:
+            return "reloaded" if self.tls.reload(config) else "unchanged"
+        except ConfigError as exc:
+            self.log.error("TLS of the admin REST endpoint not reloaded: {error}", error=exc)
+            return str(exc)
+
     def _endpoint(self):
         host, port = self.settings.host, self.settings.port
-        if self._tls is not None:
-            return SSL4ServerEndpoint(self.reactor, port, self._tls, interface=host)
+        if self.tls is not None:
+            return SSL4ServerEndpoint(self.reactor, port, self.tls, interface=host)
         if ":" in host:
             return TCP6ServerEndpoint(self.reactor, port, interface=host)
         return TCP4ServerEndpoint(self.reactor, port, interface=host)

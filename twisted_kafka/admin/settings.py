@@ -21,6 +21,11 @@ TOKEN_KEY = "admin.rest.auth.token"
 TOKEN_FILE_KEY = "admin.rest.auth.token.file"
 KEYSTORE_KEY = "admin.rest.ssl.keystore.location"
 TRUSTSTORE_KEY = "admin.rest.ssl.truststore.location"
+#: https is read by the TLS listeners' loader with this prefix (``network.tls``): these keys.
+TLS_PREFIX = "admin.rest."
+TLS_KEYS = ("admin.rest.ssl.keystore.type", KEYSTORE_KEY, "admin.rest.ssl.keystore.password",
+            "admin.rest.ssl.key.password", "admin.rest.ssl.truststore.type", TRUSTSTORE_KEY,
+            "admin.rest.ssl.truststore.password")
 
 
 def is_loopback(host: str) -> bool:
@@ -64,7 +69,7 @@ class AdminRestSettings:
         keystore = config[KEYSTORE_KEY]
         truststore = config[TRUSTSTORE_KEY]
         if parts.scheme == "https" and not keystore:
-            raise StartupError(KEYSTORE_KEY, "", f"an https {LISTENER_KEY} needs a PEM certificate and key")
+            raise StartupError(KEYSTORE_KEY, "", f"an https {LISTENER_KEY} needs a certificate and key")
         if not is_loopback(host) and token is None and parts.scheme != "https":
             raise StartupError(LISTENER_KEY, listener,
                                f"a non-loopback admin endpoint needs {TOKEN_KEY} (or {TOKEN_FILE_KEY}) "

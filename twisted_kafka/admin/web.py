@@ -7,7 +7,7 @@ One leaf resource routes every path (the set is small and fixed, see
   so is the dashboard page (``/``), which holds no data;
 * with ``admin.rest.auth.token`` set, every other call needs
   ``Authorization: Bearer <token>``; without it, read-only calls are open and
-  changes (PUT, DELETE) are refused -- both with 401;
+  changes (PUT, POST, DELETE) are refused -- both with 401;
 * every error is JSON ``{"error_code": ..., "message": ...}`` with a fitting
   HTTP status; ``error_code`` is Kafka's error name when the change was
   refused by the broker (``INVALID_REQUEST``), else an HTTP-level name.
@@ -53,6 +53,9 @@ class AdminBackend:
     metrics: Any
     broker_id: int
     readiness: Callable[[], dict[str, bool]]
+    #: Re-reads every TLS listener's certificates and the endpoint's own: name -> "reloaded" / "unchanged" /
+    #: the error (``KafkaServer.reload_certificates``).
+    reload_certificates: Callable[[], dict[str, str]] | None = None
 
 
 class AdminResource(Resource):
@@ -122,6 +125,12 @@ class AdminResource(Resource):
             if path in read and method in ("GET", "HEAD"):
                 return read[path]
             raise self._not_found_or_method(path, read)
+        if path == "/v1/tls/reload":
+            if method != "POST":
+                self._authorize(request, mutating=False)
+                raise HttpError(405, "METHOD_NOT_ALLOWED", f"only POST is allowed on {path}")
+            self._authorize(request, mutating=True)
+            return lambda: self._reload_tls(request)
         if path == "/v1/quotas" and method == "PUT":
             self._authorize(request, mutating=True)
             return lambda: self._put_quotas(request)
@@ -189,6 +198,13 @@ class AdminResource(Resource):
         if not self.backend.socket_server.close_connection(connection_id):
             raise HttpError(404, "NOT_FOUND", f"no open connection {connection_id}")
         return self._json(request, {"closed": connection_id, "reason": "admin"})
+
+    # -- certificates ----------------------------------------------------------------------
+
+    def _reload_tls(self, request) -> bytes:
+        reload = self.backend.reload_certificates
+        outcome = reload() if reload is not None else {}
+        return self._json(request, {"listeners": outcome})
 
     # -- quotas ----------------------------------------------------------------------------
 

@@ -742,13 +742,33 @@ _define("admin.rest.auth.token.file", STRING, None, MEDIUM,
         "File holding admin.rest.auth.token (surrounding whitespace ignored), "
         "read at startup; used when admin.rest.auth.token is not set.",
         extension=True)
+_define("admin.rest.ssl.keystore.type", STRING, "PEM", MEDIUM,
+        "Format of admin.rest.ssl.keystore.location: PEM or PKCS12, read as a "
+        "TLS listener's ssl.keystore.type is.",
+        extension=True)
 _define("admin.rest.ssl.keystore.location", STRING, None, MEDIUM,
-        "PEM file with the admin REST endpoint's certificate (chain) and private "
-        "key, for an https:// admin.rest.listener.",
+        "Key store of the admin REST endpoint's certificate (chain) and private "
+        "key, for an https:// admin.rest.listener: a PEM file with both, or "
+        "PKCS12. Re-read by POST /v1/tls/reload and SIGHUP. Protocols and "
+        "cipher suites are the broker-wide ssl.enabled.protocols and "
+        "ssl.cipher.suites.",
+        extension=True)
+_define("admin.rest.ssl.keystore.password", PASSWORD, None, MEDIUM,
+        "Password of a PKCS12 admin.rest.ssl.keystore.location.",
+        extension=True)
+_define("admin.rest.ssl.key.password", PASSWORD, None, MEDIUM,
+        "Password of an encrypted PEM private key in "
+        "admin.rest.ssl.keystore.location.",
+        extension=True)
+_define("admin.rest.ssl.truststore.type", STRING, "PEM", MEDIUM,
+        "Format of admin.rest.ssl.truststore.location: PEM or PKCS12.",
         extension=True)
 _define("admin.rest.ssl.truststore.location", STRING, None, MEDIUM,
-        "PEM file of CA certificates: when set, https clients of the admin REST "
-        "endpoint must present a certificate signed by one of them.",
+        "CA certificates (PEM or PKCS12): when set, https clients of the admin "
+        "REST endpoint must present a certificate signed by one of them.",
+        extension=True)
+_define("admin.rest.ssl.truststore.password", PASSWORD, None, MEDIUM,
+        "Password of a PKCS12 admin.rest.ssl.truststore.location.",
         extension=True)
 
 #: Per-mechanism keys a Kafka broker reads *only* in the form

@@ -15,7 +15,10 @@ layer reported:
 * ``broker_limit`` -- ``max.connections``;
 * ``creation_rate`` -- a connection creation rate (KIP-612);
 * ``authentication`` -- SASL authentication failed (the authenticator's event);
-* ``tls`` -- the TLS handshake failed (a rejection reported with reason ``tls``).
+* ``tls`` -- the TLS handshake failed (a rejection reported with reason
+  ``tls``, or the authentication failure the handshake reports -- Kafka counts
+  both kinds as failed authentications, operators need them apart: a
+  plaintext client on a TLS port is not a wrong password).
 
 Every reason is always present (0 until it happens), so dashboards and
 scrapers see a stable set of series.
@@ -26,7 +29,7 @@ from __future__ import annotations
 from collections import Counter
 
 from .close_reasons import CloseReason
-from .connection_events import ConnectionEvent, ConnectionEventKind
+from .connection_events import ConnectionEvent, ConnectionEventKind, is_tls_failure
 
 #: Client addresses counted one by one (``?ip=``); beyond this many, new addresses are counted in the
 #: listener totals only, so a scan from many addresses cannot grow the broker's memory without bound.
@@ -84,8 +87,12 @@ class ConnectionStats:
             if self._tracked(event.ip):
                 self.accepted_per_ip[(*key, event.ip)] += 1
         elif event.kind in (ConnectionEventKind.REJECTED, ConnectionEventKind.AUTHENTICATION_FAILED):
-            reason = ("authentication" if event.kind is ConnectionEventKind.AUTHENTICATION_FAILED
-                      else reject_reason(event.reason))
+            if is_tls_failure(event):
+                reason = "tls"
+            elif event.kind is ConnectionEventKind.AUTHENTICATION_FAILED:
+                reason = "authentication"
+            else:
+                reason = reject_reason(event.reason)
             self.rejected[(*key, reason)] += 1
             if self._tracked(event.ip):
                 self.rejected_by_ip[(*key, event.ip, reason)] += 1

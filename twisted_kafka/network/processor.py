@@ -73,6 +73,7 @@ from twisted_kafka.protocol.registry import ApiKey
 from twisted_kafka.sasl.authenticator import SaslStep
 
 from .close_reasons import CloseReason
+from .connection_events import TLS_FAILURE_PREFIX
 from .tls import describe_failure
 from .request import (
     ANONYMOUS,
@@ -340,7 +341,7 @@ class Processor(Protocol):
         self.log.info("TLS handshake failed for connection {connection_id} from {peer} on listener {listener} "
                       "({plane} plane): {problem}", connection_id=self.connection_id, peer=self.peer,
                       listener=self.listener_name, plane=self.plane_name, problem=problem)
-        self.acceptor.authentication_failed(self, f"TLS handshake failed: {problem}")
+        self.acceptor.authentication_failed(self, f"{TLS_FAILURE_PREFIX}{problem}")
 
     def connectionLost(self, reason=ConnectionDone) -> None:
         if self.acceptor.tls is not None and self.close_reason is None:

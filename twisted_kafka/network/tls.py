@@ -32,6 +32,12 @@ Kafka does for a dynamically updated key store, a new certificate must keep
 the subject (``ssl.allow.dn.changes``) and the subject alternative names
 (``ssl.allow.san.changes``) of the one it replaces.
 
+The same loader serves a TLS port that is not a Kafka listener, the https
+admin endpoint: its keys carry a prefix (``admin.rest.ssl.*``) instead of
+``listener.name.<l>.``; its key and trust stores are its own (never the
+broker's ``ssl.*`` stores), while protocols and cipher suites fall back to the
+broker-wide ``ssl.enabled.protocols`` and ``ssl.cipher.suites`` (see ``_Keys``).
+
 A failed handshake -- a plaintext client on a TLS port, no or an untrusted
 client certificate, no common protocol or cipher -- is described by
 ``describe_failure`` for the log line and the connection events; Kafka
@@ -137,18 +143,48 @@ class TlsSettings:
 
 
 class _Keys:
-    """Reads one listener's keys, naming the exact key (prefixed or not) in every error."""
+    """Reads one listener's keys, naming the exact key (prefixed or not) in every error.
 
-    def __init__(self, config, listener: str):
+    With a ``prefix`` (the admin endpoint's ``admin.rest.``) the keys are not
+    a listener's: ``ssl.<x>`` is read as ``<prefix>ssl.<x>`` when that key is
+    declared; otherwise ``defaults`` gives it; otherwise a key or trust store
+    key (``RECONFIGURABLE_KEYS``) is unset -- the broker's own stores are
+    never borrowed -- and a policy key (``ssl.enabled.protocols``,
+    ``ssl.cipher.suites``, ``ssl.allow.dn.changes``, ...) is the broker-wide
+    ``ssl.*`` value, so one protocol and cipher policy covers every TLS port.
+    """
+
+    def __init__(self, config, listener: str, prefix: str | None = None, defaults: dict[str, Any] | None = None):
         self.config = config
         self.listener = listener
+        self.prefix = prefix
+        self.defaults = defaults or {}
+
+    def _own(self, key: str) -> str | None:
+        """The prefixed key reading ``key``, if declared."""
+        if self.prefix is None:
+            return None
+        name = self.prefix + key
+        return name if name in self.config else None
 
     def name(self, key: str) -> str:
+        if self.prefix is not None:
+            own = self._own(key)
+            if own is not None or key in RECONFIGURABLE_KEYS or key in self.defaults:
+                return self.prefix + key
+            return key
         if self.config.listener_value(self.listener, key) is not None:
             return listener_key_name(self.listener, key)
         return key
 
     def __getitem__(self, key: str) -> Any:
+        if self.prefix is not None:
+            own = self._own(key)
+            if own is not None:
+                return self.config[own]
+            if key in self.defaults:
+                return self.defaults[key]
+            return None if key in RECONFIGURABLE_KEYS else self.config[key]
         return self.config.listener_effective(self.listener, key)
 
     def secret(self, key: str) -> str | None:
@@ -164,13 +200,13 @@ class _Keys:
             raise ConfigError(self.name(key), f"cannot read {path}: {exc.strerror or exc}", path) from None
 
 
-def _load_pem_key(data: bytes, password: str | None, key_name: str):
+def _load_pem_key(data: bytes, password: str | None, key_name: str, password_key: str = "ssl.key.password"):
     secret = password.encode() if password is not None else None
     try:
         return serialization.load_pem_private_key(data, secret)
     except TypeError:
         if secret is None:
-            raise ConfigError(key_name, "the private key is encrypted: set ssl.key.password") from None
+            raise ConfigError(key_name, f"the private key is encrypted: set {password_key}") from None
         return serialization.load_pem_private_key(data, None)   # not encrypted: the password is not needed
     except ValueError as exc:
         raise ConfigError(key_name, f"no usable PEM private key: {exc}") from None
@@ -202,17 +238,19 @@ def _key_store(keys: _Keys, sources: list[str], digest) -> tuple[Any, tuple[x509
             missing = "ssl.keystore.key" if inline_key is None else "ssl.keystore.certificate.chain"
             raise ConfigError(keys.name(missing), "the inline key and certificate chain go together")
         digest.update(inline_key.encode() + inline_chain.encode())
-        key = _load_pem_key(inline_key.encode(), key_password, keys.name("ssl.keystore.key"))
+        key = _load_pem_key(inline_key.encode(), key_password, keys.name("ssl.keystore.key"),
+                            keys.name("ssl.key.password"))
         return key, _load_pem_certificates(inline_chain.encode(), keys.name("ssl.keystore.certificate.chain"))
     if location is None:
         raise ConfigError(keys.name("ssl.keystore.location"),
-                          f"listener {keys.listener} uses TLS and needs a certificate: set ssl.keystore.location "
-                          "(or ssl.keystore.key with ssl.keystore.certificate.chain)")
+                          f"listener {keys.listener} uses TLS and needs a certificate: set "
+                          f"{keys.name('ssl.keystore.location')}"
+                          + ("" if keys.prefix else " (or ssl.keystore.key with ssl.keystore.certificate.chain)"))
     data = keys.read("ssl.keystore.location")
     digest.update(data)
     sources.append(location)
     if store_type == PEM:
-        key = _load_pem_key(data, key_password, keys.name("ssl.keystore.location"))
+        key = _load_pem_key(data, key_password, keys.name("ssl.keystore.location"), keys.name("ssl.key.password"))
         return key, _load_pem_certificates(data, keys.name("ssl.keystore.location"))
     if store_type == PKCS12:
         password = keys.secret("ssl.keystore.password")
@@ -264,15 +302,19 @@ def _trust_store(keys: _Keys, sources: list[str], digest) -> tuple[x509.Certific
                       store_type)
 
 
-def load_settings(config, listener: str, *, need_key: bool = True, security_protocol: str = "SSL") -> TlsSettings:
+def load_settings(config, listener: str, *, need_key: bool = True, security_protocol: str = "SSL",
+                  prefix: str | None = None, defaults: dict[str, Any] | None = None) -> TlsSettings:
     """Read listener ``listener``'s TLS keys; ``ConfigError`` names the key at fault.
 
     ``need_key=False`` (a client connection) accepts no key store: the
     connection then offers no client certificate.  On a SASL_SSL listener
     ``ssl.client.auth`` applies only when set with the listener prefix
-    (KIP-684): clients there authenticate with SASL.
+    (KIP-684): clients there authenticate with SASL.  ``prefix`` and
+    ``defaults`` read the keys of a TLS port that is not a Kafka listener
+    (the admin endpoint's ``admin.rest.ssl.*``; ``listener`` then only names
+    it): see ``_Keys`` for which keys fall back to what.
     """
-    keys = _Keys(config, listener)
+    keys = _Keys(config, listener, prefix, defaults)
     sources: list[str] = []
     digest = hashlib.sha256()
     if need_key or keys["ssl.keystore.location"] is not None or keys.secret("ssl.keystore.key") is not None:
@@ -399,10 +441,14 @@ def _subject_alternative_names(cert: x509.Certificate | None) -> list[str]:
 class ServerTls:
     """A TLS listener's connection creator: the current context, replaced on reload (see module docstring)."""
 
-    def __init__(self, config, listener: str, security_protocol: str):
+    def __init__(self, config, listener: str, security_protocol: str, *, prefix: str | None = None,
+                 defaults: dict[str, Any] | None = None):
         self.listener = listener
         self.security_protocol = security_protocol
-        self.settings = load_settings(config, listener, security_protocol=security_protocol)
+        self._prefix = prefix          # and defaults: the keys of a TLS port that is not a listener (see _Keys)
+        self._defaults = defaults
+        self.settings = load_settings(config, listener, security_protocol=security_protocol, prefix=prefix,
+                                      defaults=defaults)
         self._context = build_context(self.settings, server=True)
         self.reloads = 0
         log.info("TLS on {what}", what=self.settings.describe())
@@ -413,10 +459,11 @@ class ServerTls:
 
     def prepare(self, config) -> TlsSettings | None:
         """The settings ``config`` gives, checked; None if nothing changed.  Raises ConfigError."""
-        settings = load_settings(config, self.listener, security_protocol=self.security_protocol)
+        settings = load_settings(config, self.listener, security_protocol=self.security_protocol,
+                                 prefix=self._prefix, defaults=self._defaults)
         if settings.fingerprint == self.settings.fingerprint and self._same_policy(settings):
             return None
-        keys = _Keys(config, self.listener)
+        keys = _Keys(config, self.listener, self._prefix, self._defaults)
         old, new = self.settings.certificate, settings.certificate
         if old is not None and new is not None:
             if not keys["ssl.allow.dn.changes"] and old.subject != new.subject:

@@ -274,7 +274,7 @@ class KafkaServer(MultiService):
             self.admin_rest = AdminRestService(admin_settings, AdminBackend(
                 socket_server=self.socket_server, admin_manager=self.admin_manager,
                 dynamic_config=self.dynamic_config, metrics=self.metrics, broker_id=broker_id,
-                readiness=self.readiness), reactor)
+                readiness=self.readiness, reload_certificates=self.reload_certificates), reactor, config)
         admin = [] if self.admin_rest is None else [self.admin_rest]
         if cluster:
             assert self.zk is not None and self.registration is not None
@@ -296,13 +296,19 @@ class KafkaServer(MultiService):
         return self.dynamic_config.current
 
     def reload_certificates(self) -> dict[str, str]:
-        """Re-read the key and trust stores of every TLS listener (SIGHUP; the admin endpoint).
+        """Re-read the key and trust stores of every TLS listener and of the https admin endpoint (SIGHUP;
+        the admin endpoint's ``POST /v1/tls/reload``).
 
         New connections get the new certificates, open ones keep theirs; a
         listener whose new files are unusable keeps the old ones and says why.
-        Returns listener -> "reloaded" / "unchanged" / the error.
+        Returns listener -> "reloaded" / "unchanged" / the error, the admin
+        endpoint under ``admin.rest``.
         """
         outcome = self.socket_server.reload_tls(self.config)
+        if self.admin_rest is not None:
+            admin = self.admin_rest.reload_tls(self.config)
+            if admin is not None:
+                outcome[self.admin_rest.TLS_NAME] = admin
         self.log.info("TLS certificates: {outcome}",
                       outcome=", ".join(f"{name} {what}" for name, what in outcome.items()) or "no TLS listener")
         return outcome

@@ -35,7 +35,7 @@ def test_the_api_conforms_to_its_openapi_document(admin_broker):
     assert {f"{op.method.upper()} {op.path}" for op in found} >= {
         "GET /v1/connections", "GET /v1/connections/ips", "GET /v1/connections/live",
         "DELETE /v1/connections/{connection_id}", "GET /v1/quotas", "PUT /v1/quotas", "GET /v1/planes",
-        "GET /metrics", "GET /v1/health/live", "GET /v1/health/ready", "GET /"}
+        "GET /metrics", "GET /v1/health/live", "GET /v1/health/ready", "GET /", "POST /v1/tls/reload"}
     for operation in found:
         @given(case=operation.as_strategy())
         @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), database=None)

@@ -151,3 +151,30 @@ def test_routing_authentication_and_json_errors():
     assert call(open_, "GET", "/v1/openapi.json")[0] == 200
     status, body = call(open_, "PUT", "/v1/quotas", body=b"{}")
     assert status == 401 and "admin.rest.auth.token" in json.loads(body)["message"]
+
+
+def test_tls_reload_needs_the_token_and_answers_per_listener():
+    reloads = []
+
+    def reload_certificates():
+        reloads.append(1)
+        return {"SSL": "reloaded", "admin.rest": "unchanged"}
+
+    backend = AdminBackend(socket_server=FakeSocketServer(), admin_manager=None, dynamic_config=None,
+                           metrics=MetricsRegistry(), broker_id=0, readiness=dict,
+                           reload_certificates=reload_certificates)
+    secured, open_ = AdminResource(backend, "secret"), AdminResource(backend, None)
+    for res, token in ((secured, None), (secured, "wrong"), (open_, None)):
+        assert call(res, "POST", "/v1/tls/reload", token)[0] == 401
+    assert reloads == []
+    assert call(secured, "GET", "/v1/tls/reload", "secret")[0] == 405
+    status, body = call(secured, "POST", "/v1/tls/reload", "secret")
+    assert status == 200 and json.loads(body) == {"listeners": {"SSL": "reloaded", "admin.rest": "unchanged"}}
+    assert reloads == [1]
+
+
+def test_tls_keys_are_every_declared_admin_ssl_key():
+    from twisted_kafka.admin.settings import TLS_KEYS, TLS_PREFIX
+    from twisted_kafka.config import BROKER_CONFIG
+
+    assert set(TLS_KEYS) == {k for k in BROKER_CONFIG if k.startswith(TLS_PREFIX + "ssl.")}

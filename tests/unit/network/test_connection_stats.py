@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 from twisted_kafka.network.close_reasons import CloseReason
-from twisted_kafka.network.connection_events import ConnectionEvent, ConnectionEventKind, ConnectionEvents
+from twisted_kafka.network.connection_events import (
+    TLS_FAILURE_PREFIX,
+    ConnectionEvent,
+    ConnectionEventKind,
+    ConnectionEvents,
+)
 from twisted_kafka.network.connection_stats import CLOSE_REASONS, REJECT_REASONS, ConnectionStats, reject_reason
 
 
@@ -57,3 +62,14 @@ def test_per_ip_counts_stop_at_the_tracked_address_limit(monkeypatch):
     assert stats.accepted[("PLAINTEXT", "data")] == 4, "the listener totals count every address"
     assert stats.rejected_by_reason("PLAINTEXT", "data")["per_ip"] == 4
     assert set(stats.rejected_per_ip) == {"10.0.0.1", "10.0.0.2"} and stats.rejected_per_ip["10.0.0.1"] == 2
+
+
+def test_a_tls_handshake_failure_counts_as_tls_not_authentication():
+    stats = ConnectionStats()
+    stats(event(ConnectionEventKind.AUTHENTICATION_FAILED, listener="SSL",
+                reason=f"{TLS_FAILURE_PREFIX}wrong version number"))
+    stats(event(ConnectionEventKind.CLOSED, listener="SSL", reason=CloseReason.TLS))
+    stats(event(ConnectionEventKind.AUTHENTICATION_FAILED, listener="SSL", reason="invalid credentials"))
+    rejected = stats.rejected_by_reason("SSL", "data")
+    assert (rejected["tls"], rejected["authentication"]) == (1, 1)
+    assert stats.closed_by_reason("SSL", "data")["tls"] == 1

@@ -143,3 +143,68 @@ def test_sasl_ssl_takes_client_auth_only_with_the_listener_prefix(keystore):
     assert load_settings(broker_wide, "SSL").client_auth == "required"
     prefixed = pem(keystore, **{"listener.name.ssl.ssl.client.auth": "required"})
     assert load_settings(prefixed, "SSL", security_protocol="SASL_SSL").client_auth == "required"
+
+
+ADMIN = {"prefix": "admin.rest.", "defaults": {"ssl.client.auth": "none"}}
+
+
+def test_prefixed_keys_read_the_admin_endpoint_stores_and_broker_wide_policy(keystore, tmp_path, ca):
+    props = {**BASE, "admin.rest.ssl.keystore.location": keystore, "ssl.keystore.location": "/broker/only.p12",
+             "ssl.enabled.protocols": "TLSv1.3", "ssl.cipher.suites": "TLS_AES_256_GCM_SHA384"}
+    settings = load_settings(KafkaConfig.from_props(props), "admin.rest", **ADMIN)
+    assert settings.sources == (keystore,), "the broker's own key store is never borrowed"
+    assert settings.protocols == ("TLSv1.3",) and settings.cipher_suites == ("TLS_AES_256_GCM_SHA384",)
+    assert settings.client_auth == "none" and settings.trusted == ()
+    trusting = KafkaConfig.from_props({**props, "admin.rest.ssl.truststore.location": ca_file(tmp_path, ca)})
+    required = load_settings(trusting, "admin.rest", prefix="admin.rest.", defaults={"ssl.client.auth": "required"})
+    assert required.client_auth == "required" and len(required.trusted) == 1
+
+
+def ca_file(tmp_path, ca) -> str:
+    path = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(path))
+    return str(path)
+
+
+def test_prefixed_key_errors_name_the_prefixed_key(tmp_path, ca, keystore):
+    with pytest.raises(ConfigError, match=r"configuration admin\.rest\.ssl\.keystore\.location"):
+        load_settings(KafkaConfig.from_props(BASE), "admin.rest", **ADMIN)
+    with pytest.raises(ConfigError, match=r"configuration admin\.rest\.ssl\.keystore\.location.*cannot read"):
+        load_settings(KafkaConfig.from_props({**BASE, "admin.rest.ssl.keystore.location": str(tmp_path / "no")}),
+                      "admin.rest", **ADMIN)
+    with pytest.raises(ConfigError, match=r"configuration admin\.rest\.ssl\.truststore\.location"):
+        load_settings(KafkaConfig.from_props({**BASE, "admin.rest.ssl.keystore.location": keystore,
+                                              "admin.rest.ssl.truststore.location": str(tmp_path / "no")}),
+                      "admin.rest", **ADMIN)
+    with pytest.raises(ConfigError, match=r"configuration admin\.rest\.ssl\.keystore\.type"):
+        load_settings(KafkaConfig.from_props({**BASE, "admin.rest.ssl.keystore.location": keystore,
+                                              "admin.rest.ssl.keystore.type": "JKS"}), "admin.rest", **ADMIN)
+
+
+def test_prefixed_encrypted_key_and_pkcs12(tmp_path, ca):
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
+    cert = ca.issue_cert("localhost", common_name="admin")
+    key = serialization.load_pem_private_key(cert.private_key_pem.bytes(), None)
+    chain = b"".join(c.bytes() for c in cert.cert_chain_pems)
+    encrypted = tmp_path / "admin.pem"
+    encrypted.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                            serialization.BestAvailableEncryption(b"secret")) + chain)
+    props = {**BASE, "admin.rest.ssl.keystore.location": str(encrypted)}
+    with pytest.raises(ConfigError, match=r"set admin\.rest\.ssl\.key\.password"):
+        load_settings(KafkaConfig.from_props(props), "admin.rest", **ADMIN)
+    settings = load_settings(KafkaConfig.from_props({**props, "admin.rest.ssl.key.password": "secret"}),
+                             "admin.rest", **ADMIN)
+    assert settings.certificate is not None
+    store = tmp_path / "admin.p12"
+    store.write_bytes(pkcs12.serialize_key_and_certificates(
+        b"admin", key, settings.certificate, None, serialization.BestAvailableEncryption(b"storepass")))
+    p12 = load_settings(KafkaConfig.from_props({**BASE, "admin.rest.ssl.keystore.type": "PKCS12",
+                                                "admin.rest.ssl.keystore.location": str(store),
+                                                "admin.rest.ssl.keystore.password": "storepass"}),
+                        "admin.rest", **ADMIN)
+    assert p12.certificate is not None and p12.certificate.serial_number == settings.certificate.serial_number
+    server = ServerTls(KafkaConfig.from_props({**props, "admin.rest.ssl.key.password": "secret"}), "admin.rest",
+                       "SSL", **ADMIN)
+    assert server.reload(KafkaConfig.from_props({**props, "admin.rest.ssl.key.password": "secret"})) is False
