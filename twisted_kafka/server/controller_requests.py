@@ -6,6 +6,22 @@ active controller and is meant for this broker -- this very process.  Before
 anything of a request is applied, ``ControllerRequestGuard.check`` verifies,
 in this order:
 
+0. the principal, when an authorizer is configured (``authorizer.class.name``):
+   the sender must be authorized CLUSTER_ACTION on the cluster -- as Kafka's
+   ``KafkaApis`` requires for these APIs, so a super user passes -- or be
+   this broker's own inter-broker principal, the one it presents on the
+   listener the controller connects to (``control.plane.listener.name``, else
+   ``inter.broker.listener.name``): with SSL, its key store certificate's
+   subject mapped by that listener's ``ssl.principal.mapping.rules``; with
+   PLAINTEXT, ``User:ANONYMOUS``.  The own principal passes because the ACLs
+   reach a broker inside UpdateMetadata (tagged field 1004): before its first
+   ACL set arrives the broker knows none, and the controller's request that
+   carries them must not be refused for want of them.  Otherwise
+   CLUSTER_AUTHORIZATION_FAILED, logged with the principal and the peer.  On a
+   PLAINTEXT control plane every client is ``User:ANONYMOUS``, the own
+   principal, so this check does not tell them apart there: such a control
+   plane relies on the broker epoch below and on network isolation, as
+   Kafka's does.  Without an authorizer there is no principal check.
 1. the target: the request's ``BrokerId`` and ``ClusterId`` (this project's
    tagged fields 1002 and 1003) are this broker's id and cluster id --
    otherwise INVALID_REQUEST (another broker id) or INCONSISTENT_CLUSTER_ID
@@ -50,7 +66,11 @@ from collections.abc import Awaitable, Callable
 
 from twisted.logger import Logger
 
+from twisted_kafka.network.request import ANONYMOUS, RequestContext
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
+from twisted_kafka.security.acl import AclOperation, ResourceType
+
+from .authorization import ALLOW_ALL, Authorization
 
 #: Random low bits of a broker epoch.
 BROKER_EPOCH_RANDOM_BITS = 25
@@ -80,13 +100,40 @@ class ControllerRequestGuard:
 
     def __init__(self, *, broker_id: int, cluster_id: str, broker_epoch: int,
                  known_controller: Callable[[], int | None],
-                 refresh: Callable[[], Awaitable[None]] | None = None):
+                 refresh: Callable[[], Awaitable[None]] | None = None,
+                 authorization: Authorization = ALLOW_ALL,
+                 own_principal: Callable[[], str | None] = lambda: ANONYMOUS):
         self.broker_id = broker_id
+        self.authorization = authorization
+        self._own_principal = own_principal
         self.cluster_id = cluster_id
         self.broker_epoch = broker_epoch
         self._known_controller = known_controller
         self._refresh = refresh
         self.controller_epoch = -1    # the newest controller epoch accepted
+
+    async def admit(self, body, context: RequestContext, *, api: str = "controller request") -> None:
+        """Raise ``KafkaError`` unless the request may be applied: ``authorize`` the sender, then ``verify``."""
+        source = f"{context.client_host}:{context.client_port} on listener {context.listener_name}"
+        self.authorize(context, api=api, source=source)
+        await self.verify(body, api=api, source=source)
+
+    def authorize(self, context: RequestContext, *, api: str = "controller request", source: str = "?") -> None:
+        """Check 0 of the module docstring: CLUSTER_AUTHORIZATION_FAILED unless the sender's principal is
+        authorized CLUSTER_ACTION on the cluster (super users are) or is this broker's own inter-broker
+        principal.  Nothing to check without an authorizer."""
+        if not self.authorization.enabled:
+            return
+        principal = context.principal
+        if principal == self._own_principal():
+            return
+        if self.authorization.allowed(context, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER):
+            return
+        self.log.warn("Refused {api} from principal {principal} at {source}: CLUSTER_AUTHORIZATION_FAILED: "
+                      "not authorized CLUSTER_ACTION on the cluster, and not this broker's inter-broker principal",
+                      api=api, principal=principal, source=source)
+        raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                         f"principal {principal} may not send controller requests")
 
     async def verify(self, body, *, api: str = "controller request", source: str = "?") -> None:
         """``check``, after refreshing what this broker knows (see the module docstring) when the

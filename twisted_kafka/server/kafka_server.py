@@ -73,7 +73,9 @@ from twisted_kafka.log import LogManager
 from twisted_kafka.log.cleaner import register_cleaner_metrics
 from twisted_kafka.metrics import MetricsRegistry
 from twisted_kafka.network.listeners import parse_listeners
+from twisted_kafka.network.request import ANONYMOUS
 from twisted_kafka.network.socket_server import SocketServer
+from twisted_kafka.network.ssl_principal import NoMatchingRule
 from twisted_kafka.sasl.credential_store import FileScramCredentialStore
 from twisted_kafka.sasl.listener_config import sasl_server_configs
 from twisted_kafka.zk import data as zk_data
@@ -211,9 +213,11 @@ class KafkaServer(MultiService):
                 space=self.log_manager.dir_space(self.log_dirs[0]))
             controller = self.controller_service.client
         self.controller_client = controller
+        self.authorization = Authorization(AclAuthorizer.from_config(config))
         self.controller_guard = ControllerRequestGuard(
             broker_id=broker_id, cluster_id=self.broker.cluster_id, broker_epoch=self.broker_epoch,
-            known_controller=lambda: controller.controller_id, refresh=refresh)
+            known_controller=lambda: controller.controller_id, refresh=refresh, authorization=self.authorization,
+            own_principal=self._inter_broker_principal)
         self.admin_manager = AdminManager(controller=controller, metadata_cache=self.metadata_cache,
                                           config_repository=self.config_repository,
                                           dynamic_config=self.dynamic_config, reactor=reactor)
@@ -228,7 +232,6 @@ class KafkaServer(MultiService):
         self.group_coordinator = GroupCoordinatorService(
             config=config, replica_manager=self.replica_manager, admin_manager=self.admin_manager,
             metadata_cache=self.metadata_cache, reactor=reactor, broker_id=broker_id)
-        self.authorization = Authorization(AclAuthorizer.from_config(config))
         for handler in broker_handlers(
                 advertised_keys=lambda context: self.socket_server.plane(context.plane).served_keys(),
                 replica_manager=self.replica_manager, metadata_cache=self.metadata_cache,
@@ -374,6 +377,22 @@ class KafkaServer(MultiService):
                                          local=service.local, known_controller=lambda: service.controller_id,
                                          reactor=reactor)
         return service, client
+
+    def _inter_broker_principal(self) -> str | None:
+        """The principal this broker presents where the controller connects (``control.plane.listener.name``,
+        else ``inter.broker.listener.name``): on SSL its key store certificate's subject through the
+        listener's ``ssl.principal.mapping.rules``, on PLAINTEXT ``User:ANONYMOUS``; None if no mapping rule
+        applies (such a certificate cannot authenticate at all)."""
+        listeners = self.listeners
+        listener = listeners.control_plane_listener_name or listeners.inter_broker_listener_name
+        tls = self.socket_server.tls.get(listener)
+        if tls is None:
+            return ANONYMOUS
+        settings = tls.settings
+        try:
+            return settings.mapper.principal(settings.certificate) or ANONYMOUS
+        except NoMatchingRule:
+            return None
 
     def _set_broker_epoch(self, epoch: int) -> None:
         """This broker's registration in ZooKeeper was (re)created: its czxid is the broker epoch."""

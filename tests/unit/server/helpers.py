@@ -158,6 +158,8 @@ class InMemoryChannels:
         self._busy: set[int] = set()
         self._correlation_id = 0
         self.closed = False
+        #: The principal the controller's requests arrive with (its connection's, on the control plane).
+        self.principal = ANONYMOUS
 
     # -- the ControllerChannelManager interface -----------------------------------------
 
@@ -200,7 +202,8 @@ class InMemoryChannels:
         self._busy.add(broker_id)
         self._correlation_id += 1
         request = make_request(message, version, correlation_id=self._correlation_id,
-                               client_id=f"controller-{BROKER_ID}", plane="control", listener="CONTROLLER")
+                               client_id=f"controller-{BROKER_ID}", plane="control", listener="CONTROLLER",
+                               principal=self.principal)
         handled = ensureDeferred(self.brokers[broker_id].handle(request))
 
         def answered(response):
@@ -238,8 +241,14 @@ class Broker:
         self.controller = KafkaController(config=self.config, broker_id=BROKER_ID, cluster_id=CLUSTER_ID,
                                           store=self.store, channels=self.channels)
         self.controller_client = LocalControllerClient(self.controller)
+        self.authorization = Authorization(AclAuthorizer.from_config(self.config))
+        # The CONTROLLER listener is PLAINTEXT: this broker's own inter-broker principal is ANONYMOUS,
+        # the principal InMemoryChannels delivers the controller's requests with.
+        self.own_principal = ANONYMOUS
         self.guard = ControllerRequestGuard(broker_id=BROKER_ID, cluster_id=CLUSTER_ID, broker_epoch=BROKER_EPOCH,
-                                            known_controller=lambda: self.controller_client.controller_id)
+                                            known_controller=lambda: self.controller_client.controller_id,
+                                            authorization=self.authorization,
+                                            own_principal=lambda: self.own_principal)
         self.admin_manager = AdminManager(controller=self.controller_client, metadata_cache=self.metadata_cache,
                                           config_repository=self.config_repository,
                                           dynamic_config=self.dynamic_config)
@@ -253,7 +262,6 @@ class Broker:
         self.group_coordinator = GroupCoordinatorService(
             config=self.config, replica_manager=self.replica_manager, admin_manager=self.admin_manager,
             metadata_cache=self.metadata_cache, reactor=self.reactor, broker_id=BROKER_ID)
-        self.authorization = Authorization(AclAuthorizer.from_config(self.config))
         self.apis = KafkaApis(broker_handlers(
             advertised_keys=self._advertised_keys, replica_manager=self.replica_manager,
             metadata_cache=self.metadata_cache, admin_manager=self.admin_manager,

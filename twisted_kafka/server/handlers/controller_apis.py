@@ -17,11 +17,11 @@ which this broker's authorizer holds from then on.
 
 Authorization: ControlledShutdown needs CLUSTER_ACTION on the cluster, as in
 Kafka.  LeaderAndIsr, UpdateMetadata and StopReplica are authorized by the
-guard instead: the sender proves it is the active controller with this
-broker's broker epoch, which nobody else can know; a CLUSTER_ACTION check on
-the principal as well would lock a broker out of its first ACL set (the ACLs
-reach brokers in UpdateMetadata) unless the controller's principal were a
-super user.
+guard, which with an authorizer requires CLUSTER_ACTION on the cluster as
+well -- or the broker's own inter-broker principal, so the UpdateMetadata
+carrying a broker's first ACL set is not refused for want of it -- and then
+that the sender proves it is the active controller with this broker's broker
+epoch, which nobody else can know (see ``server/controller_requests.py``).
 """
 
 from __future__ import annotations
@@ -61,10 +61,8 @@ def _topic_partition_states(body, ungrouped_until: int, version: int):
 
 
 async def check_controller(guard: ControllerRequestGuard, request) -> None:
-    """Raise KafkaError (the whole request refused, nothing applied) unless ``guard`` accepts it."""
-    context = request.context
-    await guard.verify(request.body, api=f"{request.spec.name} v{request.api_version}",
-                       source=f"{context.client_host}:{context.client_port} on listener {context.listener_name}")
+    """Raise KafkaError (the whole request refused, nothing applied) unless ``guard`` admits it."""
+    await guard.admit(request.body, request.context, api=f"{request.spec.name} v{request.api_version}")
 
 
 class LeaderAndIsrHandler(ApiHandler):
