@@ -20,7 +20,9 @@ broker's own client uses.  The lower-level calls stay raw on purpose:
 ``read_response()`` (decode the next frame as a given API, whatever it
 answers), ``send_raw()`` / ``send_frame()`` (any bytes at all, malformed ones
 included).  ``RawClient(port, source="127.0.0.2")`` binds the client side to
-another loopback address, so the broker sees another IP.
+another loopback address, so the broker sees another IP;
+``RawClient(port, tls=context)`` speaks TLS (an ``ssl.SSLContext``, with a
+client certificate for an mTLS listener).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from __future__ import annotations
 import errno
 import select
 import socket
+import ssl
 import struct
 import time
 
@@ -59,8 +62,10 @@ def api_versions_frame(correlation_id: int = 1, version: int = 0, client_id: str
 
 class RawClient:
     def __init__(self, port: int, host: str = "127.0.0.1", *, source: str | None = None, timeout: float = 10.0,
-                 connect: bool = True):
+                 connect: bool = True, tls: ssl.SSLContext | None = None, server_hostname: str = "localhost"):
         self.host = host
+        self.tls = tls
+        self.server_hostname = server_hostname
         self.port = port
         self.source = source
         self.timeout = timeout
@@ -79,6 +84,8 @@ class RawClient:
             sock.bind((self.source, 0))
         sock.settimeout(self.timeout)
         sock.connect((self.host, self.port))
+        if self.tls is not None:
+            sock = self.tls.wrap_socket(sock, server_hostname=self.server_hostname)
         self.sock = sock
         # A new connection: nothing buffered, nothing outstanding, correlation ids from 1.
         self._frames.clear()
