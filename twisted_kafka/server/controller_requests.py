@@ -6,22 +6,25 @@ active controller and is meant for this broker -- this very process.  Before
 anything of a request is applied, ``ControllerRequestGuard.check`` verifies,
 in this order:
 
-0. the principal, when an authorizer is configured (``authorizer.class.name``):
-   the sender must be authorized CLUSTER_ACTION on the cluster -- as Kafka's
-   ``KafkaApis`` requires for these APIs, so a super user passes -- or be
-   this broker's own inter-broker principal, the one it presents on the
-   listener the controller connects to (``control.plane.listener.name``, else
-   ``inter.broker.listener.name``): with SSL, its key store certificate's
-   subject mapped by that listener's ``ssl.principal.mapping.rules``; with
-   PLAINTEXT, ``User:ANONYMOUS``.  The own principal passes because the ACLs
-   reach a broker inside UpdateMetadata (tagged field 1004): before its first
-   ACL set arrives the broker knows none, and the controller's request that
-   carries them must not be refused for want of them.  Otherwise
-   CLUSTER_AUTHORIZATION_FAILED, logged with the principal and the peer.  On a
-   PLAINTEXT control plane every client is ``User:ANONYMOUS``, the own
-   principal, so this check does not tell them apart there: such a control
-   plane relies on the broker epoch below and on network isolation, as
-   Kafka's does.  Without an authorizer there is no principal check.
+0. the principal, when an authorizer is configured
+   (``authorizer.class.name``): the sender must be authorized CLUSTER_ACTION
+   on the cluster -- as Kafka's ``KafkaApis`` requires for these APIs, so a
+   super user passes -- or be this broker's own inter-broker principal, the
+   one it presents on the listener the controller connects to
+   (``control.plane.listener.name``, else ``inter.broker.listener.name``):
+   with SSL asking for client certificates (``ssl.client.auth`` required or
+   requested), its key store certificate's subject mapped by that listener's
+   ``ssl.principal.mapping.rules``; with PLAINTEXT or
+   ``ssl.client.auth=none``, ``User:ANONYMOUS``. The own principal passes
+   because the ACLs reach a broker inside UpdateMetadata (tagged field 1004):
+   before its first ACL set arrives the broker knows none, and the
+   controller's request that carries them must not be refused for want of
+   them. Otherwise CLUSTER_AUTHORIZATION_FAILED, logged with the principal and
+   the peer. On a PLAINTEXT control plane (or SSL without client certificates)
+   every client is ``User:ANONYMOUS``, the own principal, so this check does
+   not tell them apart there: such a control plane relies on the broker epoch
+   below and on network isolation, as Kafka's does. Without an authorizer
+   there is no principal check.
 1. the target: the request's ``BrokerId`` and ``ClusterId`` (this project's
    tagged fields 1002 and 1003) are this broker's id and cluster id --
    otherwise INVALID_REQUEST (another broker id) or INCONSISTENT_CLUSTER_ID

@@ -381,12 +381,13 @@ class KafkaServer(MultiService):
     def _inter_broker_principal(self) -> str | None:
         """The principal this broker presents where the controller connects (``control.plane.listener.name``,
         else ``inter.broker.listener.name``): on SSL its key store certificate's subject through the
-        listener's ``ssl.principal.mapping.rules``, on PLAINTEXT ``User:ANONYMOUS``; None if no mapping rule
-        applies (such a certificate cannot authenticate at all)."""
+        listener's ``ssl.principal.mapping.rules`` (when the listener asks for client certificates;
+        ``ssl.client.auth=none``: ``User:ANONYMOUS``), on PLAINTEXT ``User:ANONYMOUS``; None if no mapping
+        rule applies (such a certificate cannot authenticate at all)."""
         listeners = self.listeners
         listener = listeners.control_plane_listener_name or listeners.inter_broker_listener_name
         tls = self.socket_server.tls.get(listener)
-        if tls is None:
+        if tls is None or tls.settings.client_auth == "none":
             return ANONYMOUS
         settings = tls.settings
         try:

@@ -67,3 +67,23 @@ def test_only_the_controllers_principal_is_accepted_on_the_control_plane(tmp_pat
         assert leader(broker.data_port, "led") == (ErrorCode.NONE, 0)
     finally:
         assert broker.stop() == 0
+
+
+def test_a_tls_control_plane_without_client_certificates_accepts_its_controller(tmp_path):
+    """``ssl.client.auth=none``: the controller's connection is ``User:ANONYMOUS``, the own principal there."""
+    pki = Pki(tmp_path / "pki")
+    broker = BrokerProcess(tmp_path, control_plane_ssl(
+        pki, pki.server_keystore("localhost", "127.0.0.1"), **{
+            "listener.name.controller.ssl.client.auth": "none",
+            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+            "allow.everyone.if.no.acl.found": "false",
+            "super.users": "User:admin",
+            "offsets.topic.replication.factor": "1"})).start()
+    try:
+        # No ACL allows ANONYMOUS anything: a client is refused, the controller's requests were not.
+        from confluent_kafka.admin import AdminClient
+
+        assert AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=20).brokers
+        assert "Refused" not in broker.log_text()
+    finally:
+        assert broker.stop() == 0
