@@ -222,8 +222,15 @@ class KafkaController:
         ep = broker.endpoint(broker.control_listener)
         self._deactivate()
         # A setting the running cluster refuses: startup fails naming it (key, value, reason).
+        error = ErrorCode(response.error_code)
+        if error == ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
+            # The broker's authorizer refused the principal the controller connects as.
+            raise StartupError("super.users", self.config["super.users"] or "",
+                               f"{error.name}: the broker at {ep.host}:{ep.port} (listener {ep.listener_name}) "
+                               f"refused this broker's controller; its principal needs CLUSTER_ACTION on the "
+                               f"cluster (an ACL, or super.users)")
         raise StartupError("advertised.listeners", ep.connection_string,
-                           f"{ErrorCode(response.error_code).name}: the broker at {ep.host}:{ep.port} (listener "
+                           f"{error.name}: the broker at {ep.host}:{ep.port} (listener "
                            f"{ep.listener_name}, as this broker advertises it) refused this broker's controller; "
                            f"advertised.listeners must name this broker's own listeners")
 
