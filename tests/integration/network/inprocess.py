@@ -28,6 +28,7 @@ from twisted_kafka.network.listeners import parse_listeners
 from twisted_kafka.network.socket_server import SocketServer
 from twisted_kafka.protocol.messages import MetadataResponse
 from twisted_kafka.protocol.registry import ApiKey
+from twisted_kafka.server.api_handler import ApiHandler
 from twisted_kafka.server.handlers.api_versions import ApiVersionsHandler
 from twisted_kafka.server.kafka_apis import KafkaApis
 from twisted_kafka.server.request_handler import DATA_PLANE_TURN_BUDGET, KafkaRequestHandlerPool
@@ -41,7 +42,7 @@ BASE = {
 }
 
 
-class GatedHandler:
+class GatedHandler(ApiHandler):
     """Metadata (3) answered with an empty cluster, once ``gate`` allows it.
 
     ``gate`` is None (answer at once), a Deferred (all requests wait for it),
