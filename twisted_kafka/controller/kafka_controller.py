@@ -37,9 +37,12 @@ clients see no spurious leadership change (librdkafka ignores metadata
 whose leader epoch is lower than one it has seen, and revalidates positions
 with OffsetForLeaderEpoch whenever it grows, KIP-320).
 
-Until replication exists, the ISR the controller manages is "the assigned
-replicas that are alive" (``election.expand_isr``, standing in for the
-leaders' AlterPartition); followers hold their role without data.
+The ISR is the leaders' business: a leader shrinks and expands it with
+AlterPartition (``alter_partition``, KIP-497) as its followers fall behind
+and catch up; the controller only takes a failed broker out of every ISR
+(and, with ``isr_follows_liveness``, an ISR that follows which replicas are
+alive -- the stand-in used before replication existed, kept for tests of
+the controller alone).
 """
 
 from __future__ import annotations
@@ -150,9 +153,9 @@ class KafkaController:
         #: Called when this controller learns another one took over (a refused write); the cluster's
         #: ControllerService then goes back to watching ``/controller``.
         self.on_resign: Callable[[], None] | None = None
-        #: Until followers replicate, the ISR is kept to the assigned replicas that are alive
-        #: (``election.expand_isr`` / ``shrink_isr``); once leaders report their ISR with
-        #: AlterPartition (``alter_partition``), this is turned off.
+        #: True: the ISR is kept to the assigned replicas that are alive (``election.expand_isr`` /
+        #: ``shrink_isr``), for a controller without replicating brokers (its unit tests).  A cluster's
+        #: controller turns it off: leaders report their ISR with AlterPartition (``alter_partition``).
         self.isr_follows_liveness = True
 
     @property

@@ -33,6 +33,7 @@ from .handlers.delete_records import DeleteRecordsHandler
 from .handlers.delete_topics import DeleteTopicsHandler
 from .handlers.describe_cluster import DescribeClusterHandler
 from .handlers.describe_configs import DescribeConfigsHandler
+from .handlers.alter_partition import AlterPartitionHandler
 from .handlers.elect_leaders import ElectLeadersHandler
 from .handlers.fetch import FetchHandler
 from .handlers.find_coordinator import FindCoordinatorHandler
@@ -65,6 +66,7 @@ def broker_handlers(*, advertised_keys: Callable[[RequestContext], list[int]], r
         UpdateMetadataHandler(replica_manager, metadata_cache, config_repository, dynamic_config, controller_guard),
         StopReplicaHandler(replica_manager, controller_guard),
         ControlledShutdownHandler(controller),
+        AlterPartitionHandler(controller),
         CreateTopicsHandler(admin_manager),
         DeleteTopicsHandler(admin_manager, dynamic_config),
         CreatePartitionsHandler(admin_manager),

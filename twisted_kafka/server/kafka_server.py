@@ -86,6 +86,8 @@ from .descriptor_budget import descriptor_budget, raise_open_file_limit
 from .dynamic_config import ConnectionLimits, DynamicBrokerConfig, LogDefaults
 from .kafka_apis import KafkaApis
 from .metadata_cache import MetadataCache
+from .isr_manager import IsrManager
+from .replica_fetcher_manager import ReplicaFetcherManager
 from .replica_manager import ReplicaManager
 from .request_handler import DATA_PLANE_TURN_BUDGET, KafkaRequestHandlerPool
 from .startup import debug_enabled, failure_line
@@ -192,6 +194,14 @@ class KafkaServer(MultiService):
                 space=self.log_manager.dir_space(self.log_dirs[0]))
             controller = self.controller_service.client
         self.controller_client = controller
+        if cluster:
+            # Replication: followers fetch from leaders; leaders change their ISR through the controller.
+            self.replica_manager.fetchers = ReplicaFetcherManager(
+                broker_id=broker_id, config=config, reactor=reactor, metadata_cache=self.metadata_cache,
+                replica_manager=self.replica_manager)
+            self.replica_manager.isr_manager = IsrManager(
+                broker_id=broker_id, broker_epoch=lambda: self.broker_epoch, config=config, reactor=reactor,
+                controller=controller, replica_manager=self.replica_manager)
         self.controller_guard = ControllerRequestGuard(
             broker_id=broker_id, cluster_id=self.broker.cluster_id, broker_epoch=self.broker_epoch,
             known_controller=lambda: controller.controller_id, refresh=refresh)
