@@ -30,6 +30,7 @@ from twisted.logger import Logger
 
 from twisted_kafka.controller.client import ControllerClient
 from twisted_kafka.controller.kafka_controller import IsrChange
+from twisted_kafka.metrics.registry import MetricName
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
 from .partition import Partition
@@ -42,7 +43,7 @@ class IsrManager:
     log = Logger(namespace="twisted_kafka.server.IsrManager")
 
     def __init__(self, *, broker_id: int, broker_epoch: Callable[[], int], config, reactor,
-                 controller: ControllerClient, replica_manager):
+                 controller: ControllerClient, replica_manager, metrics=None):
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
         self.config = config
@@ -51,6 +52,11 @@ class IsrManager:
         self.replicas = replica_manager
         self._retry_after: dict[tuple[str, int], float] = {}
         self._task: LoopingCall | None = None
+        self._shrinks = self._expands = None
+        if metrics is not None:
+            # Kafka's kafka.server:type=ReplicaManager meters.
+            self._shrinks = metrics.meter(MetricName("kafka.server", "ReplicaManager", "IsrShrinksPerSec"))
+            self._expands = metrics.meter(MetricName("kafka.server", "ReplicaManager", "IsrExpandsPerSec"))
 
     @property
     def max_lag_ms(self) -> int:
@@ -123,6 +129,9 @@ class IsrManager:
         partition.pending_isr = None
         if error == ErrorCode.NONE and result is not None:
             if result.leader_epoch == partition.leader_epoch and result.partition_epoch >= partition.partition_epoch:
+                meter = self._shrinks if len(result.isr) < len(partition.isr) else self._expands
+                if meter is not None and len(result.isr) != len(partition.isr):
+                    meter.mark()
                 partition.isr = list(result.isr)
                 partition.partition_epoch = result.partition_epoch
                 self.log.info("The ISR of {topic}-{partition} is now {isr} (partition epoch {epoch})",

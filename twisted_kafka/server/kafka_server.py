@@ -175,6 +175,7 @@ class KafkaServer(MultiService):
                                       max_open_files=self.descriptors.log_files)
         self.replica_manager = ReplicaManager(broker_id=broker_id, log_manager=self.log_manager, reactor=reactor,
                                               topic_overrides=self.config_repository.topic_overrides)
+        self.replica_manager.register_metrics(self.metrics)
 
         self.apis = KafkaApis()
         self.socket_server = SocketServer(config=config, listeners=self.listeners, reactor=reactor,
@@ -201,7 +202,7 @@ class KafkaServer(MultiService):
                 replica_manager=self.replica_manager)
             self.replica_manager.isr_manager = IsrManager(
                 broker_id=broker_id, broker_epoch=lambda: self.broker_epoch, config=config, reactor=reactor,
-                controller=controller, replica_manager=self.replica_manager)
+                controller=controller, replica_manager=self.replica_manager, metrics=self.metrics)
         self.controller_guard = ControllerRequestGuard(
             broker_id=broker_id, cluster_id=self.broker.cluster_id, broker_epoch=self.broker_epoch,
             known_controller=lambda: controller.controller_id, refresh=refresh)

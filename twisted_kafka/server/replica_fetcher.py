@@ -51,7 +51,6 @@ class FetchState:
     leader_epoch: int
     truncated: bool = False         # OffsetForLeaderEpoch done for this leader epoch
     delayed_until: float = 0.0      # backed off after an error (reactor seconds)
-    fenced: bool = False            # waiting for a new LeaderAndIsr
 
     @property
     def key(self) -> tuple[str, int]:
@@ -133,9 +132,9 @@ class ReplicaFetcher:
         backoff = self.config["replica.fetch.backoff.ms"] / 1000.0
         while self._running:
             now = self.reactor.seconds()
-            ready = [s for s in self.partitions.values() if not s.fenced and s.delayed_until <= now]
+            ready = [s for s in self.partitions.values() if s.delayed_until <= now]
             if not ready:
-                later = [s.delayed_until for s in self.partitions.values() if not s.fenced]
+                later = [s.delayed_until for s in self.partitions.values()]
                 await self._sleep(min(later) - now if later else None)
                 continue
             try:
@@ -146,7 +145,7 @@ class ReplicaFetcher:
                 for state in ready:
                     if not state.truncated:
                         await self._truncate(client, state)
-                ready = [s for s in ready if s.truncated and not s.fenced and self.partitions.get(s.key) is s]
+                ready = [s for s in ready if s.truncated and s.delayed_until <= now and self.partitions.get(s.key) is s]
                 if ready:
                     await self._fetch(client, ready)
                     self.rounds += 1

@@ -40,6 +40,7 @@ from twisted.logger import Logger
 
 from twisted_kafka.controller.topic_names import INTERNAL_TOPICS
 from twisted_kafka.log import AppendOrigin, LogConfig
+from twisted_kafka.metrics.registry import MetricName
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
 from .delayed_fetch import FetchPurgatory
@@ -247,6 +248,22 @@ class ReplicaManager:
         self.produce_purgatory.check(partition.topic, partition.index)
 
     # -- replication ----------------------------------------------------------------------
+
+    def register_metrics(self, metrics) -> None:
+        """Kafka's ``kafka.server:type=ReplicaManager`` gauges."""
+        def gauge(name: str, read) -> None:
+            metrics.gauge(MetricName("kafka.server", "ReplicaManager", name), read)
+
+        def led() -> list[Partition]:
+            return [p for p in self.partitions.values() if p.is_leader]
+
+        gauge("PartitionCount", lambda: len(self.partitions))
+        gauge("LeaderCount", lambda: len(led()))
+        gauge("UnderReplicatedPartitions", lambda: sum(1 for p in led() if len(p.isr) < len(p.replicas)))
+        gauge("UnderMinIsrPartitionCount",
+              lambda: sum(1 for p in led() if len(p.isr) < p.log.config.min_insync_replicas))
+        gauge("AtMinIsrPartitionCount",
+              lambda: sum(1 for p in led() if len(p.isr) == p.log.config.min_insync_replicas))
 
     def follower_fetched(self, partition: Partition, replica_id: int, fetch_offset: int) -> None:
         """Leader: follower ``replica_id`` fetched from ``fetch_offset`` (its log end)."""

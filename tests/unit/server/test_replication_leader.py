@@ -169,3 +169,25 @@ def test_a_caught_up_follower_joins_the_isr(node):
     assert partition.isr == [B, 2, 3]
     assert result_of(node.replica_manager.read(partition, 0, 1 << 20, max_offset=None,
                                                min_one_message=True)).size > 0
+
+
+def test_replica_manager_metrics_under_kafka_s_names(node):
+    from twisted_kafka.metrics.registry import MetricName, MetricsRegistry
+
+    registry = MetricsRegistry()
+    node.replica_manager.register_metrics(registry)
+    controller = FakeController()
+    manager = IsrManager(broker_id=B, broker_epoch=lambda: 1, config={"replica.lag.time.max.ms": LAG_MS},
+                         reactor=node.reactor, controller=controller, replica_manager=node.replica_manager,
+                         metrics=registry)
+    node.replica_manager.isr_manager = manager
+    replicate(node, isr=(B, 2), min_isr=2)
+
+    def read(name):
+        return registry.get(MetricName("kafka.server", "ReplicaManager", name))
+
+    assert read("UnderReplicatedPartitions").value == 1 and read("AtMinIsrPartitionCount").value == 1
+    partition = node.replica_manager.partition("t", 0)
+    node.replica_manager.follower_fetched(partition, 3, 0)
+    controller.accept()
+    assert read("UnderReplicatedPartitions").value == 0 and read("IsrExpandsPerSec").count == 1
