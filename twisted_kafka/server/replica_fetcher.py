@@ -211,7 +211,11 @@ class ReplicaFetcher:
         elif answer.leader_epoch < epoch:
             # Our last epoch is unknown to the leader: our log must end where its largest smaller epoch ends.
             end = min(end, log.end_offset_for_epoch(answer.leader_epoch)[1])
-        if end < log.log_end_offset and not log.has_writes_in_flight:
+        if log.has_writes_in_flight:
+            # Appends this broker made as the previous leader are still being written: truncate after them.
+            state.delayed_until = self.reactor.seconds() + 0.05
+            return
+        if end < log.log_end_offset:
             self.log.info("Truncating {topic}-{partition} to {offset} (its log ended at {end}) for leader epoch "
                           "{epoch}", topic=partition.topic, partition=partition.index, offset=end,
                           end=log.log_end_offset, epoch=state.leader_epoch)
