@@ -33,6 +33,7 @@ from tests.support.raw_client import RawClient
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.records.batch import iter_batch_headers
 from twisted_kafka.protocol.records.builder import build_batch
+from tests.support.wait import wait_until
 
 from .helpers import fetch_request, produce_request
 from .test_durability import topic_state
@@ -270,10 +271,8 @@ def test_flipped_byte_below_the_recovery_point_is_reported_not_truncated(broker_
     assert len(segments) >= 4
     second_base = int(os.path.basename(segments[1])[:20])
     # Finished segments are on disk and the recovery point says so soon after.
-    deadline = time.monotonic() + 10
-    while recovery_point(broker, "alpha", 0) < second_base:
-        assert time.monotonic() < deadline, "the recovery point checkpoint never covered the finished segments"
-        time.sleep(0.05)
+    wait_until(lambda: recovery_point(broker, "alpha", 0) >= second_base, timeout=10,
+               what="the recovery point checkpoint to cover the finished segments")
     broker.kill()                                      # a crash: recovery runs at the next start
 
     data = bytearray(read_bytes(segments[0]))

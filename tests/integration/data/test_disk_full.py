@@ -28,6 +28,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.support.raw_client import RawClient
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.records.builder import build_batch
+from tests.support.wait import wait_until
 
 from .helpers import produce_request
 from .test_durability import log_end_offsets, read_all
@@ -164,15 +165,14 @@ def test_full_disk_refuses_appends_keeps_reads_and_deletes_and_resumes_by_itself
 
         # The deleted data goes after log.segment.delete.delay.ms; then appends resume
         # by themselves, without a restart.
-        deadline = time.monotonic() + 30
-        while True:
+        def appended():
             records = batch_of(n)
             error, base = produce(client, "keep", records)
-            if error == 0:
-                break
-            assert error == ErrorCode.KAFKA_STORAGE_ERROR, error
-            assert time.monotonic() < deadline, "appends did not resume after space came back"
-            time.sleep(0.2)
+            assert error in (0, ErrorCode.KAFKA_STORAGE_ERROR), error
+            return (base, records) if error == 0 else None
+
+        base, records = wait_until(appended, timeout=30, what="appends to resume after space came back",
+                                   interval=0.2)
         assert base == n
         acked.update({base + i: r for i, r in enumerate(records)})
         n += len(records)

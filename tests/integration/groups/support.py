@@ -20,11 +20,11 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 
 from confluent_kafka import Producer
 
 from tests.support.broker_process import REPO_ROOT
+from tests.support.wait import WaitTimeout, wait_until
 
 PYTHON = sys.executable
 
@@ -127,11 +127,10 @@ class Member:
 
 
 def wait_for(condition, timeout: float, what: str, describe=lambda: "") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{describe()}")
-        time.sleep(0.05)
+    try:
+        wait_until(condition, timeout=timeout, what=what, interval=0.05)
+    except WaitTimeout as timeout_error:
+        raise AssertionError(f"{timeout_error}\n{describe()}") from None
 
 
 class Group:

@@ -15,7 +15,6 @@ DeleteGroups, OffsetFetch/OffsetCommit by admin clients, OffsetDelete; the offse
 from __future__ import annotations
 
 import asyncio
-import time
 
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
@@ -24,6 +23,7 @@ from kafka import TopicPartition as KTopicPartition
 
 from tests.support.raw_client import RawClient
 from twisted_kafka.protocol import messages as m
+from tests.support.wait import wait_until
 
 from .conftest import create_topic
 from .support import Group
@@ -167,13 +167,9 @@ def test_admin_clients_list_describe_delete_and_set_offsets(group_broker):
         assert all(tp.offset < 0 for tp in listed["admin-offsets"].result(10).topic_partitions)
 
         assert member.stop() == 0
-        deadline = time.monotonic() + 10
-        while True:
-            states = {g.group_id: g.state for g in admin.list_consumer_groups().result(10).valid}
-            if states.get("admin-live") == ConsumerGroupState.EMPTY:
-                break
-            assert time.monotonic() < deadline, states
-            time.sleep(0.1)
+        wait_until(lambda: any(g.group_id == "admin-live" and g.state == ConsumerGroupState.EMPTY
+                               for g in admin.list_consumer_groups().result(10).valid),
+                   timeout=10, what="admin-live to be EMPTY after its member left", interval=0.1)
         admin.delete_consumer_groups(["admin-live"])["admin-live"].result(10)
     finally:
         group.stop_all()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from tests.support.wait import wait_until
 
 from .conftest import create_topic
 from .support import Group
@@ -24,15 +25,16 @@ SESSION_MS = 15000
 def quiet(broker, group_id: str, period: float = 2.0, timeout: float = 30) -> int:
     """Wait until ``group_id`` has not started a rebalance for ``period`` seconds; the rebalances so far."""
     pattern = f"Preparing to rebalance group {group_id} "
-    deadline = time.monotonic() + timeout
-    count, since = broker.log_text().count(pattern), time.monotonic()
-    while time.monotonic() - since < period:
-        assert time.monotonic() < deadline, f"group {group_id} keeps rebalancing"
-        time.sleep(0.1)
+    last = {"count": broker.log_text().count(pattern), "since": time.monotonic()}
+
+    def quiet_for_period() -> bool:
         now = broker.log_text().count(pattern)
-        if now != count:
-            count, since = now, time.monotonic()
-    return count
+        if now != last["count"]:
+            last.update(count=now, since=time.monotonic())
+        return time.monotonic() - last["since"] >= period
+
+    wait_until(quiet_for_period, timeout=timeout, what=f"group {group_id} to stop rebalancing", interval=0.1)
+    return last["count"]
 
 
 @pytest.mark.parametrize("client", ["confluent", "kafka-python"])

@@ -9,7 +9,6 @@ success -- at once, or when the test releases it (``hold``).
 from __future__ import annotations
 
 from twisted.internet.defer import Deferred, ensureDeferred
-from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 
 from twisted_kafka.config import KafkaConfig
@@ -19,22 +18,9 @@ from twisted_kafka.network.listeners import EndPoint
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.registry import ApiKey
 
+from tests.support.inline import InlineReactor, SyncThreadPool
+
 CLUSTER_ID = "unit-test-cluster-id1"
-
-
-class InlineReactor(Clock):
-    def callFromThread(self, f, *args, **kwargs):
-        f(*args, **kwargs)
-
-
-class InlinePool:
-    def callInThreadWithCallback(self, on_result, f, *args, **kwargs):
-        try:
-            result = f(*args, **kwargs)
-        except BaseException:
-            on_result(False, Failure())
-        else:
-            on_result(True, result)
 
 
 RESPONSES = {ApiKey.LEADER_AND_ISR: m.LeaderAndIsrResponse, ApiKey.UPDATE_METADATA: m.UpdateMetadataResponse,
@@ -102,7 +88,7 @@ def live_broker(broker_id: int) -> LiveBroker:
 
 
 def make_store(tmp_path, reactor=None, pool=None) -> JsonFileMetadataStore:
-    return JsonFileMetadataStore(str(tmp_path), reactor=reactor or InlineReactor(), threadpool=pool or InlinePool())
+    return JsonFileMetadataStore(str(tmp_path), reactor=reactor or InlineReactor(), threadpool=pool or SyncThreadPool())
 
 
 def make_controller(tmp_path, brokers=(0,), *, store=None, **props):

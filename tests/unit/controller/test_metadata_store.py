@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import uuid
-from collections import deque
 
 import pytest
 from twisted.internet.defer import ensureDeferred
@@ -22,32 +21,20 @@ from twisted_kafka.controller.metadata_store import (
 )
 from twisted_kafka.config import StartupError
 
-from .helpers import InlinePool, InlineReactor, make_store, run
+from tests.support.inline import ManualThreadPool, SyncThreadPool
+
+from .helpers import InlineReactor, make_store, run
 
 
-class ManualPool(InlinePool):
-    """Queues work; ``run_one`` runs the oldest item "in its thread"."""
-
-    def __init__(self):
-        self.queue: deque = deque()
-
-    def callInThreadWithCallback(self, on_result, f, *args, **kwargs):
-        self.queue.append((on_result, f, args, kwargs))
-
-    def run_one(self):
-        on_result, f, args, kwargs = self.queue.popleft()
-        InlinePool.callInThreadWithCallback(self, on_result, f, *args, **kwargs)
-
-    def run_all(self):
-        while self.queue:
-            self.run_one()
+class ManualPool(ManualThreadPool):
+    """Queues work; the test also decides when a result reaches the reactor."""
 
     def run_now_deliver_later(self):
         """Run the oldest item now; its result reaches the reactor when the returned callable is called."""
         on_result, f, args, kwargs = self.queue.popleft()
         outcome: list = []
-        InlinePool.callInThreadWithCallback(self, lambda ok, result: outcome.append((ok, result)), f, *args,
-                                            **kwargs)
+        SyncThreadPool.callInThreadWithCallback(self, lambda ok, result: outcome.append((ok, result)), f, *args,
+                                                **kwargs)
         return lambda: on_result(*outcome[0])
 
 

@@ -3,7 +3,7 @@
 Everything is the real thing except I/O scheduling:
 
 * ``InlineReactor`` (a ``MemoryReactorClock`` whose ``callFromThread`` runs at
-  once) and ``SwitchablePool`` (runs "thread pool" work on the spot, or holds
+  once) and ``ManualThreadPool`` (runs "thread pool" work on the spot, or holds
   it until the test runs it): every Deferred that would wait for the disk has
   fired when the call returns unless the test holds the pool, and time moves
   only when a test advances the clock;
@@ -27,7 +27,6 @@ from __future__ import annotations
 from collections import deque
 
 from twisted.internet.defer import Deferred, ensureDeferred
-from twisted.internet.testing import MemoryReactorClock
 from twisted.python.failure import Failure
 
 from twisted_kafka.config import KafkaConfig
@@ -53,6 +52,8 @@ from twisted_kafka.server.kafka_apis import KafkaApis
 from twisted_kafka.server.metadata_cache import MetadataCache
 from twisted_kafka.server.replica_manager import ReplicaManager
 
+from tests.support.inline import InlineReactor, ManualThreadPool
+
 NOW = 1_700_000_000_000   # ms: the clock starts here, so record timestamps are "now"
 CLUSTER_ID = "unit-test-cluster-id1"
 BROKER_ID = 0
@@ -65,52 +66,6 @@ BASE_PROPS = {
     "inter.broker.listener.name": "PLAINTEXT",
     "control.plane.listener.name": "CONTROLLER",
 }
-
-
-class InlineReactor(MemoryReactorClock):
-    """``MemoryReactorClock`` plus ``callFromThread`` (at once: the pool below is synchronous)."""
-
-    def callFromThread(self, f, *args, **kwargs):
-        f(*args, **kwargs)
-
-
-class SyncThreadPool:
-    """Runs "thread pool" work immediately, on the calling thread."""
-
-    def callInThreadWithCallback(self, on_result, f, *args, **kwargs):
-        try:
-            result = f(*args, **kwargs)
-        except BaseException:
-            on_result(False, Failure())
-        else:
-            on_result(True, result)
-
-
-class SwitchablePool(SyncThreadPool):
-    """Runs work at once, or -- between ``hold()`` and ``run_all()`` -- queues it for the test to run."""
-
-    def __init__(self):
-        self.queue: deque = deque()
-        self.holding = False
-
-    def hold(self) -> None:
-        self.holding = True
-
-    def callInThreadWithCallback(self, on_result, f, *args, **kwargs):
-        if self.holding:
-            self.queue.append((on_result, f, args, kwargs))
-        else:
-            super().callInThreadWithCallback(on_result, f, *args, **kwargs)
-
-    def run_all(self) -> int:
-        """Stop holding and run everything queued; how many items ran."""
-        self.holding = False
-        ran = 0
-        while self.queue:
-            on_result, f, args, kwargs = self.queue.popleft()
-            super().callInThreadWithCallback(on_result, f, *args, **kwargs)
-            ran += 1
-        return ran
 
 
 def result_of(d):
@@ -256,7 +211,7 @@ class Broker:
         self.tmp_path = tmp_path
         self.reactor = InlineReactor()
         self.reactor.advance(NOW / 1000)
-        self.pool = SwitchablePool()
+        self.pool = ManualThreadPool(holding=False)
         self.log_dir = str(tmp_path / "logs")
         self.config = KafkaConfig.from_props({**BASE_PROPS, "log.dirs": self.log_dir, **(props or {})})
         self.listeners = parse_listeners(self.config)

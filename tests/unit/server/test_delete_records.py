@@ -36,7 +36,7 @@ def test_the_log_start_moves_and_is_checkpointed_before_the_answer(node):
     node.pool.hold()
     request, pending = node.pending(delete({"t": {0: 2, 1: -1}}), 2)
     assert not pending.called and request.local_complete_ns > 0        # waiting for the checkpoint
-    node.pool.run_all()
+    node.pool.release()
     assert answers(decode(request, result_of(pending))) == {("t", 0): (ErrorCode.NONE, 2),
                                                             ("t", 1): (ErrorCode.NONE, 2)}   # -1: high watermark
     assert (checkpointed(node, "t", 0), checkpointed(node, "t", 1)) == (2, 2)
@@ -46,7 +46,7 @@ def test_the_log_start_moves_and_is_checkpointed_before_the_answer(node):
     node.pool.hold()
     _, pending = node.pending(delete({"t": {0: 1}}), 2)
     assert pending.called
-    node.pool.run_all()
+    node.pool.release()
     assert answers(decode(request, result_of(pending))) == {("t", 0): (ErrorCode.NONE, 2)}
 
 

@@ -71,7 +71,7 @@ def test_time_lookups_run_in_the_pool(filled):
     filled.pool.hold()
     request, pending = filled.pending(list_offsets({"t": {0: NOW + 1}}), 7)
     assert not pending.called and request.local_complete_ns > 0
-    filled.pool.run_all()
+    filled.pool.release()
     assert answers(decode(request, result_of(pending))) == {("t", 0): (ErrorCode.NONE, NOW + 10, 1, 0)}
 
 

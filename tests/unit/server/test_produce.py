@@ -124,7 +124,7 @@ def test_the_answer_waits_for_the_fsync_flush_messages_asks_for(node):
         request, pending = node.pending(produce({"durable": {0: records(b"a")}, "lazy": {0: records(b"b")}},
                                                 acks=acks), 9)
         assert not pending.called and request.local_complete_ns > 0    # waiting, its handler slot given back
-        assert node.pool.run_all() >= 1                                # the fsync
+        assert node.pool.release() >= 1                                # the fsync
         response = result_of(pending)
         if acks:
             assert answers(decode(request, response)) == {("durable", 0): (ErrorCode.NONE, 0),

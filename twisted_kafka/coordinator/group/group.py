@@ -28,7 +28,7 @@ from twisted.logger import Logger
 from twisted_kafka.protocol.errors import ErrorCode
 
 from .member import MemberMetadata
-from .records import NO_LEADER_EPOCH, NO_TIMESTAMP
+from .records import NO_TIMESTAMP, OffsetCommitValue
 from .results import JoinedMember, JoinGroupResult, SyncGroupResult
 from .state import GroupState
 
@@ -38,13 +38,9 @@ _MEMBER_ID_DELIMITER = "-"
 log = Logger(namespace="twisted_kafka.coordinator.group")
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetAndMetadata:
-    offset: int
-    metadata: str
-    commit_timestamp: int
-    leader_epoch: int = NO_LEADER_EPOCH
-    expire_timestamp: int = NO_TIMESTAMP
+# A committed offset in memory is the ``OffsetCommitValue`` record itself, so what is
+# loaded from ``__consumer_offsets`` and what is written there are one type.
+OffsetAndMetadata = OffsetCommitValue
 
 
 @dataclass(frozen=True, slots=True)

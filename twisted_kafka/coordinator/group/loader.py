@@ -56,8 +56,7 @@ class LoadedPartition:
 
 
 def _offset_value(value: bytes) -> OffsetAndMetadata:
-    v = decode_offset_commit_value(value)
-    return OffsetAndMetadata(v.offset, v.metadata, v.commit_timestamp, v.leader_epoch, v.expire_timestamp)
+    return decode_offset_commit_value(value)
 
 
 def replay(batches: Iterable[tuple[RecordBatchHeader, Iterable[Record]]],

@@ -31,7 +31,7 @@ from .group import CommitRecord, GroupMetadata, OffsetAndMetadata, TopicPartitio
 from .loader import LoadedPartition
 from .member import MemberMetadata
 from .records import (
-    NO_TIMESTAMP, GroupMetadataValue, MemberValue, OffsetCommitValue, encode_group_metadata_key,
+    NO_TIMESTAMP, GroupMetadataValue, MemberValue, encode_group_metadata_key,
     encode_group_metadata_value, encode_offset_commit_key, encode_offset_commit_value,
 )
 from .results import OffsetFetchResult
@@ -183,9 +183,7 @@ class GroupMetadataManager:
         if not valid:
             return succeed({tp: ErrorCode.OFFSET_METADATA_TOO_LARGE for tp in offsets})
         records = [(encode_offset_commit_key(group.group_id, topic, partition),
-                    encode_offset_commit_value(OffsetCommitValue(
-                        value.offset, value.metadata, value.commit_timestamp, value.leader_epoch,
-                        value.expire_timestamp)))
+                    encode_offset_commit_value(value))
                    for (topic, partition), value in valid.items()]
         group.prepare_offset_commit(valid)
         d = self.writer.append(self.partition_for(group.group_id), records, self.now_ms())
