@@ -6,7 +6,10 @@ offset (Kafka's ``DelayedProduce``).  If by then the ISR has fewer members
 than ``min.insync.replicas`` the answer is NOT_ENOUGH_REPLICAS_AFTER_APPEND:
 the records are written, but not as durably as asked.  If the request's
 ``timeout_ms`` passes first, the answer is REQUEST_TIMED_OUT; if the broker
-stops leading the partition, NOT_LEADER_OR_FOLLOWER.  Waits are completed
+stops leading the partition (even if it leads it again since: its log may
+have been truncated meanwhile), NOT_LEADER_OR_FOLLOWER; a new leader epoch
+with this broker still the leader (the controller took a failed follower out
+of the ISR) keeps the wait.  Waits are completed
 when the high watermark moves (a follower's fetch), when leadership changes,
 and by a timer on the reactor's clock.
 """
@@ -23,11 +26,11 @@ from .partition import Partition
 
 
 class DelayedProduce:
-    __slots__ = ("partition", "leader_epoch", "required_offset", "result", "deferred", "timer")
+    __slots__ = ("partition", "generation", "required_offset", "result", "deferred", "timer")
 
     def __init__(self, partition: Partition, required_offset: int, result):
         self.partition = partition
-        self.leader_epoch = partition.leader_epoch
+        self.generation = partition.follower_generation
         self.required_offset = required_offset    # the high watermark that covers the append
         self.result = result                      # what the wait fires with (the LogAppendInfo)
         self.deferred: Deferred = Deferred()
@@ -60,7 +63,7 @@ class ProducePurgatory:
 
     def _try_complete(self, delayed: DelayedProduce) -> bool:
         partition = delayed.partition
-        if not partition.is_leader or partition.leader_epoch != delayed.leader_epoch or partition.log.deleted:
+        if not partition.is_leader or partition.follower_generation != delayed.generation or partition.log.deleted:
             self._fail(delayed, KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                                            f"Leadership of {partition.topic}-{partition.index} changed before "
                                            f"the in-sync replicas had the records"))

@@ -53,6 +53,9 @@ class Partition:
     pending_isr: list[int] | None = None
     #: The reactor (its ``seconds()``), for the followers' fetch times.
     clock: Any = None
+    #: Bumped each time this broker becomes a follower: a leader epoch may move on with the same leader
+    #: (the controller took a failed follower out of the ISR), which leaves its log as it was.
+    follower_generation: int = 0
 
     @property
     def is_leader(self) -> bool:
@@ -106,6 +109,7 @@ class Partition:
     def make_follower(self, leader_id: int, leader_epoch: int, partition_epoch: int, replicas: list[int],
                       isr: list[int]) -> None:
         self.leader_id = leader_id
+        self.follower_generation += 1
         self.leader_epoch = leader_epoch
         self.partition_epoch = partition_epoch
         self.replicas = list(replicas)
