@@ -19,8 +19,6 @@ from __future__ import annotations
 SECURITY = "TLS, SASL and ACLs are not built yet (security issue)"
 TRANSACTIONS = "idempotence and transactions are not built yet"
 REPLICATION = "replication between brokers is not built yet (cluster issue)"
-HW_CHECKPOINT = ("the high watermark is not checkpointed: after a restart a replica starts from its log end "
-                 "and the leader's followers move it")
 SOCKET_BUFFERS = "the broker's client connections use the operating system's socket buffer sizes"
 ZOOKEEPER = ("the ZooKeeper client (kazoo) pipelines requests without a limit of its own; the session "
              "keys (zookeeper.connect, zookeeper.session.timeout.ms, zookeeper.connection.timeout.ms, "
@@ -53,7 +51,6 @@ _KEYS = {
     "producer.id.expiration.ms": TRANSACTIONS,
     "transactional.id.expiration.ms": TRANSACTIONS,
     "compression.type": RECOMPRESSION,
-    "replica.high.watermark.checkpoint.interval.ms": HW_CHECKPOINT,
     "replica.socket.receive.buffer.bytes": SOCKET_BUFFERS,
     "request.timeout.ms": REPLICATION,
     "socket.connection.setup.timeout.ms": REPLICATION,

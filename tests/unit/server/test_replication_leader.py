@@ -203,3 +203,18 @@ def test_a_new_leader_epoch_with_the_same_leader_keeps_waiting_produces(node):
     assert d() is None
     node.replica_manager.follower_fetched(partition, 2, 1)
     assert d().first_offset == 0
+
+
+def test_the_high_watermark_is_checkpointed_and_loaded(node, tmp_path):
+    from .helpers import Broker
+
+    partition = replicate(node)
+    append(node, partition, b"a", b"b", acks=1)
+    node.replica_manager.follower_fetched(partition, 2, 1)
+    node.replica_manager.follower_fetched(partition, 3, 1)
+    assert (partition.high_watermark, partition.log.log_end_offset) == (1, 2)
+    result_of(node.log_manager.stopService())          # writes replication-offset-checkpoint
+    assert "t 0 1" in (tmp_path / "logs" / "replication-offset-checkpoint").read_text()
+    restarted = Broker(tmp_path, start=False)
+    result_of(restarted.log_manager.startService())
+    assert restarted.log_manager.get_log("t", 0).high_watermark == 1    # not its log end
