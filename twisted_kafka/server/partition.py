@@ -88,6 +88,7 @@ class Partition:
                              f"Leader epoch {current_leader_epoch} is newer than the current {self.leader_epoch}")
 
     def make_leader(self, leader_epoch: int, partition_epoch: int, replicas: list[int], isr: list[int]) -> None:
+        kept = self.followers if self.is_leader else {}
         self.leader_id = self.local_broker_id
         self.leader_epoch = leader_epoch
         self.partition_epoch = partition_epoch
@@ -95,9 +96,10 @@ class Partition:
         self.isr = list(isr)
         self.pending_isr = None
         now = self._now_ms()
-        # Kafka resets every follower's position on a new leadership: the ISR members count as caught up
-        # now (they get replica.lag.time.max.ms to fetch), the others not.
-        self.followers = {b: ReplicaState(last_caught_up_ms=now if b in self.isr else 0)
+        # A new leader starts every follower's position afresh (Kafka's makeLeader): the ISR members count
+        # as caught up now (they get replica.lag.time.max.ms to fetch), the others not.  A leader that stays
+        # the leader under a new epoch keeps what it knows of its followers.
+        self.followers = {b: kept.get(b) or ReplicaState(last_caught_up_ms=now if b in self.isr else 0)
                           for b in self.replicas if b != self.local_broker_id}
         self.log.local_log.hw_follows_leo = not self.followers
         if not self.followers:

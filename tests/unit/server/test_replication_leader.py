@@ -196,6 +196,7 @@ def test_replica_manager_metrics_under_kafka_s_names(node):
 def test_a_new_leader_epoch_with_the_same_leader_keeps_waiting_produces(node):
     partition = replicate(node)
     d = append(node, partition, b"a")
+    node.replica_manager.follower_fetched(partition, 3, 0)
     # The controller took broker 3 out of the ISR (it died): a new leader epoch, this broker still leads.
     node.replica_manager.become_leader_or_follower([PartitionStateChange(
         "t", partition.topic_id, 0, B, partition.leader_epoch + 1, partition.partition_epoch + 1, [B, 2, 3],
@@ -203,6 +204,7 @@ def test_a_new_leader_epoch_with_the_same_leader_keeps_waiting_produces(node):
     assert d() is None
     node.replica_manager.follower_fetched(partition, 2, 1)
     assert d().first_offset == 0
+    assert partition.followers[3].log_end_offset == 0         # what it knew of its followers is kept
 
 
 def test_the_high_watermark_is_checkpointed_and_loaded(node, tmp_path):
