@@ -52,7 +52,6 @@ _KEYS = {
     "transactional.id.expiration.ms": TRANSACTIONS,
     "compression.type": RECOMPRESSION,
     "replica.socket.receive.buffer.bytes": SOCKET_BUFFERS,
-    "request.timeout.ms": REPLICATION,
     "socket.connection.setup.timeout.ms": REPLICATION,
     "socket.connection.setup.timeout.max.ms": REPLICATION,
     "metric.reporters": METRICS,

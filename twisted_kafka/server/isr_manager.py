@@ -17,7 +17,8 @@ pending and the high watermark counts the larger of the two ISRs
 of a replica the controller may refuse.  An accepted change becomes the
 partition's ISR and partition epoch; a refused one (a newer leader epoch
 or partition epoch, a moving controller) is dropped, and tried again at
-the next check no sooner than ``RETRY_SECONDS`` later.
+the next check no sooner than ``RETRY_SECONDS`` later, as is one not
+answered within ``request.timeout.ms``.
 """
 
 from __future__ import annotations
@@ -115,12 +116,15 @@ class IsrManager:
     async def _send(self, partition: Partition, leader_epoch: int, change: IsrChange) -> None:
         key = (partition.topic, partition.index)
         try:
-            results = await self.controller.alter_partition(self.broker_id, self.broker_epoch(), {key: change})
+            sent = ensureDeferred(self.controller.alter_partition(self.broker_id, self.broker_epoch(), {key: change}))
+            # Never pending for ever: the next check tries again (request.timeout.ms).
+            sent.addTimeout(self.config["request.timeout.ms"] / 1000.0, self.reactor)
+            results = await sent
             result = results.get(key)
             error = result.error if result is not None else ErrorCode.UNKNOWN_SERVER_ERROR
         except KafkaError as exc:
             result, error = None, exc.code
-        except Exception as exc:
+        except Exception as exc:       # a lost connection, a timeout
             self.log.warn("AlterPartition for {topic}-{partition} failed: {error}", topic=partition.topic,
                           partition=partition.index, error=exc)
             result, error = None, ErrorCode.UNKNOWN_SERVER_ERROR

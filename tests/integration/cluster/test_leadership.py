@@ -64,7 +64,9 @@ def test_controlled_shutdown_moves_leadership_before_the_broker_exits(cluster):
 def test_a_failed_broker_s_leadership_moves_to_another_in_sync_replica(cluster):
     before = cluster.metadata(1).partitions("t")
     cluster.broker(3).kill()
-    md = cluster.wait_consistent(lambda md: md.broker_ids == [1, 2] and md.leaders("t")[2] != 3)
+    # (the controller elects new leaders first, then takes the broker out of the other ISRs: two writes)
+    md = cluster.wait_consistent(lambda md: md.broker_ids == [1, 2] and md.leaders("t")[2] != 3
+                                 and all(3 not in p.isr for p in md.partitions("t").values()))
     after = md.partitions("t")
     assert after[2].leader == 1 and after[2].isr == (1, 2)          # first live ISR member of [3, 1, 2]
     assert after[2].leader_epoch == before[2].leader_epoch + 1

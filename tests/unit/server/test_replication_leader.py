@@ -16,6 +16,7 @@ from .test_fetch import fetch, partitions, values
 
 B = BROKER_ID
 LAG_MS = 10_000
+ISR_CONFIG = {"replica.lag.time.max.ms": LAG_MS, "request.timeout.ms": 30_000}
 
 
 def replicate(node, topic="t", *, isr=(B, 2, 3), min_isr=1):
@@ -123,7 +124,7 @@ class FakeController:
 
 
 def isr_manager(node, controller) -> IsrManager:
-    manager = IsrManager(broker_id=B, broker_epoch=lambda: 1, config={"replica.lag.time.max.ms": LAG_MS},
+    manager = IsrManager(broker_id=B, broker_epoch=lambda: 1, config=ISR_CONFIG,
                          reactor=node.reactor, controller=controller, replica_manager=node.replica_manager)
     node.replica_manager.isr_manager = manager
     return manager
@@ -177,7 +178,7 @@ def test_replica_manager_metrics_under_kafka_s_names(node):
     registry = MetricsRegistry()
     node.replica_manager.register_metrics(registry)
     controller = FakeController()
-    manager = IsrManager(broker_id=B, broker_epoch=lambda: 1, config={"replica.lag.time.max.ms": LAG_MS},
+    manager = IsrManager(broker_id=B, broker_epoch=lambda: 1, config=ISR_CONFIG,
                          reactor=node.reactor, controller=controller, replica_manager=node.replica_manager,
                          metrics=registry)
     node.replica_manager.isr_manager = manager
@@ -220,3 +221,16 @@ def test_the_high_watermark_is_checkpointed_and_loaded(node, tmp_path):
     restarted = Broker(tmp_path, start=False)
     result_of(restarted.log_manager.startService())
     assert restarted.log_manager.get_log("t", 0).high_watermark == 1    # not its log end
+
+
+def test_an_unanswered_alter_partition_is_given_up_after_request_timeout_ms(node):
+    controller = FakeController()
+    partition = replicate(node, isr=(B, 2))
+    isr_manager(node, controller)
+    node.replica_manager.follower_fetched(partition, 3, 0)
+    assert partition.pending_isr == [B, 2, 3]
+    node.reactor.advance(30)
+    assert partition.pending_isr is None and partition.isr == [B, 2]
+    node.reactor.advance(1)                                            # past the retry pause: asked again
+    node.replica_manager.follower_fetched(partition, 3, 0)
+    assert len(controller.calls) == 2

@@ -6,7 +6,11 @@ the request is never passed on -- with NOT_CONTROLLER (top level)
 otherwise, and STALE_BROKER_EPOCH for a leader whose registration is not
 the current one; per partition the controller's verdict (fenced by leader
 epoch and partition epoch) and the partition's state after it, which the
-leader adopts.
+leader adopts.  The handler gives its slot back while the controller works
+(``mark_local_complete``), as Kafka's controller takes AlterPartition as an
+event and answers later: the control plane has a single handler, and the
+controller may itself be waiting for this broker's answer to a LeaderAndIsr
+or UpdateMetadata it sent (to itself) on that plane.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ class AlterPartitionHandler(ApiHandler):
         changes = {(t.topic_name, p.partition_index): IsrChange(
             p.leader_epoch, p.partition_epoch, tuple(p.new_isr), getattr(p, "leader_recovery_state", 0))
             for t in body.topics for p in t.partitions}
+        request.mark_local_complete()
         results = await self.controller.alter_partition(body.broker_id, body.broker_epoch, changes, forward=False)
         by_topic: dict[str, list] = {}
         for (topic, index), result in results.items():
