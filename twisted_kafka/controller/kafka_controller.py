@@ -596,13 +596,14 @@ class KafkaController:
         """Kafka's ``onBrokerStartup``: the other brokers learn of them, they learn everything, their
         replicas come online, partitions without a live leader are elected, reassignments resume."""
         others = [b for b in self.live_brokers if b not in started]
-        if others:
-            self._send_update_metadata(others, [])
         deleting = set(self.deleting)
-        self._send_update_metadata(started, self._online_partitions(exclude=deleting),
-                                   topic_configs=list(self.topics.values()), dynamic_broker_configs=True)
         hosted = [(t, i) for t, i in self._online_partitions(exclude=deleting)
                   if any(b in started for b in t.partitions[i].replicas)]
+        if others:
+            # Their replicas come online: the partitions they host are no longer offline anywhere.
+            self._send_update_metadata(others, hosted)
+        self._send_update_metadata(started, self._online_partitions(exclude=deleting),
+                                   topic_configs=list(self.topics.values()), dynamic_broker_configs=True)
         self._send_leader_and_isr(hosted, is_new=False, only=started)
         for name in list(self.deleting):
             topic = self.topics[name]
@@ -616,7 +617,8 @@ class KafkaController:
     async def _partitions_online(self, topics: Mapping[str, TopicRecord]) -> None:
         """Kafka's ``triggerOnlinePartitionStateChange``: partitions without a state get one, partitions
         without a live leader get one from the ISR (or, if the topic allows it, uncleanly); then live
-        replicas rejoin the ISR (``election.expand_isr``)."""
+        replicas on dead brokers leave the ISR, and (``isr_follows_liveness``) live ones rejoin it
+        (``election.expand_isr``)."""
         electable = self._electable_brokers()
         created: dict[str, dict[int, PartitionRecord]] = {}
         changes: dict[TopicPartition, PartitionRecord] = {}
@@ -639,8 +641,10 @@ class KafkaController:
                     steps.append(partial(election.offline, live=electable, unclean=self._unclean_allowed(topic.name)))
                     # No replica could take over from a dead leader: the partition is offline.
                     steps.append(partial(election.without_dead_leader, live=self.live_brokers))
+                # Replicas on brokers that are not alive leave the ISR (Kafka's OfflineReplica transition, which
+                # a new controller applies to the failures it did not see happen).
+                steps.append(partial(election.shrink_isr, live=self.live_brokers))
                 if self.isr_follows_liveness:
-                    steps.append(partial(election.shrink_isr, live=self.live_brokers))
                     steps.append(partial(election.expand_isr, live=electable))
                 updated = election.compose(record, *steps)
                 if updated is not None:
