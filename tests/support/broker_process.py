@@ -29,6 +29,10 @@ port listener NAME bound on later ones), e.g.
      "listener.security.protocol.map": "CLIENT:PLAINTEXT,INTERNAL:PLAINTEXT",
      "inter.broker.listener.name": "INTERNAL", "control.plane.listener.name": ""}
 
+The admin REST endpoint (``admin.rest.listener``) binds loopback port 0 as
+well; ``admin_url`` is its address as the broker logged it, and a restart
+asks for the same port again.
+
 ``ports={"PLAINTEXT": 12345}`` asks for given ports from the first start (a
 test checking what happens when a port is taken passes one it holds itself).
 When ``listeners`` is overridden and ``advertised.listeners`` is not, the
@@ -70,12 +74,16 @@ STARTUP_FAILURE_EXIT_GRACE = 5.0
 
 # Keys this harness writes itself (the rest of etc/server.properties is kept).
 _MANAGED_KEYS = ("listeners", "advertised.listeners", "listener.security.protocol.map",
-                 "inter.broker.listener.name", "control.plane.listener.name", "log.dirs")
+                 "inter.broker.listener.name", "control.plane.listener.name", "log.dirs", "admin.rest.listener")
 _PORT_PLACEHOLDER = re.compile(r"\{port:([A-Za-z0-9_.-]+)\}")
 _LISTENER_NAME = re.compile(r"^\s*([A-Za-z0-9_.-]+)://")
 # The broker's ready line (KafkaServer) and one "NAME=host:port(plane)" entry of it.
 _STARTED = re.compile(r"Broker \S+ of cluster \S+ started in \S+; listeners: (?P<listeners>[^\n]*)")
 _BOUND = re.compile(r"([A-Za-z0-9_.-]+)=(\S+):(\d+)\((\w+)\)")
+# The admin REST endpoint's line (twisted_kafka.admin.service), with the port it bound.
+_ADMIN = re.compile(r"Admin REST endpoint listening on (?P<url>https?://\S+):(?P<port>\d+)")
+#: The placeholder name of the admin endpoint's port ({port:ADMIN_REST}).
+ADMIN_REST = "ADMIN_REST"
 # ApiVersions v0, correlation id 0x7eadbeef, client id "broker-process".
 _PROBE = (struct.pack(">hhih", 18, 0, 0x7EADBEEF, 14) + b"broker-process")
 _PROBE = struct.pack(">i", len(_PROBE)) + _PROBE
@@ -166,6 +174,8 @@ class BrokerProcess:
             raise ValueError("no data-plane listener in the configuration")
         self.data_listener = "PLAINTEXT" if "PLAINTEXT" in data else data[0]
         self.process: subprocess.Popen | None = None
+        #: The admin REST endpoint's base URL (``http://127.0.0.1:<port>``) once started, if it runs.
+        self.admin_url: str | None = None
         self.returncode: int | None = None
         self.starts = 0
         self._log_offset_at_start = 0
@@ -178,15 +188,17 @@ class BrokerProcess:
 
     def _base_values(self) -> dict[str, str]:
         plaintext = "PLAINTEXT://127.0.0.1:{port:PLAINTEXT}"
+        # The admin endpoint on loopback port 0 too (its default, 9644, would collide between brokers).
+        admin = {"admin.rest.listener": f"http://127.0.0.1:{{port:{ADMIN_REST}}}"}
         if self.control_plane:
             listeners = f"{plaintext},CONTROLLER://127.0.0.1:{{port:CONTROLLER}}"
             return {"listeners": listeners, "advertised.listeners": listeners,
                     "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
                     "inter.broker.listener.name": "PLAINTEXT", "control.plane.listener.name": "CONTROLLER",
-                    "log.dirs": ",".join(self.log_dirs)}
+                    "log.dirs": ",".join(self.log_dirs), **admin}
         return {"listeners": plaintext, "advertised.listeners": plaintext,
                 "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT",
-                "inter.broker.listener.name": "PLAINTEXT", "log.dirs": ",".join(self.log_dirs)}
+                "inter.broker.listener.name": "PLAINTEXT", "log.dirs": ",".join(self.log_dirs), **admin}
 
     def _rendered_overrides(self) -> dict[str, str]:
         rendered = {key: self._render(value) for key, value in self.overrides.items()}
@@ -307,6 +319,10 @@ class BrokerProcess:
                                self.returncode, self.log_text()) from None
         self.ports = bound_listeners(line)
         self._requested.update(self.ports)
+        admin = _ADMIN.search(self.log_text(since_start=True))
+        self.admin_url = f"{admin['url']}:{admin['port']}" if admin else None
+        if admin:
+            self._requested[ADMIN_REST] = int(admin["port"])
         return self
 
     def _started_line(self) -> str | None:

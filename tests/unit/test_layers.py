@@ -103,7 +103,7 @@ def test_kafka_server_is_composed_of_child_services(tmp_path):
     server = KafkaServer(make_config(log_dirs=str(tmp_path / "logs")), reactor=MemoryReactorClock())
     children = list(server)
     names = [type(child).__name__ for child in children]
-    assert names == ["ThreadPoolService", "LogManager", "GroupCoordinatorService", "KafkaRequestHandlerPool",
-                     "KafkaRequestHandlerPool",
+    assert names == ["ThreadPoolService", "AdminRestService", "LogManager", "GroupCoordinatorService",
+                     "KafkaRequestHandlerPool", "KafkaRequestHandlerPool",
                      "SocketServer", "ControllerService", "ConnectionEventLog", "BrokerLifecycleManager"]
     assert all(child.parent is server for child in children)

@@ -16,6 +16,10 @@ signal and re-raise it once the reactor stopped, so the status would say
 "killed by SIGTERM" even after a clean shutdown; the broker installs its own
 handlers once the reactor runs, which stop the reactor -- and with it the
 services, in order -- without that.
+
+SIGHUP re-reads the key and trust stores of every TLS listener and of an
+https admin endpoint (``KafkaServer.reload_certificates``): connections made afterwards get the
+new certificate, open connections stay up with theirs.
 """
 
 from twisted.application.service import IServiceMaker
@@ -97,10 +101,15 @@ class KafkaServiceMaker:
                                                            signal=signal.Signals(signum).name)
             reactor.callFromThread(stop_once)
 
+        def reload_certificates(signum, frame) -> None:
+            Logger(namespace="twisted_kafka.server").info("Received SIGHUP, reloading TLS certificates.")
+            reactor.callFromThread(server.reload_certificates)
+
         def install_stop_handlers() -> None:
             # Runs after the reactor installed its own (during startup) and replaces them.
             signal.signal(signal.SIGTERM, stop)
             signal.signal(signal.SIGINT, stop)
+            signal.signal(signal.SIGHUP, reload_certificates)
 
         reactor.callWhenRunning(install_stop_handlers)
         return server

@@ -3,9 +3,10 @@
 As on the server side (``twisted_kafka.network.endpoints``), the transport is
 a Twisted endpoint built from a description string, so the client code is
 the same whatever the transport: PLAINTEXT and SASL_PLAINTEXT connect over
-plain TCP (``tcp:host=...:port=...``), and SSL/SASL_SSL will be Twisted's
-``tls:`` client endpoint with trust roots and a client certificate -- another
-description, not other code.  (SASL authentication itself is a conversation
+plain TCP (``tcp:host=...:port=...``), and SSL/SASL_SSL wrap that endpoint in
+TLS (``wrapClientTLS``) with the listener's trust store, client certificate
+and host name check (``network.tls.ClientTls``) -- another endpoint, not
+other code.  (SASL authentication itself is a conversation
 over the connection, not a property of the transport.)
 
 ``tcp:`` serves IPv6 literals too (Twisted's TCP client recognises them), so
@@ -22,11 +23,12 @@ import math
 from typing import Any
 
 from twisted.internet.defer import CancelledError, Deferred
-from twisted.internet.endpoints import clientFromString, quoteStringArgument
+from twisted.internet.endpoints import clientFromString, quoteStringArgument, wrapClientTLS
 from twisted.internet.error import ConnectingCancelledError
 from twisted.internet.interfaces import IStreamClientEndpoint
 from twisted.python.failure import Failure
 
+from twisted_kafka.network.tls import ClientTls
 from twisted_kafka.protocol.client_connection import DEFAULT_MAX_RESPONSE_SIZE
 
 from .errors import ConnectFailed
@@ -51,19 +53,27 @@ def endpoint_description(host: str, port: int, *, timeout: float | None = None) 
 
 
 def client_endpoint(reactor, host: str, port: int, *, security_protocol: str = "PLAINTEXT",
-                    timeout: float | None = None) -> IStreamClientEndpoint:
-    """The endpoint that reaches a listener of ``security_protocol`` at ``host:port``."""
-    if security_protocol in TLS_PROTOCOLS:
-        raise ValueError(f"cannot connect to {describe_address(host, port)}: {security_protocol} needs TLS "
-                         "settings, which this build does not have yet")
-    if security_protocol not in PLAIN_PROTOCOLS:
+                    timeout: float | None = None, tls: ClientTls | None = None) -> IStreamClientEndpoint:
+    """The endpoint that reaches a listener of ``security_protocol`` at ``host:port``.
+
+    SSL and SASL_SSL need ``tls``: the ``ClientTls`` of the listener's keys
+    (trust store, client certificate, host name check), layered on the TCP
+    endpoint with Twisted's ``wrapClientTLS``.
+    """
+    if security_protocol not in PLAIN_PROTOCOLS | TLS_PROTOCOLS:
         raise ValueError(f"unknown security protocol {security_protocol!r}")
-    return clientFromString(reactor, endpoint_description(host, port, timeout=timeout))
+    tcp = clientFromString(reactor, endpoint_description(host, port, timeout=timeout))
+    if security_protocol in TLS_PROTOCOLS:
+        if tls is None:
+            raise ValueError(f"cannot connect to {describe_address(host, port)}: {security_protocol} needs TLS "
+                             "settings")
+        return wrapClientTLS(tls.for_host(host), tcp)
+    return tcp
 
 
 def connect(reactor, host: str, port: int, *, client_id: str | None, timeout: float,
             security_protocol: str = "PLAINTEXT", name: str | None = None,
-            max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE) -> Deferred:
+            max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE, tls: ClientTls | None = None) -> Deferred:
     """Connect to the broker at ``host:port``; the Deferred fires with a connected ``KafkaClientProtocol``.
 
     ``name`` (``"broker 2"``) goes into every error and log line about the
@@ -73,7 +83,8 @@ def connect(reactor, host: str, port: int, *, client_id: str | None, timeout: fl
     """
     peer = describe_address(host, port, name)
     # Any: mypy cannot check calls through a zope Interface (IStreamClientEndpoint) without a plugin.
-    endpoint: Any = client_endpoint(reactor, host, port, security_protocol=security_protocol, timeout=timeout)
+    endpoint: Any = client_endpoint(reactor, host, port, security_protocol=security_protocol, timeout=timeout,
+                                    tls=tls)
     factory = KafkaClientFactory(client_id=client_id, peer=peer, max_response_size=max_response_size)
     d = endpoint.connect(factory)
 

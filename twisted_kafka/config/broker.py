@@ -23,6 +23,7 @@ __all__ = [
     "SECURITY_PROTOCOLS",
     "COMPRESSION_TYPES",
     "MECHANISM_PREFIX_REQUIRED",
+    "AUTHORIZER_CLASS_NAMES",
 ]
 
 HIGH, MEDIUM, LOW = Importance.HIGH, Importance.MEDIUM, Importance.LOW
@@ -257,7 +258,8 @@ _define("ssl.cipher.suites", LIST, "", MEDIUM,
         "Cipher suites to allow; empty means the TLS library's defaults.",
         mode=PER_BROKER, listener=True)
 _define("ssl.keystore.type", STRING, "JKS", MEDIUM,
-        "Format of the key store: PEM, PKCS12 or JKS.",
+        "Format of the key store: PEM or PKCS12 (JKS, Kafka's default, is a Java "
+        "format a TLS listener refuses at startup).",
         mode=PER_BROKER, listener=True)
 _define("ssl.keystore.location", STRING, None, MEDIUM,
         "Path of the key store holding the server certificate and private key.",
@@ -277,7 +279,8 @@ _define("ssl.keystore.certificate.chain", PASSWORD, None, MEDIUM,
         "The certificate chain, PEM-encoded, that goes with ssl.keystore.key.",
         mode=PER_BROKER, listener=True)
 _define("ssl.truststore.type", STRING, "JKS", MEDIUM,
-        "Format of the trust store: PEM, PKCS12 or JKS.",
+        "Format of the trust store: PEM or PKCS12 (JKS is refused, as for the "
+        "key store).",
         mode=PER_BROKER, listener=True)
 _define("ssl.truststore.location", STRING, None, MEDIUM,
         "Path of the trust store with the CA certificates client certificates "
@@ -328,8 +331,10 @@ _define("ssl.allow.san.changes", BOOLEAN, False, LOW,
 # --------------------------------------------------------------------------
 _group = "SASL"
 _define("sasl.enabled.mechanisms", LIST, "GSSAPI", MEDIUM,
-        "SASL mechanisms offered on SASL listeners (PLAIN, SCRAM-SHA-256, "
-        "SCRAM-SHA-512 here).",
+        "SASL mechanisms offered on SASL listeners; this broker implements "
+        "PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 and refuses to start with "
+        "another enabled on a SASL listener (so Kafka's default GSSAPI must be "
+        "replaced there).",
         mode=PER_BROKER, listener=True)
 _define("sasl.mechanism.inter.broker.protocol", STRING, "GSSAPI", MEDIUM,
         "SASL mechanism brokers use with each other; must be enabled on the "
@@ -337,7 +342,9 @@ _define("sasl.mechanism.inter.broker.protocol", STRING, "GSSAPI", MEDIUM,
         mode=PER_BROKER)
 _define("sasl.jaas.config", PASSWORD, None, MEDIUM,
         "JAAS login settings. Brokers read it only per listener and mechanism: "
-        "listener.name.<l>.<mechanism>.sasl.jaas.config, mechanism in lower case.",
+        "listener.name.<l>.<mechanism>.sasl.jaas.config, mechanism in lower case. "
+        "For PLAIN, the PlainLoginModule's user_<name>=\"<password>\" options "
+        "are the users.",
         mode=PER_BROKER, mechanism=True)
 _define("sasl.server.callback.handler.class", CLASS, None, MEDIUM,
         "Pluggable server-side SASL callback handler, set per listener and "
@@ -356,20 +363,32 @@ _define("sasl.kerberos.principal.to.local.rules", LIST, "DEFAULT", MEDIUM,
         "Rules mapping Kerberos principals to short names (GSSAPI only).",
         mode=PER_BROKER, listener=True)
 _define("sasl.server.max.receive.size", INT, 524288, MEDIUM,
-        "Largest SASL token accepted before authentication completes.",
+        "Largest frame (request or raw SASL token) accepted before SASL "
+        "authentication completes; a larger one fails the authentication.",
         listener=True)
 
 # --------------------------------------------------------------------------
 _group = "Authorization"
+#: Values of authorizer.class.name that enable the ACL authorizer: Kafka's ZooKeeper-mode and KRaft-mode
+#: class names (either gives the same ACL semantics here) and this project's own.
+AUTHORIZER_CLASS_NAMES = (
+    "kafka.security.authorizer.AclAuthorizer",
+    "kafka.security.auth.SimpleAclAuthorizer",
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "twisted_kafka.security.authorizer.AclAuthorizer",
+)
 _define("authorizer.class.name", STRING, "", LOW,
-        "Authorizer checking each request against ACLs; empty disables "
-        "authorization (everything is allowed).")
+        "The authorizer checking every request against the cluster's ACLs: "
+        "one of the ACL authorizer's names (Kafka's class names are "
+        "accepted); empty disables authorization (everything is allowed, "
+        "and the ACL APIs answer SECURITY_DISABLED).",
+        validator=one_of("", *AUTHORIZER_CLASS_NAMES))
 _define("allow.everyone.if.no.acl.found", BOOLEAN, False, MEDIUM,
-        "Read by the ACL authorizer: allow access to a resource that has no "
-        "matching ACL at all.")
+        "Read by the ACL authorizer: allow any principal every operation on "
+        "a resource that no ACL applies to at all.")
 _define("super.users", STRING, None, MEDIUM,
-        "Read by the ACL authorizer: principals allowed everything, separated "
-        "by semicolons (User:admin;User:broker).")
+        "Read by the ACL authorizer: principals allowed everything whatever "
+        "the ACLs say, separated by semicolons (User:admin;User:broker).")
 
 # --------------------------------------------------------------------------
 _group = "Log"
@@ -481,17 +500,20 @@ _group = "Log cleaner"
 _define("log.cleaner.enable", BOOLEAN, True, MEDIUM,
         "Run the log cleaner, which compacts topics with cleanup.policy=compact.")
 _define("log.cleaner.threads", INT, 1, MEDIUM,
-        "Number of cleaner workers.",
+        "How many logs are cleaned at once (each cleaning works in the I/O "
+        "thread pool, one step at a time).",
         validator=at_least(0), mode=CLUSTER_WIDE)
 _define("log.cleaner.io.max.bytes.per.second", DOUBLE, DOUBLE_MAX, MEDIUM,
-        "Throttle on the cleaner's combined read and write rate.",
+        "Throttle on the cleaner's combined read and write rate, shared by "
+        "all cleanings.",
         mode=CLUSTER_WIDE)
 _define("log.cleaner.dedupe.buffer.size", LONG, 134217728, MEDIUM,
-        "Memory for the key map the cleaner builds, shared by all cleaner "
-        "workers (at least 1 MiB each).",
+        "Memory for the key maps the cleaner builds, shared by the cleanings "
+        "running at once (more than 1 MiB each); about 136 bytes per key.",
         mode=CLUSTER_WIDE)
 _define("log.cleaner.io.buffer.size", INT, 524288, MEDIUM,
-        "I/O buffer memory of the cleaner, shared by all cleaner workers.",
+        "I/O buffer memory of the cleaner, shared by the cleanings running at "
+        "once; half of each share is what one cleaning step reads.",
         validator=at_least(0), mode=CLUSTER_WIDE)
 _define("log.cleaner.io.buffer.load.factor", DOUBLE, 0.9, MEDIUM,
         "How full the cleaner's key map may get before a pass stops.",
@@ -661,8 +683,14 @@ _define("transaction.partition.verification.enable", BOOLEAN, True, LOW,
         "a transactional write to it (KIP-890).",
         mode=CLUSTER_WIDE)
 _define("producer.id.expiration.ms", INT, 86400000, LOW,
-        "How long the state of an idle producer id is kept by partition leaders.",
+        "How long a partition leader keeps the state (epoch, last sequences) of an "
+        "idempotent producer after the timestamp of its last batch; a producer "
+        "forgotten this way is accepted with any sequence on its next batch.",
         validator=at_least(1), mode=CLUSTER_WIDE)
+_define("producer.id.expiration.check.interval.ms", INT, 600000, LOW,
+        "How often partition leaders forget producer ids idle for "
+        "producer.id.expiration.ms (an internal key in Kafka, for tests).",
+        validator=at_least(1))
 
 # --------------------------------------------------------------------------
 _group = "Metrics"
@@ -687,6 +715,60 @@ _define("connection.events.enable", BOOLEAN, True, LOW,
         "__connection_events, for bin/twisted-kafka-connection-report and "
         "other readers. The topic is created on first use with one partition "
         "and cleanup.policy=delete; retention follows log.retention.*.",
+        extension=True)
+
+_define("quota.ip.connection.creation.rate", STRING, "", MEDIUM,
+        "Connection creation rates per client IP (KIP-612's connection_creation_rate "
+        "of the ip entity), as address:rate pairs separated by commas, <default> "
+        "naming the rate of every address without its own. A connection from an "
+        "address over its rate is closed at once. Set with AlterClientQuotas or the "
+        "admin REST endpoint's PUT /v1/quotas, which store it as a cluster-wide "
+        "dynamic broker config (Kafka keeps these quotas under /config/ips).",
+        mode=CLUSTER_WIDE, extension=True)
+_define("admin.rest.listener", STRING, "http://127.0.0.1:9644", MEDIUM,
+        "Where the admin REST endpoint listens (connection statistics, "
+        "connection quotas, Prometheus metrics at /metrics, health checks, a "
+        "dashboard at /): http://host:port or https://host:port (with "
+        "admin.rest.ssl.keystore.location). Port 0 lets the kernel pick; the "
+        "port bound is logged. Empty: no admin endpoint. A non-loopback address "
+        "needs admin.rest.auth.token (or its file) or https.",
+        extension=True)
+_define("admin.rest.auth.token", PASSWORD, None, MEDIUM,
+        "Bearer token the admin REST endpoint requires (Authorization: Bearer "
+        "<token>) for every call but the health checks. Unset: read-only calls "
+        "are open and changes are refused.",
+        extension=True)
+_define("admin.rest.auth.token.file", STRING, None, MEDIUM,
+        "File holding admin.rest.auth.token (surrounding whitespace ignored), "
+        "read at startup; used when admin.rest.auth.token is not set.",
+        extension=True)
+_define("admin.rest.ssl.keystore.type", STRING, "PEM", MEDIUM,
+        "Format of admin.rest.ssl.keystore.location: PEM or PKCS12, read as a "
+        "TLS listener's ssl.keystore.type is.",
+        extension=True)
+_define("admin.rest.ssl.keystore.location", STRING, None, MEDIUM,
+        "Key store of the admin REST endpoint's certificate (chain) and private "
+        "key, for an https:// admin.rest.listener: a PEM file with both, or "
+        "PKCS12. Re-read by POST /v1/tls/reload and SIGHUP. Protocols and "
+        "cipher suites are the broker-wide ssl.enabled.protocols and "
+        "ssl.cipher.suites.",
+        extension=True)
+_define("admin.rest.ssl.keystore.password", PASSWORD, None, MEDIUM,
+        "Password of a PKCS12 admin.rest.ssl.keystore.location.",
+        extension=True)
+_define("admin.rest.ssl.key.password", PASSWORD, None, MEDIUM,
+        "Password of an encrypted PEM private key in "
+        "admin.rest.ssl.keystore.location.",
+        extension=True)
+_define("admin.rest.ssl.truststore.type", STRING, "PEM", MEDIUM,
+        "Format of admin.rest.ssl.truststore.location: PEM or PKCS12.",
+        extension=True)
+_define("admin.rest.ssl.truststore.location", STRING, None, MEDIUM,
+        "CA certificates (PEM or PKCS12): when set, https clients of the admin "
+        "REST endpoint must present a certificate signed by one of them.",
+        extension=True)
+_define("admin.rest.ssl.truststore.password", PASSWORD, None, MEDIUM,
+        "Password of a PKCS12 admin.rest.ssl.truststore.location.",
         extension=True)
 
 #: Per-mechanism keys a Kafka broker reads *only* in the form

@@ -2,7 +2,7 @@
 
 Every Kafka broker key is defined so that a ``server.properties`` written for
 Kafka loads unchanged.  Some of them govern features this broker does not
-have yet (TLS, SASL, transactions, replication, ...) or concepts a single reactor
+have yet (SASL, transactions, replication, ...) or concepts a single reactor
 does not have (network threads).  Accepting such a key silently would let an
 operator believe it works: the docs mark each one, and a key set explicitly
 is warned about at startup.  A test keeps this table honest both ways — a key
@@ -16,14 +16,16 @@ about as deprecated when set (``deprecation``), saying whether it still acts.
 
 from __future__ import annotations
 
-SECURITY = "TLS, SASL and ACLs are not built yet (security issue)"
-TRANSACTIONS = "idempotence and transactions are not built yet"
+SECURITY = "this security feature is not built (GSSAPI, OAUTHBEARER, pluggable classes)"
+TRANSACTIONS = "transactions are not built yet (idempotent producers are)"
 REPLICATION = "replication between brokers is not built yet (cluster issue)"
 SOCKET_BUFFERS = "the broker's client connections use the operating system's socket buffer sizes"
 ZOOKEEPER = ("the ZooKeeper client (kazoo) pipelines requests without a limit of its own; the session "
              "keys (zookeeper.connect, zookeeper.session.timeout.ms, zookeeper.connection.timeout.ms, "
              "zookeeper.set.acl) take effect")
-COMPACTION = "log compaction (cleanup.policy=compact) is not built yet"
+SASL = ("SASL offers PLAIN and SCRAM-SHA-256/512 (sasl.enabled.mechanisms, the PLAIN users of "
+        "listener.name.<l>.plain.sasl.jaas.config, sasl.server.max.receive.size); GSSAPI, OAUTHBEARER, pluggable "
+        "SASL classes and the broker's own SASL client (inter-broker) are not built")
 METRICS = "metrics are kept under Kafka's names; reporters and sampling are not configurable yet"
 REACTOR = ("the reactor's single thread does all socket I/O, so there are no network threads to size "
            "(docs/architecture.md, 'num.network.threads')")
@@ -32,23 +34,28 @@ RECOMPRESSION = ("batches are stored as producers compressed them (Kafka's 'prod
                  "recompression to another codec is not built yet")
 BACKGROUND = "background work runs on the reactor and the I/O thread pool (sized by num.io.threads)"
 
+JSSE = ("a setting of Java's TLS implementation (JSSE); TLS here is OpenSSL's, through pyOpenSSL, with "
+        "its own defaults")
+TLS_VERSION = "the TLS versions offered are ssl.enabled.protocols; OpenSSL has no separate context protocol"
+
 _PREFIXES = {
-    "ssl.": SECURITY,
-    "sasl.": SECURITY,
+    "sasl.": SASL,
     "transaction.": TRANSACTIONS,
     "zookeeper.": ZOOKEEPER,
-    "log.cleaner.": COMPACTION,
     "metrics.": METRICS,
 }
 
 _KEYS = {
-    "allow.everyone.if.no.acl.found": SECURITY,
-    "authorizer.class.name": SECURITY,
-    "connections.max.reauth.ms": SECURITY,
+    "ssl.protocol": TLS_VERSION,
+    "ssl.provider": JSSE,
+    "ssl.keymanager.algorithm": JSSE,
+    "ssl.trustmanager.algorithm": JSSE,
+    "ssl.secure.random.implementation": JSSE,
+    "ssl.engine.factory.class": JSSE,
+    "connections.max.reauth.ms": ("SASL re-authentication (KIP-368) is not offered: sessions do not expire "
+                                  "(SaslAuthenticate answers session_lifetime_ms 0)"),
     "principal.builder.class": SECURITY,
     "security.providers": SECURITY,
-    "super.users": SECURITY,
-    "producer.id.expiration.ms": TRANSACTIONS,
     "transactional.id.expiration.ms": TRANSACTIONS,
     "compression.type": RECOMPRESSION,
     "replica.socket.receive.buffer.bytes": SOCKET_BUFFERS,
@@ -83,9 +90,10 @@ def deprecation(name: str) -> str | None:
     return entry[0] if entry else None
 
 
-# Read although a prefix above matches: the ZooKeeper session's keys (cluster mode).
+# Read although a prefix above matches: the ZooKeeper session's keys (cluster mode) and SASL's.
 _EFFECTIVE = frozenset({"zookeeper.connect", "zookeeper.session.timeout.ms", "zookeeper.connection.timeout.ms",
-                        "zookeeper.set.acl"})
+                        "zookeeper.set.acl",
+                        "sasl.enabled.mechanisms", "sasl.jaas.config", "sasl.server.max.receive.size"})
 
 
 def not_effective_reason(name: str) -> str | None:

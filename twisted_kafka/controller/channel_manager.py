@@ -22,6 +22,7 @@ queue behind it must not stall.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from twisted.internet.defer import Deferred
@@ -29,6 +30,9 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from twisted_kafka.client import ConnectionLost, KafkaClientProtocol, ProtocolViolationError, connect
+from twisted_kafka.client.connector import TLS_PROTOCOLS
+from twisted_kafka.config import ConfigError
+from twisted_kafka.network.tls import ClientTls
 
 RECONNECT_BACKOFF_SECONDS = 0.1
 
@@ -46,8 +50,9 @@ class BrokerChannel:
     log = Logger(namespace="twisted_kafka.controller.BrokerChannel")
 
     def __init__(self, *, reactor, broker_id: int, host: str, port: int, controller_id: int, timeout: float,
-                 security_protocol: str = "PLAINTEXT"):
+                 security_protocol: str = "PLAINTEXT", tls: Callable[[], ClientTls] | None = None):
         self.reactor = reactor
+        self.tls = tls       # the TLS settings of an SSL control listener, built per connection attempt
         self.broker_id = broker_id
         self.host = host
         self.port = port
@@ -133,9 +138,15 @@ class BrokerChannel:
     def _connect(self) -> None:
         if self._connecting is not None or self._closed or self._retry_pending():
             return
-        self._connecting = connect(self.reactor, self.host, self.port, client_id=self.client_id,
-                                   timeout=self.timeout, security_protocol=self.security_protocol,
-                                   name=f"broker {self.broker_id}")
+        try:
+            # Built at each attempt: a key store reloaded in place is used by the next connection.
+            tls = self.tls() if self.tls is not None else None
+            self._connecting = connect(self.reactor, self.host, self.port, client_id=self.client_id,
+                                       timeout=self.timeout, security_protocol=self.security_protocol,
+                                       name=f"broker {self.broker_id}", tls=tls)
+        except (ConfigError, ValueError) as exc:
+            self._connect_failed(Failure(exc))
+            return
         self._connecting.addCallbacks(self._connected, self._connect_failed)
 
     def _connect_failed(self, failure: Failure) -> None:
@@ -174,13 +185,18 @@ class BrokerChannel:
 class ControllerChannelManager:
     """One ``BrokerChannel`` per live broker."""
 
-    def __init__(self, *, reactor, controller_id: int, timeout_ms: int):
+    def __init__(self, *, reactor, controller_id: int, timeout_ms: int, config=None):
+        """``config``: the controller's broker configuration, whose ``listener.name.<l>.ssl.*`` keys set up
+        TLS to a broker's SSL / SASL_SSL control listener (Kafka's controller uses its own config for the
+        control-plane listener the same way)."""
         self.reactor = reactor
+        self.config = config
         self.controller_id = controller_id
         self.timeout = timeout_ms / 1000.0
         self.channels: dict[int, BrokerChannel] = {}
 
-    def add_broker(self, broker_id: int, host: str, port: int, *, security_protocol: str = "PLAINTEXT") -> None:
+    def add_broker(self, broker_id: int, host: str, port: int, *, security_protocol: str = "PLAINTEXT",
+                   listener_name: str | None = None) -> None:
         """Start a channel to ``broker_id`` (replacing one to a different address or security protocol)."""
         existing = self.channels.get(broker_id)
         if existing is not None and (existing.host, existing.port, existing.security_protocol) == \
@@ -188,9 +204,17 @@ class ControllerChannelManager:
             return
         if existing is not None:
             existing.close()
+        tls = None
+        if security_protocol in TLS_PROTOCOLS:
+            config, listener = self.config, listener_name or security_protocol
+            if config is None:
+                raise ValueError(f"broker {broker_id}: {security_protocol} control listener without TLS settings")
+
+            def tls() -> ClientTls:
+                return ClientTls.from_config(config, listener)
         self.channels[broker_id] = BrokerChannel(reactor=self.reactor, broker_id=broker_id, host=host, port=port,
                                                  controller_id=self.controller_id, timeout=self.timeout,
-                                                 security_protocol=security_protocol)
+                                                 security_protocol=security_protocol, tls=tls)
 
     def remove_broker(self, broker_id: int) -> None:
         channel = self.channels.pop(broker_id, None)

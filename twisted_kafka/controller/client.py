@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
+from twisted_kafka.security.acl import AclBinding, AclBindingFilter
 
 if TYPE_CHECKING:
     from .kafka_controller import KafkaController
@@ -148,6 +149,15 @@ class ControllerClient(ABC):
     async def alter_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
         """Replace the dynamic configs of a broker id or "" (the cluster default); brokers are told first."""
 
+    @abstractmethod
+    async def create_acls(self, bindings: list[AclBinding], *, forward: bool = True
+                          ) -> list[tuple[ErrorCode, str | None]]:
+        """Add ACL bindings; per binding (error, message).  Brokers hold them when this returns."""
+
+    @abstractmethod
+    async def delete_acls(self, filters: list[AclBindingFilter], *, forward: bool = True) -> list[list[AclBinding]]:
+        """Remove the bindings each filter matches; per filter the removed bindings."""
+
     # The controller's own operations.  ``forward`` False: only this broker's controller may answer
     # (NOT_CONTROLLER otherwise) -- a request forwarded by another broker is never sent on again.
 
@@ -209,6 +219,12 @@ class LocalControllerClient(ControllerClient):
     async def alter_broker_configs(self, entity, configs):
         await self._controller.alter_broker_configs(entity, configs)
 
+    async def create_acls(self, bindings, *, forward=True):
+        return await self._controller.create_acls(bindings)
+
+    async def delete_acls(self, filters, *, forward=True):
+        return await self._controller.delete_acls(filters)
+
     async def controlled_shutdown(self, broker_id, broker_epoch):
         return await self._controller.controlled_shutdown(broker_id, broker_epoch)
 
@@ -265,6 +281,12 @@ class NoControllerClient(ControllerClient):
         self._refuse()
 
     async def alter_broker_configs(self, entity, configs):
+        self._refuse()
+
+    async def create_acls(self, bindings, *, forward=True):
+        self._refuse()
+
+    async def delete_acls(self, filters, *, forward=True):
         self._refuse()
 
     async def controlled_shutdown(self, broker_id, broker_epoch):

@@ -29,10 +29,13 @@ from twisted.internet.task import deferLater
 from twisted.logger import Logger
 
 from twisted_kafka.client import KafkaConnectionError, KafkaClientProtocol, connect
+from twisted_kafka.client.connector import TLS_PROTOCOLS
 from twisted_kafka.config import ConfigError
 from twisted_kafka.config.topic import validate_topic_overrides
+from twisted_kafka.network.tls import ClientTls
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
+from twisted_kafka.security.acl import AclBinding, AclBindingFilter
 from twisted_kafka.zk.admin import ZkAdmin
 
 from .client import (
@@ -47,6 +50,7 @@ ELECT_LEADERS_VERSION = 2
 ALTER_REASSIGNMENTS_VERSION = 1
 LIST_REASSIGNMENTS_VERSION = 0
 ALTER_PARTITION_VERSION = 1
+ACLS_VERSION = 1
 #: How long AlterConfigs waits for this broker to apply a config it wrote to ZooKeeper.
 CONFIG_WAIT_MS = 10_000
 
@@ -56,8 +60,10 @@ class ControllerLink:
 
     log = Logger(namespace="twisted_kafka.controller.ControllerLink")
 
-    def __init__(self, *, reactor, admin: ZkAdmin, listener_name: str, client_id: str, timeout: float):
+    def __init__(self, *, reactor, admin: ZkAdmin, listener_name: str, client_id: str, timeout: float,
+                 config=None):
         self.reactor = reactor
+        self.config = config     # for the listener's ssl.* keys when the controller's listener is SSL / SASL_SSL
         self.admin = admin
         self.listener_name = listener_name
         self.client_id = client_id
@@ -86,10 +92,13 @@ class ControllerLink:
             raise KafkaError(ErrorCode.NOT_CONTROLLER, f"controller {controller_id} has no listener "
                                                        f"{self.listener_name}")
         try:
+            tls = None
+            if endpoint.security_protocol in TLS_PROTOCOLS and self.config is not None:
+                tls = ClientTls.from_config(self.config, self.listener_name)
             client = await connect(self.reactor, endpoint.host, endpoint.port, client_id=self.client_id,
                                    timeout=self.timeout, security_protocol=endpoint.security_protocol,
-                                   name=f"controller {controller_id}")
-        except KafkaConnectionError as exc:
+                                   name=f"controller {controller_id}", tls=tls)
+        except (KafkaConnectionError, ConfigError, ValueError) as exc:
             raise KafkaError(ErrorCode.NOT_CONTROLLER, f"cannot reach controller {controller_id}: {exc}") from None
         self._client, self._controller_id = client, controller_id
         return client
@@ -119,7 +128,7 @@ class ClusterControllerClient(ControllerClient):
             or config["security.inter.broker.protocol"]
         self.link = ControllerLink(reactor=reactor, admin=admin, listener_name=listener,
                                    client_id=forwarding_client_id(broker_id),
-                                   timeout=config["controller.socket.timeout.ms"] / 1000.0)
+                                   timeout=config["controller.socket.timeout.ms"] / 1000.0, config=config)
 
     @property
     def controller_id(self) -> int | None:
@@ -279,6 +288,35 @@ class ClusterControllerClient(ControllerClient):
                               backoff=backoff)
                 await deferLater(self.reactor, backoff, lambda: None)
         raise KafkaError(ErrorCode.NOT_CONTROLLER, "There is no controller")
+
+    async def create_acls(self, bindings: list[AclBinding], *, forward: bool = True
+                          ) -> list[tuple[ErrorCode, str | None]]:
+        """ACLs are the controller's to write: here, or forwarded to it as a CreateAcls request
+        (one already forwarded is never sent on again)."""
+        if self._local_active():
+            return await self.local.create_acls(bindings)
+        R = m.CreateAclsRequest
+        response = await self.link.request(self._controller(forward), R(creations=[R.AclCreation(
+            resource_type=b.pattern.resource_type, resource_name=b.pattern.name,
+            resource_pattern_type=b.pattern.pattern_type, principal=b.entry.principal, host=b.entry.host,
+            operation=b.entry.operation, permission_type=b.entry.permission) for b in bindings]), ACLS_VERSION)
+        return [(ErrorCode(r.error_code), r.error_message) for r in response.results]
+
+    async def delete_acls(self, filters: list[AclBindingFilter], *, forward: bool = True) -> list[list[AclBinding]]:
+        if self._local_active():
+            return await self.local.delete_acls(filters)
+        R = m.DeleteAclsRequest
+        response = await self.link.request(self._controller(forward), R(filters=[R.DeleteAclsFilter(
+            resource_type_filter=f.resource_type, resource_name_filter=f.name, pattern_type_filter=f.pattern_type,
+            principal_filter=f.principal, host_filter=f.host, operation=f.operation,
+            permission_type=f.permission) for f in filters]), ACLS_VERSION)
+        results = []
+        for result in response.filter_results:
+            if result.error_code:
+                raise KafkaError(ErrorCode(result.error_code), result.error_message)
+            results.append([AclBinding.of(a.resource_type, a.resource_name, a.pattern_type, a.principal, a.host,
+                                          a.operation, a.permission_type) for a in result.matching_acls])
+        return results
 
     async def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]] | None, *,
                             timeout_ms: int, forward: bool = True) -> dict[tuple[str, int], ElectionOutcome]:

@@ -36,7 +36,7 @@ class ControllerService(Service):
         self.controller = KafkaController(
             config=config, broker_id=broker_id, cluster_id=cluster_id, store=store,
             channels=ControllerChannelManager(reactor=reactor, controller_id=broker_id,
-                                              timeout_ms=config["controller.socket.timeout.ms"]))
+                                              timeout_ms=config["controller.socket.timeout.ms"], config=config))
         self.client = LocalControllerClient(self.controller)
 
     def startService(self):

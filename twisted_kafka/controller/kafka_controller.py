@@ -62,6 +62,7 @@ from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
 from twisted_kafka.waiting import fired_within
+from twisted_kafka.security.acl import AccessControlEntry, AclBinding, AclBindingFilter, ResourcePattern
 
 from . import election
 from .channel_manager import ControllerChannelManager
@@ -146,6 +147,7 @@ class KafkaController:
         # changed only after the store has made the change durable.
         self.topics: dict[str, TopicRecord] = {}
         self.broker_configs: dict[str, Mapping[str, str]] = {}
+        self.acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
         #: Topics being deleted -> the replicas (broker ids) that have not confirmed deleting their logs yet.
         self.deleting: dict[str, set[int]] = {}
         self._lock = DeferredLock()
@@ -183,6 +185,7 @@ class KafkaController:
                 raise
             self.topics = dict(state.topics)
             self.broker_configs = dict(state.broker_configs)
+            self.acls = dict(state.acls)
             self.live_brokers.clear()           # a controller elected again starts from what is registered now
             self.shutting_down.clear()
             self.deleting.clear()
@@ -193,7 +196,7 @@ class KafkaController:
             # Configs first, so every log is created with its topic's overrides.
             receivers = list(self.live_brokers)
             sent = self._send_update_metadata(receivers, partitions, topic_configs=list(self.topics.values()),
-                                              dynamic_broker_configs=True)
+                                              dynamic_broker_configs=True, acls=True)
             if self.broker_id in sent.brokers:
                 self._check_own_broker_accepted(await sent.response(self.broker_id))
             led = self._send_leader_and_isr(partitions, is_new=False)
@@ -230,7 +233,8 @@ class KafkaController:
     def _register(self, broker: LiveBroker) -> None:
         self.live_brokers[broker.broker_id] = broker
         ep = broker.endpoint(broker.control_listener)
-        self._channels.add_broker(broker.broker_id, ep.host, ep.port)
+        self._channels.add_broker(broker.broker_id, ep.host, ep.port, security_protocol=ep.security_protocol,
+                                  listener_name=ep.listener_name)
         # As Kafka's broker registration logs it ("czxid (broker epoch)"): for the operator, whose
         # log this is; clients never see it.
         self.log.info("Registered broker {broker_id} with addresses: {endpoints}, broker epoch: {epoch}",
@@ -539,6 +543,83 @@ class KafkaController:
         targets = [b for b in self.live_brokers if entity == "" or str(b) == entity]
         return self._send_update_metadata(targets, [], dynamic_broker_configs=True)
 
+    # -- ACLs (Kafka's AclAuthorizer.createAcls / deleteAcls, here the controller's) -----
+
+    async def create_acls(self, bindings: list[AclBinding]) -> list[tuple[ErrorCode, str | None]]:
+        """Add ``bindings``; per binding NONE or INVALID_REQUEST with Kafka's message.  Every broker
+        holds the new ACL set when this returns."""
+        self.require_active()
+        results: list[tuple[ErrorCode, str | None]] = []
+        await self._lock.acquire()
+        try:
+            added: dict[ResourcePattern, set[AccessControlEntry]] = {}
+            for binding in bindings:
+                reason = binding.invalid_reason()
+                if reason is not None:
+                    results.append((ErrorCode.INVALID_REQUEST, reason))
+                    continue
+                added.setdefault(binding.pattern, set()).add(binding.entry)
+                results.append((ErrorCode.NONE, None))
+            for pattern, entries in sorted(added.items()):
+                new = self.acls.get(pattern, frozenset()) | entries
+                if new != self.acls.get(pattern):
+                    await self._persist(self._store.set_acls(pattern, new))
+                    self.acls[pattern] = new
+            propagated = self._acls_changed().all() if added else None
+        finally:
+            self._lock.release()
+        if propagated is not None:
+            await propagated
+        return results
+
+    async def delete_acls(self, filters: list[AclBindingFilter]) -> list[list[AclBinding]]:
+        """Remove every binding each filter matches; per filter the bindings it removed."""
+        self.require_active()
+        await self._lock.acquire()
+        try:
+            deleted: list[list[AclBinding]] = []
+            doomed: dict[ResourcePattern, set[AccessControlEntry]] = {}
+            for selector in filters:
+                matched = [AclBinding(p, e) for p, entries in sorted(self.acls.items()) for e in sorted(entries)
+                           if selector.matches_pattern(p) and selector.matches_entry(e)]
+                deleted.append(matched)
+                for binding in matched:
+                    doomed.setdefault(binding.pattern, set()).add(binding.entry)
+            for pattern, entries in sorted(doomed.items()):
+                remaining = self.acls[pattern] - entries
+                await self._persist(self._store.set_acls(pattern, remaining))
+                if remaining:
+                    self.acls[pattern] = remaining
+                else:
+                    del self.acls[pattern]
+            propagated = self._acls_changed().all() if doomed else None
+        finally:
+            self._lock.release()
+        if propagated is not None:
+            await propagated
+        return deleted
+
+    async def acls_changed(self) -> None:
+        """ACLs written by another broker (a cluster's ACL change notifications): reload and propagate."""
+        await self._locked(self._reload_acls)
+
+    async def _reload_acls(self) -> None:
+        acls = await self._store.load_acls()
+        if acls != self.acls:
+            self.acls = acls
+            self._acls_changed()
+
+    def _acls_changed(self) -> Sent:
+        self.log.info("ACLs changed: {n} binding(s) on {r} resource pattern(s)",
+                      n=sum(len(e) for e in self.acls.values()), r=len(self.acls))
+        return self._send_update_metadata(list(self.live_brokers), [], acls=True)
+
+    def _acl_list(self) -> list:
+        A = m.UpdateMetadataRequest.UpdateMetadataAcl
+        return [A(resource_type=p.resource_type, resource_name=p.name, pattern_type=p.pattern_type,
+                  principal=e.principal, host=e.host, operation=e.operation, permission_type=e.permission)
+                for p, entries in sorted(self.acls.items()) for e in sorted(entries)]
+
     # -- what the cluster changed (a cluster's watches on ZooKeeper) ---------------------
 
     async def brokers_changed(self, current: Mapping[int, LiveBroker]) -> None:
@@ -603,7 +684,7 @@ class KafkaController:
             # Their replicas come online: the partitions they host are no longer offline anywhere.
             self._send_update_metadata(others, hosted)
         self._send_update_metadata(started, self._online_partitions(exclude=deleting),
-                                   topic_configs=list(self.topics.values()), dynamic_broker_configs=True)
+                                   topic_configs=list(self.topics.values()), dynamic_broker_configs=True, acls=True)
         self._send_leader_and_isr(hosted, is_new=False, only=started)
         for name in list(self.deleting):
             topic = self.topics[name]
@@ -1275,7 +1356,7 @@ class KafkaController:
 
     def _send_update_metadata(self, brokers: Iterable[int], partitions: list[tuple[TopicRecord, int]], *,
                               deleting: bool = False, topic_configs: Iterable[TopicRecord] = (),
-                              dynamic_broker_configs: bool = False) -> Sent:
+                              dynamic_broker_configs: bool = False, acls: bool = False) -> Sent:
         """UpdateMetadata to ``brokers``: the states of ``partitions``, plus the config overrides of
         ``topic_configs`` and (``dynamic_broker_configs``) each receiver's dynamic broker configs."""
         U = m.UpdateMetadataRequest
@@ -1293,6 +1374,7 @@ class KafkaController:
             for b in sorted(self.live_brokers.values(), key=lambda b: b.broker_id)]
         sent = Sent()
         with_configs = {t.name for t in topic_configs}
+        acl_list = self._acl_list() if acls else None
         for broker_id in list(brokers):
             if broker_id not in self.live_brokers:
                 continue
@@ -1308,7 +1390,7 @@ class KafkaController:
                             for name, (topic, indexes) in by_topic.items()],
                         dynamic_broker_configs=(self._dynamic_broker_configs_for(broker_id)
                                                 if dynamic_broker_configs else None),
-                        live_brokers=live)
+                        acls=acl_list, live_brokers=live)
             sent.add(broker_id, self._channels.send(
                 broker_id, ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION, request).addCallback(
                 self._check_response, "UpdateMetadata", broker_id))

@@ -34,6 +34,14 @@ from twisted_kafka.config import StartupError
 from twisted_kafka.log.checkpoints import write_atomically
 from twisted_kafka.log.inventory import PartitionOnDisk, partitions_on_disk
 from twisted_kafka.log.layout import PARTITION_METADATA
+from twisted_kafka.security.acl import (
+    AccessControlEntry,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+    entries_from_json,
+    entries_json,
+)
 
 #: A partition without a leader (Kafka's LeaderAndIsr.NoLeader).
 NO_LEADER = -1
@@ -125,6 +133,9 @@ class ClusterState:
     controller_epoch: int
     topics: Mapping[str, TopicRecord]
     broker_configs: Mapping[str, Mapping[str, str]]   # "<broker id>" or "" (the cluster default)
+    #: ACL entries per resource pattern (ZooKeeper: ``/kafka-acl/<Type>/<name>`` and
+    #: ``/kafka-acl-extended/prefixed/<Type>/<name>``).
+    acls: Mapping[ResourcePattern, frozenset[AccessControlEntry]] = field(default_factory=dict)
 
 
 def _describe(topics: Mapping[str, TopicRecord]) -> str:
@@ -184,6 +195,10 @@ class ClusterMetadataStore(ABC):
     async def set_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None:
         """Replace the dynamic configs of a broker id, or of "" (the cluster default)."""
 
+    @abstractmethod
+    async def set_acls(self, pattern: ResourcePattern, entries: frozenset[AccessControlEntry]) -> None:
+        """Replace the ACL entries of one resource pattern (none: the pattern is forgotten)."""
+
     # -- what others changed (a cluster: topics and configs written by any broker's admin) --
 
     async def topic_names(self) -> set[str]:
@@ -202,6 +217,10 @@ class ClusterMetadataStore(ABC):
 
     async def broker_configs(self, entity: str) -> dict[str, str]:
         return dict((await self.load()).broker_configs.get(entity, {}))
+
+    async def load_acls(self) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
+        """Every stored ACL (ZooKeeper: ``/kafka-acl`` and ``/kafka-acl-extended``)."""
+        return dict((await self.load()).acls)
 
     async def topics_queued_for_deletion(self) -> list[str]:
         """Topics an administrator asked to delete (ZooKeeper: ``/admin/delete_topics``); a single node
@@ -234,7 +253,7 @@ class JsonFileMetadataStore(ClusterMetadataStore):
       topics are rebuilt from them (``twisted_kafka.log.inventory``): names,
       ids from ``partition.metadata``, partition counts, leader epochs from
       ``leader-epoch-checkpoint``, this broker as the only replica; topic
-      configs and dynamic broker configs are lost, and the warning says so.
+      configs, dynamic broker configs and ACLs are lost, and the warning says so.
       If the directories disagree about a topic's id the broker refuses to
       start (``StartupError``), naming the file and what to do.
     """
@@ -287,7 +306,8 @@ class JsonFileMetadataStore(ClusterMetadataStore):
         topics = self._rebuild(on_disk, problem)
         log.warn("{path} is {problem} and there is no usable previous version ({backup}: {backup_problem}): "
                  "rebuilt {n} topic(s) from the partition directories: {topics}; topic configs and dynamic "
-                 "broker configs were lost (set them again with AlterConfigs)", path=self.path, problem=problem,
+                 "broker configs were lost (set them again with AlterConfigs), and so were ACLs (CreateAcls)",
+                 path=self.path, problem=problem,
                  backup=self.backup_path, backup_problem=backup_problem, n=len(topics),
                  topics=_describe(topics) or "none")
         return ClusterState(0, MappingProxyType(topics), MappingProxyType({}))
@@ -326,8 +346,13 @@ class JsonFileMetadataStore(ClusterMetadataStore):
                                             topic.get("configs", {}))
             broker_configs = {entity: MappingProxyType(dict(values))
                               for entity, values in data.get("broker_configs", {}).items()}
+            acls = {}
+            for item in data.get("acls", []):
+                pattern = ResourcePattern(ResourceType.from_camel(item["resource_type"]), item["name"],
+                                          PatternType.from_camel(item["pattern_type"]))
+                acls[pattern] = frozenset(entries_from_json(item))
             return ClusterState(int(data["controller_epoch"]), MappingProxyType(topics),
-                                MappingProxyType(broker_configs)), ""
+                                MappingProxyType(broker_configs), MappingProxyType(acls)), ""
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             return None, f"not the store's JSON ({type(e).__name__}: {e})"
 
@@ -405,6 +430,14 @@ class JsonFileMetadataStore(ClusterMetadataStore):
             return replace(s, broker_configs=MappingProxyType(values))
         await self._update(change)
 
+    async def set_acls(self, pattern: ResourcePattern, entries: frozenset[AccessControlEntry]) -> None:
+        def change(s: ClusterState) -> ClusterState:
+            acls = {p: e for p, e in s.acls.items() if p != pattern}
+            if entries:
+                acls[pattern] = frozenset(entries)
+            return replace(s, acls=MappingProxyType(acls))
+        await self._update(change)
+
     async def _update(self, change: Callable[[ClusterState], ClusterState]) -> ClusterState:
         """Apply ``change`` to the current state and make the result durable, one update at a time.
 
@@ -435,6 +468,10 @@ class JsonFileMetadataStore(ClusterMetadataStore):
                 for name, topic in sorted(state.topics.items())
             },
         }
+        if state.acls:   # written only when there are ACLs, so a file without them keeps its shape
+            data["acls"] = [{"resource_type": p.resource_type.camel, "name": p.name,
+                             "pattern_type": p.pattern_type.camel, **entries_json(entries)}
+                            for p, entries in sorted(state.acls.items())]
         return json.dumps(data, indent=1, sort_keys=True).encode("utf-8")
 
     def _write(self, payload: bytes) -> None:

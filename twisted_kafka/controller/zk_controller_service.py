@@ -19,7 +19,9 @@ controller events (Kafka's ZNodeChildChangeHandlers):
   ``/brokers/topics/<t>`` -> ``topic_changed`` (new partitions);
 * ``/admin/delete_topics`` children -> ``deletions_requested``;
 * ``/config/changes`` children -> ``config_changed`` for each new
-  notification (older than 15 minutes ones are removed, as Kafka does).
+  notification (older than 15 minutes ones are removed, as Kafka does);
+* ``/kafka-acl-changes`` and ``/kafka-acl-extended-changes`` children ->
+  ``acls_changed`` (ACLs written to ZooKeeper by another tool).
 
 Each watch delivers the current value, and a burst of changes is handled as
 one (a change arriving while one is being handled runs once more after it),
@@ -116,7 +118,7 @@ class ZkControllerService(Service):
         self.controller = KafkaController(
             config=config, broker_id=broker_id, cluster_id=cluster_id, store=self.store,
             channels=ControllerChannelManager(reactor=reactor, controller_id=broker_id,
-                                              timeout_ms=config["controller.socket.timeout.ms"]))
+                                              timeout_ms=config["controller.socket.timeout.ms"], config=config))
         self.controller.on_resign = self._resigned
         # The brokers replicate: leaders keep their ISR with AlterPartition.
         self.controller.isr_follows_liveness = False
@@ -243,10 +245,13 @@ class ZkControllerService(Service):
         topics = self._event(self._topics_changed, "a topic change")
         deletions = self._event(self.controller.deletions_requested, "a topic deletion request")
         configs = self._event(self._config_changes, "a config change notification")
+        acls = self._event(self._acls_changed, "an ACL change notification")
         self._watches = [zk.watch_children(z.BROKER_IDS, brokers.trigger),
                          zk.watch_children(z.TOPICS, topics.trigger),
                          zk.watch_children(z.DELETE_TOPICS, deletions.trigger),
-                         zk.watch_children(z.CONFIG_CHANGES, configs.trigger)]
+                         zk.watch_children(z.CONFIG_CHANGES, configs.trigger),
+                         zk.watch_children(z.ACL_CHANGES, acls.trigger),
+                         zk.watch_children(z.EXTENDED_ACL_CHANGES, acls.trigger)]
         self._watch_topics()
 
     def _event(self, fn: Callable[[], Awaitable[None]], what: str) -> Coalesced:
@@ -284,6 +289,14 @@ class ZkControllerService(Service):
         for name in sorted(topics - set(self._topic_watches)):
             event = self._event(partial(self.controller.topic_changed, name), f"a change of topic {name}")
             self._topic_watches[name] = self.zk.watch_data(z.topic_path(name), event.trigger)
+
+    async def _acls_changed(self) -> None:
+        """ACLs written to ZooKeeper by someone else (Kafka's ``kafka-acls.sh --authorizer-properties
+        zookeeper.connect=...``): the controller reloads them and sends brokers the new set (it does
+        nothing when the set is the one it wrote itself)."""
+        if not self.controller.active:
+            return
+        await self.controller.acls_changed()
 
     async def _config_changes(self) -> None:
         if not self.controller.active:

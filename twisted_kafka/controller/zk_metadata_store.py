@@ -24,6 +24,7 @@ have ``partition_epoch == NO_STATE`` until the controller writes a state.
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 import uuid
 from collections.abc import Iterable, Mapping
@@ -35,6 +36,10 @@ from twisted.logger import Logger
 from twisted_kafka.zk import data as z
 from twisted_kafka.zk.client import (
     BadVersionError, NodeExistsError, NoNodeError, RolledBackError, RuntimeInconsistency, ZkClient,
+)
+
+from twisted_kafka.security.acl import (
+    AccessControlEntry, PatternType, ResourcePattern, ResourceType, entries_from_json, entries_json,
 )
 
 from .metadata_store import (
@@ -134,7 +139,31 @@ class ZkMetadataStore(ClusterMetadataStore):
         broker_configs = {("" if entity == z.DEFAULT_ENTITY else entity): MappingProxyType(z.decode_config(d))
                           for entity, (d, _) in zip(entities, configs, strict=True) if d is not None}
         return ClusterState(self.epoch, MappingProxyType(topics),
-                            MappingProxyType({k: v for k, v in broker_configs.items() if v}))
+                            MappingProxyType({k: v for k, v in broker_configs.items() if v}),
+                            MappingProxyType(await self.load_acls()))
+
+    async def load_acls(self) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
+        """Every ACL under ``/kafka-acl`` and ``/kafka-acl-extended/prefixed``."""
+        acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
+        for pattern_type in (PatternType.LITERAL, PatternType.PREFIXED):
+            root = z.acl_root(pattern_type.name)
+            for type_name in await self._zk.children_or_empty(root):
+                try:
+                    resource_type = ResourceType.from_camel(type_name)
+                except ValueError:
+                    continue
+                for name in await self._zk.children_or_empty(f"{root}/{type_name}"):
+                    data, _ = await self._zk.get_or_none(f"{root}/{type_name}/{name}")
+                    if not data:
+                        continue
+                    try:
+                        entries = entries_from_json(json.loads(data))
+                    except (ValueError, KeyError, TypeError):
+                        self.log.warn("Ignoring unreadable ACLs in {path}", path=f"{root}/{type_name}/{name}")
+                        continue
+                    if entries:
+                        acls[ResourcePattern(resource_type, name, pattern_type)] = frozenset(entries)
+        return acls
 
     async def topic_names(self) -> set[str]:
         return set(await self._zk.children_or_empty(z.TOPICS))
@@ -316,15 +345,27 @@ class ZkMetadataStore(ClusterMetadataStore):
         await self._zk.create(f"{z.CONFIG_CHANGES}/{z.CONFIG_CHANGE_PREFIX}",
                               z.encode_config_change(entity_type, entity), sequence=True, makepath=True)
 
+    async def set_acls(self, pattern: ResourcePattern, entries: frozenset[AccessControlEntry]) -> None:
+        """Kafka's ``AclAuthorizer.updateResourceAcls``: the resource's znode, then a change notification."""
+        path = f"{z.acl_root(pattern.pattern_type.name)}/{pattern.resource_type.camel}/{pattern.name}"
+        if entries:
+            await self._zk.set_or_create(path, json.dumps(entries_json(entries)).encode())
+        else:
+            with contextlib.suppress(NoNodeError):
+                await self._zk.delete(path)
+        prefix, data = z.encode_acl_change(pattern.resource_type.name, pattern.name, pattern.pattern_type.name)
+        await self._zk.create(prefix, data, sequence=True, makepath=True)
+
     async def purge_change_notifications(self, now_ms: int | None = None) -> None:
-        """Remove config change notifications older than Kafka's 15 minutes."""
+        """Remove config and ACL change notifications older than Kafka's 15 minutes."""
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-        for name in await self._zk.children_or_empty(z.CONFIG_CHANGES):
-            path = f"{z.CONFIG_CHANGES}/{name}"
-            stat = await self._zk.exists(path)
-            if stat is not None and now_ms - stat.ctime > CHANGE_NOTIFICATION_EXPIRY_MS:
-                with contextlib.suppress(NoNodeError):
-                    await self._zk.delete(path)
+        for root in (z.CONFIG_CHANGES, z.ACL_CHANGES, z.EXTENDED_ACL_CHANGES):
+            for name in await self._zk.children_or_empty(root):
+                path = f"{root}/{name}"
+                stat = await self._zk.exists(path)
+                if stat is not None and now_ms - stat.ctime > CHANGE_NOTIFICATION_EXPIRY_MS:
+                    with contextlib.suppress(NoNodeError):
+                        await self._zk.delete(path)
 
 
 __all__ = ["ZkMetadataStore", "ZkWriteConflict", "CHANGE_NOTIFICATION_EXPIRY_MS"]

@@ -20,6 +20,7 @@ DELETED_SUFFIX = ".deleted"      # segment files waiting for file.delete.delay.m
 CLEANED_SUFFIX = ".cleaned"      # compaction output in progress (future issue)
 SWAP_SUFFIX = ".swap"            # compaction output being swapped in (future issue)
 TMP_SUFFIX = ".tmp"              # atomic-write temporaries
+PRODUCER_SNAPSHOT_SUFFIX = ".snapshot"   # producer state at an offset (``producer_state``)
 
 DELETE_DIR_SUFFIX = "-delete"    # <topic>-<partition>.<uuid>-delete
 FUTURE_DIR_SUFFIX = "-future"    # alter-log-dirs target (not supported; left alone)
@@ -38,6 +39,7 @@ RESERVED_TOPICS = frozenset({"__cluster_metadata"})
 
 _TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 _SEGMENT_RE = re.compile(r"^(\d{20})\.(log|index|timeindex)(\.deleted|\.cleaned|\.swap)?$")
+_SNAPSHOT_RE = re.compile(r"^(\d{20})\.snapshot$")
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -51,6 +53,12 @@ def parse_segment_file(name: str) -> tuple[int, str, str] | None:
     if not m:
         return None
     return int(m.group(1)), m.group(2), m.group(3) or ""
+
+
+def parse_snapshot_file(name: str) -> int | None:
+    """The offset of a producer state snapshot file (``00000000000000004711.snapshot``), else None."""
+    m = _SNAPSHOT_RE.match(name)
+    return int(m.group(1)) if m else None
 
 
 def partition_dir_name(topic: str, partition: int) -> str:

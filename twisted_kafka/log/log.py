@@ -27,19 +27,22 @@ unlink).
 
 Where future issues hook in:
 
-* idempotent producers — ``prepare_append_as_leader`` has the validated
-  (position, header) pairs before any offset is assigned: the per-producer
-  sequence check goes there, and its state is rebuilt from batches by
-  ``recovery.load_log``'s ``on_batch`` callback (which already feeds the
-  leader-epoch cache);
+* idempotent producers — ``producer_state`` (a ``ProducerStateManager``):
+  ``prepare_append_as_leader`` checks each batch with a producer id before
+  offsets are assigned (a duplicate is answered with the original offsets
+  and nothing is written), applies the new state once the append is
+  ordered, and undoes it if the write fails; ``roll`` captures a snapshot,
+  ``flush`` writes it; segment deletion removes snapshots; loading rebuilds
+  the state (``recovery.load_log``);
 * transactions — ``AppendOrigin.COORDINATOR`` is the origin allowed to write
   control batches; the last stable offset would bound ``read`` through
   ``max_offset`` exactly like the high watermark does now;
 * replication — ``append_as_follower``, ``truncate_to``, the
   ``high_watermark`` setter, ``hw_follows_leo=False`` and
   ``end_offset_for_epoch``;
-* compaction — segments are replaced wholesale (``.cleaned``/``.swap`` names
-  are reserved in ``layout``), and ``_delete_segments`` is the one way out.
+* compaction — ``replace_segments`` swaps the log cleaner's output in for
+  finished segments (``twisted_kafka.log.cleaner``); ``_delete_segments`` is
+  the other way out.
 """
 
 from __future__ import annotations
@@ -72,12 +75,21 @@ from twisted_kafka.log.checkpoints import write_damaged_ranges, write_partition_
 from twisted_kafka.log.disk_space import LogDirSpace
 from twisted_kafka.log.epoch_cache import LeaderEpochCache
 from twisted_kafka.log.layout import (
+    CLEANED_SUFFIX,
     DAMAGED_RANGES,
     LEADER_EPOCH_CHECKPOINT,
     PARTITION_METADATA,
+    SWAP_SUFFIX,
     fsync_dir,
 )
 from twisted_kafka.log.log_config import LogConfig
+from twisted_kafka.log.producer_state import (
+    BatchMetadata,
+    Checks,
+    ProducerStateConfig,
+    ProducerStateManager,
+    Undo,
+)
 from twisted_kafka.log.segment import BatchInfo, DamagedRange, LogSegment
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
@@ -98,6 +110,10 @@ class AppendOrigin(enum.Enum):
 
     CLIENT = "client"              # Produce: no control batches, counts must match offsets
     COORDINATOR = "coordinator"    # the broker's own writes (group offsets, txn markers)
+
+
+#: How much of the producer state each origin is checked against (Kafka's rules).
+_PRODUCER_CHECKS = {AppendOrigin.CLIENT: Checks.ALL, AppendOrigin.COORDINATOR: Checks.EPOCH}
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +173,7 @@ class PendingAppend:
     """
 
     __slots__ = ("segment", "fd", "position", "data", "batches", "info", "written", "write_error",
-                 "done", "error", "_callbacks")
+                 "done", "error", "producer_undo", "duplicate_of", "_callbacks")
 
     def __init__(self, segment: LogSegment | None, position: int, data, batches: list[BatchInfo],
                  info: LogAppendInfo, fd: int | None = None):
@@ -171,6 +187,10 @@ class PendingAppend:
         self.write_error: BaseException | None = None
         self.done = False
         self.error: Exception | None = None
+        #: What this append changed in the producer state (put back if its write fails).
+        self.producer_undo: Undo | None = None
+        #: A duplicate (nothing to write) of this append, whose write is still in flight.
+        self.duplicate_of: PendingAppend | None = None
         self._callbacks: list[Callable[[Exception | None], None]] = []
 
     @property
@@ -245,7 +265,8 @@ class Log:
     def __init__(self, dir: str, topic: str, partition: int, config: LogConfig, *,
                  segments: list[LogSegment], log_start_offset: int, recovery_point: int,
                  epoch_cache: LeaderEpochCache, topic_id=None,
-                 segment_deleter: SegmentDeleter | None = None):
+                 segment_deleter: SegmentDeleter | None = None,
+                 producer_state: ProducerStateManager | None = None):
         if not segments:
             raise ValueError("a log has at least one segment")
         self.dir = dir
@@ -273,6 +294,11 @@ class Log:
         self.hw_follows_leo = True
         self._high_watermark = self._leo
         self.epoch_cache = epoch_cache
+        #: Idempotent producers' epochs and last batches (``producer_state``).
+        self.producer_state = producer_state if producer_state is not None else \
+            ProducerStateManager(dir, f"{topic}-{partition}")
+        #: Producer state changes of appends that failed with their write, undone at the roll back.
+        self._producer_undos: list[Undo] = []
         self.segment_deleter = segment_deleter or delete_segments_now
         #: Called with (log, new_base_offset) after a roll; ``UnifiedLog`` uses
         #: it to flush the finished segment in the thread pool, as Kafka does.
@@ -297,7 +323,8 @@ class Log:
     @classmethod
     def create(cls, dir: str, topic: str, partition: int, config: LogConfig, *,
                topic_id=None, now_ms: int | None = None,
-               segment_deleter: SegmentDeleter | None = None, space=None) -> Log:
+               segment_deleter: SegmentDeleter | None = None, space=None,
+               producer_state_config: ProducerStateConfig | None = None) -> Log:
         """A new empty log at offset 0 (writes ``partition.metadata`` when a topic id is given)."""
         os.makedirs(dir, exist_ok=True)
         if topic_id is not None:
@@ -308,7 +335,8 @@ class Log:
         new = cls(dir, topic, partition, config, segments=[segment], log_start_offset=0,
                   recovery_point=0,
                   epoch_cache=LeaderEpochCache(os.path.join(dir, LEADER_EPOCH_CHECKPOINT)),
-                  topic_id=topic_id, segment_deleter=segment_deleter)
+                  topic_id=topic_id, segment_deleter=segment_deleter,
+                  producer_state=ProducerStateManager(dir, f"{topic}-{partition}", producer_state_config))
         new._dir_generation += 1
         return new
 
@@ -462,6 +490,7 @@ class Log:
         infos = []
         num_records = 0
         max_ts, offset_of_max = NO_TIMESTAMP, offset
+        producers = None
         for pos, header in batches:
             if log_append_time:
                 set_log_append_time(buf, pos, now_ms)
@@ -470,6 +499,12 @@ class Log:
                 batch_max = header.max_timestamp
             rewrite_offsets_and_epoch(buf, pos, offset, leader_epoch)
             last = offset + header.last_offset_delta
+            if header.producer_id >= 0:          # an idempotent producer's batch (the only test others pay)
+                if producers is None:
+                    producers = self.producer_state.begin_append(_PRODUCER_CHECKS[origin])
+                duplicate = producers.add(header, offset, last, batch_max)
+                if duplicate is not None:
+                    return self._duplicate(duplicate, leader_epoch)
             infos.append(BatchInfo(pos, header.size, offset, last, batch_max))
             if batch_max > max_ts:
                 max_ts, offset_of_max = batch_max, offset
@@ -482,7 +517,29 @@ class Log:
             log_start_offset=self.log_start_offset, num_records=num_records,
             num_batches=len(infos), valid_bytes=len(buf), leader_epoch=leader_epoch)
         pending = self._reserve(buf, infos, max_ts, now_ms, info)
+        if producers is not None:
+            pending.producer_undo = self.producer_state.commit(producers)
         self.epoch_cache.assign(leader_epoch, infos[0].base_offset)
+        return pending
+
+    def _duplicate(self, batch: BatchMetadata, leader_epoch: int) -> PendingAppend:
+        """An append that repeats a batch the log holds (a producer's retry): nothing is
+        written, and it is answered with the original's offsets -- once the original is
+        committed, if its write is still in flight (``duplicate_of``)."""
+        first, last = batch.first_offset, batch.last_offset
+        info = LogAppendInfo(first_offset=first, last_offset=last, max_timestamp=batch.timestamp,
+                             offset_of_max_timestamp=first,
+                             log_append_time=batch.timestamp if self.config.log_append_time else -1,
+                             log_start_offset=self.log_start_offset, num_records=0, num_batches=0,
+                             valid_bytes=0, leader_epoch=leader_epoch)
+        pending = PendingAppend(None, 0, None, [], info)
+        if last >= self._committed_leo:
+            for original in self._pending:
+                if original.info.first_offset <= last <= original.info.last_offset:
+                    pending.duplicate_of = original
+                    break
+        log.debug("{topic}-{partition}: a duplicate of offsets {first}-{last} is answered with them",
+                  topic=self.topic, partition=self.partition, first=first, last=last)
         return pending
 
     def append_as_follower(self, records, now_ms: int | None = None) -> LogAppendInfo:
@@ -520,8 +577,13 @@ class Log:
             num_batches=len(infos), valid_bytes=len(records),
             leader_epoch=batches[-1][1].partition_leader_epoch)
         pending = self._reserve(bytes(records), infos, max_ts, now_ms, info)
+        producers = self.producer_state.begin_append(Checks.NONE)
         for _, header in batches:
             self.epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+            if header.producer_id >= 0:
+                producers.add(header, header.base_offset, header.last_offset, header.max_timestamp)
+        if producers.updated:
+            pending.producer_undo = self.producer_state.commit(producers)
         self._write_now(pending)
         return info
 
@@ -613,6 +675,8 @@ class Log:
                 self._aborting = True
                 segment.abort_write()
                 self._aborted_segments.add(segment)
+                if head.producer_undo:
+                    self._producer_undos.append(head.producer_undo)
                 head._finish(self.failed)
         if not self._pending and self.failed is not None:
             self._roll_back()
@@ -638,6 +702,11 @@ class Log:
         self._aborted_segments = set()
         self._leo = end
         self.epoch_cache.truncate_from_end(end + 1)
+        producers = self.producer_state
+        for undo in reversed(self._producer_undos):
+            producers.undo(undo)
+        self._producer_undos = []
+        producers.delete_snapshots_above(end)
         self._aborting = False
         self.failed = None
 
@@ -662,6 +731,9 @@ class Log:
         self._segments.append(segment)
         self._bases.append(base)
         self._dir_generation += 1
+        # The producer state as of the new segment's base (every append below it, none
+        # above): written with the finished segment's flush, so recovery can start here.
+        self.producer_state.take_snapshot(base)
         log.debug("rolled {topic}-{partition} to segment {base}", topic=self.topic,
                   partition=self.partition, base=base)
         if self.on_roll is not None:
@@ -698,6 +770,10 @@ class Log:
         segments = self._segments
         bases = self._bases
         i = max(0, bisect_right(bases, fetch_offset) - 1)
+        if len(bases) != len(segments) or segments[i].base_offset != bases[i]:
+            # The reactor replaced the segment list between the two reads above (this
+            # runs on a pool thread too): find the segment in the list itself.
+            i = max(0, bisect_right([s.base_offset for s in segments], fetch_offset) - 1)
         chunks: list = []
         remaining = max_bytes
         first_offset = -1
@@ -841,6 +917,7 @@ class Log:
         doomed = segments[:count]
         self._segments = segments[count:]
         self._bases = self._bases[count:]
+        self.producer_state.remove_snapshots(s.base_offset for s in doomed)
         if any(s.damaged for s in doomed):
             self.save_damaged_ranges(fsync=False)
         new_start = self._segments[0].base_offset
@@ -852,6 +929,59 @@ class Log:
         log.info("deleted {n} segment(s) of {topic}-{partition}; log start is {start}",
                  n=count, topic=self.topic, partition=self.partition, start=self.log_start_offset)
         return count
+
+    def replace_segments(self, new: LogSegment, old: list[LogSegment], *,
+                         from_suffix: str = CLEANED_SUFFIX) -> bool:
+        """Swap ``new`` (compaction output, its files named ``<name><from_suffix>``,
+        written and fsynced) in for ``old``, a run of consecutive finished segments.
+
+        Kafka's protocol (``LocalLog.replaceSegments``), every rename on this thread
+        in one go so nothing else sees the log half-swapped:
+
+        1. ``new``'s files: ``.cleaned`` -> ``.swap`` (indexes, then the ``.log``:
+           the commit point -- from here a crash completes the swap at the next
+           start, before it aborts it: ``recovery``);
+        2. ``old``'s files go to the segment deleter (renamed ``.deleted`` at once,
+           removed later; readers holding them keep reading);
+        3. ``new``'s files: ``.swap`` -> final names.
+
+        Returns False, with nothing changed, when ``old`` is no longer a run of
+        this log's finished segments (retention, DeleteRecords or a truncation
+        removed some meanwhile): the caller discards ``new``.  Runs on the
+        reactor; the directory is made durable by the next flush (``_dir_generation``).
+        """
+        segments = self._segments
+        if not old or self.closed or self.deleted:
+            return False
+        try:
+            i = next(n for n, s in enumerate(segments) if s is old[0])
+        except StopIteration:
+            return False
+        if i + len(old) >= len(segments) or new.base_offset != old[0].base_offset \
+                or any(a is not b for a, b in zip(segments[i:i + len(old)], old, strict=True)):
+            return False
+        new.change_suffix(from_suffix, SWAP_SUFFIX)        # raises OSError with nothing changed
+        # Past the commit point: whatever happens to the files now, the new segment is
+        # the data (a restart would complete the swap the same way).
+        try:
+            self.segment_deleter(self, list(old))
+            # As Kafka's UnifiedLog.replaceSegments: the producer state snapshots named after the
+            # replaced segments go with them (the one at the new segment's base stays).
+            self.producer_state.remove_snapshots(s.base_offset for s in old if s.base_offset != new.base_offset)
+        except OSError as e:
+            log.error("cannot remove the segments {old} replaced by {new}: {e}; they are removed "
+                      "at the next start", old=[s.log_path for s in old], new=new.log_path, e=e)
+        try:
+            new.change_suffix(SWAP_SUFFIX, "")
+        except OSError as e:
+            log.error("cannot rename {path} to its final name: {e}; the swap is completed at the "
+                      "next start", path=new.log_path, e=e)
+        self._segments = segments[:i] + [new] + segments[i + len(old):]
+        self._bases = [s.base_offset for s in self._segments]
+        self._dir_generation += 1
+        if any(s.damaged for s in old):
+            self.save_damaged_ranges(fsync=False)
+        return True
 
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: move log start to ``offset`` (-1: the high watermark).
@@ -906,6 +1036,12 @@ class Log:
         self.recovery_point = min(self.recovery_point, self._leo)
         self._high_watermark = min(self._high_watermark, self._leo)
         self.log_start_offset = min(self.log_start_offset, self._leo)
+        # Kafka's rebuildProducerState: the newest snapshot left, then the batches after it.
+        producers = self.producer_state
+        producers.delete_snapshots_above(self._leo)
+        producers.write_snapshots()
+        producers.rebuild(self._segments, self.log_start_offset, self._leo,
+                          wall_clock_ms() if now_ms is None else now_ms, had_clean_shutdown=False)
         return True
 
     def truncate_fully_and_start_at(self, offset: int, now_ms: int | None = None) -> None:
@@ -928,6 +1064,7 @@ class Log:
         self.recovery_point = offset
         self._high_watermark = offset
         self.epoch_cache.clear()
+        self.producer_state.truncate_fully()
         if had_damage:
             self.save_damaged_ranges(fsync=False)
 
@@ -941,6 +1078,7 @@ class Log:
         Advances and returns ``recovery_point``.
         """
         with self._flush_lock:
+            self.producer_state.write_snapshots()
             committed = self._committed_leo
             target = committed if up_to_offset is None else min(up_to_offset, committed)
             segments = list(self._segments)
@@ -962,6 +1100,16 @@ class Log:
                 self.recovery_point = min(target, self._committed_leo)
             self.last_flush_ms = wall_clock_ms() if now_ms is None else now_ms
             return self.recovery_point
+
+    def snapshot_for_shutdown(self) -> bool:
+        """Capture the producer state at the log end for the clean shutdown's flush to
+        write (Kafka writes one at close).  Only logs with producers or snapshots get
+        one: a log no idempotent producer ever wrote to needs none.  On the reactor,
+        with no write in flight.  True if one was captured."""
+        producers = self.producer_state
+        if not producers.producers and not producers.snapshot_offsets:
+            return False
+        return producers.take_snapshot(self._leo)
 
     def close(self) -> None:
         """Close every file (no flush: callers flush first when they want durability)."""

@@ -40,6 +40,10 @@ TOPIC_DEFAULTS: dict[str, Any] = {
     "preallocate": False,
     "message.timestamp.before.max.ms": LONG_MAX,
     "message.timestamp.after.max.ms": LONG_MAX,
+    "delete.retention.ms": 86400000,
+    "min.compaction.lag.ms": 0,
+    "max.compaction.lag.ms": LONG_MAX,
+    "min.cleanable.dirty.ratio": 0.5,
 }
 
 def config_value(config: Any, key: str, default: Any = None) -> Any:
@@ -58,6 +62,15 @@ def _as_int(key: str, value: Any) -> int:
         return int(value)
     except (TypeError, ValueError):
         raise ValueError(f"{key}: expected an integer, got {value!r}") from None
+
+
+def _as_float(key: str, value: Any) -> float:
+    if isinstance(value, bool):
+        raise ValueError(f"{key}: expected a number, got {value!r}")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{key}: expected a number, got {value!r}") from None
 
 
 def _as_bool(key: str, value: Any) -> bool:
@@ -99,6 +112,11 @@ class LogConfig:
     # Not a storage setting, but a property of the partition's log in Kafka too:
     # acks=all appends need at least this many in-sync replicas.
     min_insync_replicas: int = TOPIC_DEFAULTS["min.insync.replicas"]
+    # Compaction (``cleanup.policy`` with ``compact``; see ``twisted_kafka.log.cleaner``).
+    delete_retention_ms: int = TOPIC_DEFAULTS["delete.retention.ms"]
+    min_compaction_lag_ms: int = TOPIC_DEFAULTS["min.compaction.lag.ms"]
+    max_compaction_lag_ms: int = TOPIC_DEFAULTS["max.compaction.lag.ms"]
+    min_cleanable_dirty_ratio: float = TOPIC_DEFAULTS["min.cleanable.dirty.ratio"]
 
     def __post_init__(self) -> None:
         if self.segment_bytes < 14:
@@ -162,6 +180,15 @@ class LogConfig:
         return "compact" in self.cleanup_policy
 
     @property
+    def max_segment_ms(self) -> int:
+        """Age at which the active segment rolls: ``segment.ms``, or on a compacted topic
+        ``max.compaction.lag.ms`` when that is smaller -- the active segment is never
+        cleaned, so it must roll for its records to be compacted in time (KIP-354)."""
+        if self.compact_enabled and self.max_compaction_lag_ms > 0:
+            return min(self.segment_ms, self.max_compaction_lag_ms)
+        return self.segment_ms
+
+    @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
 
@@ -184,6 +211,10 @@ _TOPIC_KEYS: dict[str, tuple[str, Any]] = {
     "message.timestamp.before.max.ms": ("message_timestamp_before_max_ms", _as_int),
     "message.timestamp.after.max.ms": ("message_timestamp_after_max_ms", _as_int),
     "min.insync.replicas": ("min_insync_replicas", _as_int),
+    "delete.retention.ms": ("delete_retention_ms", _as_int),
+    "min.compaction.lag.ms": ("min_compaction_lag_ms", _as_int),
+    "max.compaction.lag.ms": ("max_compaction_lag_ms", _as_int),
+    "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", _as_float),
 }
 
 assert {name for name, _ in _TOPIC_KEYS.values()} == {f.name for f in fields(LogConfig)}

@@ -23,10 +23,13 @@ start:
   ``replication-offset-checkpoint`` every
   ``replica.high.watermark.checkpoint.interval.ms`` (loaded at start-up, so
   a restarted replica does not take its log end for committed; a partition
-  with one replica moves it back to its log end when it becomes leader).
+  with one replica moves it back to its log end when it becomes leader);
+* idempotent producers idle for ``producer.id.expiration.ms`` are forgotten
+  every ``producer.id.expiration.check.interval.ms`` (``producer_state``).
 
 Stop (``stopService``): periodic tasks stop, running fsyncs finish, every log
-is flushed, the checkpoints are written, files are closed, delayed deletions
+is flushed (with a producer state snapshot at its end, for logs idempotent
+producers wrote to), the checkpoints are written, files are closed, delayed deletions
 are done now, and — only if all of that succeeded — the clean-shutdown
 marker is written in each dir.
 
@@ -93,8 +96,14 @@ from twisted_kafka.log.layout import (
     partition_dir_name,
     segment_file_name,
 )
+from twisted_kafka.log.cleaner import CleanerConfig, LogCleaner
 from twisted_kafka.log.log import Log
 from twisted_kafka.log.log_config import LONG_MAX, LogConfig, config_value
+from twisted_kafka.log.producer_state import (
+    DEFAULT_EXPIRATION_CHECK_INTERVAL_MS,
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    ProducerStateConfig,
+)
 from twisted_kafka.log.retention import delete_old_segments
 from twisted_kafka.log.segment import LogSegment
 from twisted_kafka.log.unified_log import UnifiedLog
@@ -225,6 +234,13 @@ class LogManager(Service):
         self._loaded: Deferred | None = None
         self._load_ok = False
         self.recovery_threads = max(1, int(config_value(config, "num.recovery.threads.per.data.dir", 1)))
+        #: Compaction of the logs whose cleanup.policy has compact (``twisted_kafka.log.cleaner``).
+        self.cleaner = LogCleaner(CleanerConfig.from_broker_config(config), reactor=self._reactor,
+                                  blocking=self._blocking, log_dirs=self.log_dirs, logs=self._logs_and_dirs,
+                                  space_of=self._spaces.get)
+        #: Shared by every log's producer state; ``update_producer_state_config`` changes it at runtime.
+        self.producer_state_config = ProducerStateConfig(int(config_value(
+            config, "producer.id.expiration.ms", DEFAULT_PRODUCER_ID_EXPIRATION_MS)))
 
     # -- helpers ------------------------------------------------------------
 
@@ -334,7 +350,8 @@ class LogManager(Service):
                 self._blocking, Log.open, part_dir, self.log_config(topic), topic=topic,
                 partition=partition, recovery_point=scan.recovery_points.get(key, 0),
                 log_start_offset=scan.log_start_offsets.get(key, 0),
-                had_clean_shutdown=scan.clean, now_ms=now_ms))
+                had_clean_shutdown=scan.clean, now_ms=now_ms,
+                producer_state_config=self.producer_state_config))
 
         def register(logs: list[Log]):
             for loaded in logs:
@@ -425,6 +442,9 @@ class LogManager(Service):
             (self.checkpoint_high_watermarks,
              config_value(self.config, "replica.high.watermark.checkpoint.interval.ms", 5000)),
             (self.check_full_dirs, CHECK_INTERVAL_SECONDS * 1000),
+            (self.remove_expired_producers,
+             config_value(self.config, "producer.id.expiration.check.interval.ms",
+                          DEFAULT_EXPIRATION_CHECK_INTERVAL_MS)),
         ]
         for f, interval_ms in tasks:
             if not interval_ms or interval_ms <= 0:
@@ -433,6 +453,8 @@ class LogManager(Service):
             loop.clock = self._reactor
             loop.start(interval_ms / 1000.0, now=False).addErrback(self._task_died, f.__name__)
             self._loops.append(loop)
+        self.cleaner.start().addErrback(
+            lambda f: log.failure("the log cleaner did not start", failure=_unwrap(f)))
 
     @staticmethod
     def _task_died(failure: Failure, name: str) -> None:
@@ -469,6 +491,9 @@ class LogManager(Service):
 
     def log_dir_of(self, topic: str, partition: int) -> str | None:
         return self._dir_of.get((topic, partition))
+
+    def _logs_and_dirs(self) -> list[tuple[TopicPartition, Log, str]]:
+        return [(key, unified.local_log, self._dir_of[key]) for key, unified in self._logs.items()]
 
     # -- create / delete / configure ---------------------------------------
 
@@ -512,10 +537,10 @@ class LogManager(Service):
         try:
             if existed and os.listdir(path):
                 new = Log.open(path, cfg, topic=topic, partition=partition, topic_id=topic_id,
-                               now_ms=self._now_ms())
+                               now_ms=self._now_ms(), producer_state_config=self.producer_state_config)
             else:
                 new = Log.create(path, topic, partition, cfg, topic_id=topic_id, now_ms=self._now_ms(),
-                                 space=self._spaces[log_dir])
+                                 space=self._spaces[log_dir], producer_state_config=self.producer_state_config)
         except OSError as e:
             if not existed:
                 _remove_new_dir(path)
@@ -550,12 +575,13 @@ class LogManager(Service):
         if unified is None:
             return succeed(False)
         log_dir = self._dir_of.pop(key)
+        self.cleaner.forget(topic, partition, log_dir)
         local_log = unified.local_log
         delay_ms = local_log.config.file_delete_delay_ms
         local_log.deleted = True                  # refuses appends from now on
         target = os.path.join(log_dir, delete_dir_name(topic, partition))
         os.rename(local_log.dir, target)
-        local_log.dir = target
+        local_log.dir = local_log.producer_state.dir = target
         log.info("deleted log {topic}-{partition}; files go in {s} s", topic=topic,
                  partition=partition, s=delay_ms / 1000)
         done: Deferred[None] = Deferred()
@@ -619,6 +645,18 @@ class LogManager(Service):
                 continue
             if now - log_.last_flush_ms >= flush_ms:
                 log_.flush().addErrback(lambda f: None)   # logged by the flusher
+
+    def remove_expired_producers(self) -> int:
+        """Periodic: forget idempotent producers idle for ``producer.id.expiration.ms``
+        (Kafka's per-log PeriodicProducerExpirationCheck); how many were forgotten."""
+        now = self._now_ms()
+        return sum(log_.local_log.producer_state.remove_expired(now) for log_ in list(self._logs.values()))
+
+    def update_producer_state_config(self, config: Any) -> None:
+        """A new ``producer.id.expiration.ms`` (dynamic, cluster-wide): every log's next
+        expiry check uses it."""
+        self.producer_state_config.producer_id_expiration_ms = int(config_value(
+            config, "producer.id.expiration.ms", DEFAULT_PRODUCER_ID_EXPIRATION_MS))
 
     def check_full_dirs(self) -> Deferred | None:
         """Periodic: let appends resume in full dirs that have space again (see ``disk_space``)."""
@@ -719,8 +757,9 @@ class LogManager(Service):
                 # would claim state we do not know.
                 self._close_all()
                 return None
-            steps = gatherResults([log_.when_idle() for log_ in self._logs.values()]
+            steps = gatherResults([self.cleaner.stop()] + [log_.when_idle() for log_ in self._logs.values()]
                                   + list(self._settling) + list(self._checking.values()))
+            steps.addCallback(lambda _: self._snapshot_producer_state())
             steps.addCallback(lambda _: self._flush_all())
             steps.addCallback(lambda _: self.checkpoint_recovery_points())
             steps.addCallback(lambda _: self.checkpoint_log_start_offsets())
@@ -733,11 +772,18 @@ class LogManager(Service):
         def failed(f):
             log.failure("the log manager did not shut down cleanly; logs are recovered at "
                         "the next start", failure=_unwrap(f))
+            self.cleaner.stop()
             self._close_all()
 
         d.addCallback(shut_down)
         d.addErrback(failed)
         return d
+
+    def _snapshot_producer_state(self) -> None:
+        """Capture each log's producer state at its end (Kafka snapshots at close); the
+        flush below writes the files.  Nothing appends any more at this point."""
+        for log_ in self._logs.values():
+            log_.local_log.snapshot_for_shutdown()
 
     def _flush_all(self) -> Deferred:
         semaphore = DeferredSemaphore(max(1, self.recovery_threads * len(self.log_dirs)))

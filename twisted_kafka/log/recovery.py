@@ -1,11 +1,13 @@
 """Loading a partition directory at start-up, and recovering it after a crash.
 
-Steps (Kafka's ``LogLoader``, simplified where we have no compaction yet):
+Steps (Kafka's ``LogLoader``):
 
 1. Remove leftovers: ``*.deleted`` (segments whose delayed deletion was cut
-   short), ``*.tmp`` (half-written checkpoints), ``*.cleaned``/``*.swap``
-   (compaction output; until compaction exists nothing writes them), and
-   index files whose ``.log`` is gone.
+   short), ``*.tmp`` (half-written checkpoints), ``*.cleaned`` (unfinished
+   compaction output), and index files whose ``.log`` is gone; complete a
+   compaction swap a crash interrupted after its commit point (``*.swap``
+   files replace the segments they cover) or abandon one interrupted before
+   it (``_complete_swaps``, Kafka's rules).
 2. Open every segment.  An index that is missing or fails its sanity check
    (size not a multiple of the entry size, entries out of order, positions
    beyond the file; every entry is checked on the last segment, the first and
@@ -35,6 +37,10 @@ Steps (Kafka's ``LogLoader``, simplified where we have no compaction yet):
 7. Log start offset = max(checkpoint, first segment's base); the epoch cache
    is cut to [log start, log end).  The recovery point is *not* advanced by
    recovery: recovered bytes may still be only in the page cache.
+8. Idempotent producers' state is loaded from the newest usable
+   ``<offset>.snapshot`` and the batches after it are replayed (after a
+   crash with no snapshot: from the log start) — Kafka's
+   ``rebuildProducerState``, see ``producer_state``.
 
 BLOCKING: run in the thread pool (``LogManager`` does, in parallel up to
 ``num.recovery.threads.per.data.dir`` per directory).
@@ -46,7 +52,7 @@ import os
 
 from twisted.logger import Logger
 
-from twisted_kafka.log.batches import InvalidRecordBatch
+from twisted_kafka.log.batches import BATCH_HEADER_SIZE, InvalidRecordBatch, parse_batch_header
 from twisted_kafka.log.checkpoints import (
     CheckpointError,
     read_damaged_ranges,
@@ -65,11 +71,13 @@ from twisted_kafka.log.layout import (
     TIME_INDEX_SUFFIX,
     TMP_SUFFIX,
     parse_partition_dir,
+    fsync_dir,
     parse_segment_file,
     segment_file_name,
 )
 from twisted_kafka.log.log import Log, SegmentDeleter, wall_clock_ms
 from twisted_kafka.log.log_config import LogConfig
+from twisted_kafka.log.producer_state import ProducerStateConfig, ProducerStateManager
 from twisted_kafka.log.segment import DamagedRange, LogSegment
 import contextlib
 
@@ -96,20 +104,85 @@ def _remove(path: str) -> None:
         os.unlink(path)
 
 
+def _swap_end_offset(path: str) -> int | None:
+    """The offset after the last whole batch of the segment file ``path`` (None: no batch).
+
+    Only headers are read (the file was fsynced before it was named ``.swap``)."""
+    end = None
+    with open(path, "rb", buffering=0) as f:
+        pos = 0
+        while True:
+            head = os.pread(f.fileno(), BATCH_HEADER_SIZE, pos)
+            if len(head) < BATCH_HEADER_SIZE:
+                return end
+            try:
+                header = parse_batch_header(head, 0)
+            except InvalidRecordBatch:
+                return end
+            end = header.next_offset
+            pos += header.size
+
+
+def _complete_swaps(dir: str, names: list[str]) -> list[str]:
+    """Finish or abandon a compaction swap a crash interrupted (Kafka's ``LogLoader``).
+
+    The cleaner writes ``<base>.log.cleaned`` (and its indexes), fsyncs it,
+    renames it ``.swap`` -- the ``.log`` last --, renames the segments it replaces
+    ``.deleted`` and finally drops the ``.swap`` suffix (``Log.replace_segments``).
+    So a ``.log.swap`` file is complete and its data replaces every segment whose
+    base offset falls in [its base, its end): those are removed and the ``.swap``
+    files take their final names.  Any ``.cleaned`` file is unfinished output and
+    is removed, with every ``.swap`` file at or above the lowest ``.cleaned`` base
+    (a swap whose commit point was never reached: its segments are all still
+    there).  Returns the names left in the directory.
+    """
+    cleaned = [n for n in names if n.endswith(CLEANED_SUFFIX)]
+    swaps = [n for n in names if n.endswith(SWAP_SUFFIX)]
+    if not cleaned and not swaps:
+        return names
+    min_cleaned = min((p[0] for p in map(parse_segment_file, cleaned) if p is not None), default=None)
+    for name in cleaned:
+        log.warn("{dir}: removing unfinished compaction output {name}", dir=dir, name=name)
+        _remove(os.path.join(dir, name))
+    valid = []
+    for name in swaps:
+        parsed = parse_segment_file(name)
+        if parsed is None or (min_cleaned is not None and parsed[0] >= min_cleaned):
+            log.warn("{dir}: removing {name}: its swap never reached its commit point", dir=dir, name=name)
+            _remove(os.path.join(dir, name))
+        else:
+            valid.append((parsed, name))
+    ranges = []
+    for (base, kind, _), name in valid:
+        if kind == "log":
+            end = _swap_end_offset(os.path.join(dir, name))
+            ranges.append((base, base + 1 if end is None else end))
+    for name in os.listdir(dir):
+        parsed = parse_segment_file(name)
+        if parsed is None or parsed[2] == SWAP_SUFFIX:
+            continue
+        if any(low <= parsed[0] < high for low, high in ranges):
+            log.info("{dir}: removing {name}, replaced by compacted data before a crash", dir=dir, name=name)
+            _remove(os.path.join(dir, name))
+    for _, name in valid:
+        log.info("{dir}: completing the interrupted swap of compacted segment {name}", dir=dir, name=name)
+        os.rename(os.path.join(dir, name), os.path.join(dir, name[:-len(SWAP_SUFFIX)]))
+    fsync_dir(dir)
+    return os.listdir(dir)
+
+
 def _clean_leftovers(dir: str) -> list[int]:
-    """Delete files recovery must not see; return the base offsets of ``.log`` files."""
+    """Delete files recovery must not see, complete interrupted compaction swaps; return
+    the base offsets of ``.log`` files."""
     names = os.listdir(dir)
+    for name in names:
+        if name.endswith(TMP_SUFFIX) or name.endswith(DELETED_SUFFIX):
+            _remove(os.path.join(dir, name))
+    names = _complete_swaps(dir, [n for n in names if not n.endswith((TMP_SUFFIX, DELETED_SUFFIX))])
     logs = set()
     indexes: list[tuple[int, str]] = []
     for name in names:
         path = os.path.join(dir, name)
-        if name.endswith(TMP_SUFFIX) or name.endswith(DELETED_SUFFIX):
-            _remove(path)
-            continue
-        if name.endswith(CLEANED_SUFFIX) or name.endswith(SWAP_SUFFIX):
-            log.warn("removing unfinished compaction output {path}", path=path)
-            _remove(path)
-            continue
         parsed = parse_segment_file(name)
         if parsed is None:
             continue
@@ -129,7 +202,8 @@ def load_log(dir: str, config: LogConfig, *, topic: str | None = None,
              partition: int | None = None, topic_id=None, recovery_point: int = 0,
              log_start_offset: int = 0, had_clean_shutdown: bool = False,
              now_ms: int | None = None, segment_deleter: SegmentDeleter | None = None,
-             stats: RecoveryStats | None = None) -> Log:
+             stats: RecoveryStats | None = None,
+             producer_state_config: ProducerStateConfig | None = None) -> Log:
     """Open (creating if needed) and, after an unclean shutdown, recover the log in ``dir``."""
     now_ms = wall_clock_ms() if now_ms is None else now_ms
     stats = stats if stats is not None else RecoveryStats()
@@ -227,9 +301,11 @@ def load_log(dir: str, config: LogConfig, *, topic: str | None = None,
     epoch_cache.truncate_from_start(start, write=False)
     if had_clean_shutdown:
         recovery_point = log_end
+    producers = ProducerStateManager(dir, f"{topic}-{partition}", producer_state_config)
+    producers.rebuild(segments, start, log_end, now_ms, had_clean_shutdown=had_clean_shutdown)
     result = Log(dir, topic, partition, config, segments=segments, log_start_offset=start,
                  recovery_point=min(recovery_point, log_end), epoch_cache=epoch_cache,
-                 topic_id=topic_id, segment_deleter=segment_deleter)
+                 topic_id=topic_id, segment_deleter=segment_deleter, producer_state=producers)
     result.recovery_stats = stats
     if rewrite_damage or known_damage or any(segment.damaged for segment in segments):
         result.save_damaged_ranges()

@@ -129,7 +129,7 @@ class LogSegment:
                  offset_index: OffsetIndex, time_index: TimeIndex, config: LogConfig,
                  created_ms: int, next_offset: int | None,
                  max_timestamp: int = -1, offset_of_max_timestamp: int | None = None,
-                 preallocated: bool = False):
+                 preallocated: bool = False, suffix: str = ""):
         self.dir = dir
         self.base_offset = base_offset
         self.file = file                # the .log file's descriptor, opened on demand
@@ -150,25 +150,33 @@ class LogSegment:
         self.preallocated = preallocated
         jitter = min(config.segment_jitter_ms, config.segment_ms)
         self.roll_jitter_ms = random.randrange(jitter) if jitter > 0 else 0
-        self.log_path = os.path.join(dir, segment_file_name(base_offset, LOG_SUFFIX))
+        self.log_path = os.path.join(dir, segment_file_name(base_offset, LOG_SUFFIX)) + suffix
         self.deleted = False
         #: Damaged bytes below the recovery point (sorted by position); see ``DamagedRange``.
         self.damaged: list[DamagedRange] = []
         #: Every batch was CRC-checked since the segment was opened (``recover``).
         self.verified = False
+        #: {producer id: last offset of its last data batch here}, once the log cleaner
+        #: has walked (or written) this finished segment; see ``cleaner.producers``.
+        self.producer_last_offsets: dict[int, int] | None = None
+        #: (position, summary) of the cleaner's last header walk of this segment while active.
+        self.producer_scan: tuple[int, dict[int, int]] | None = None
 
     # -- construction -------------------------------------------------------
 
     @classmethod
-    def create(cls, dir: str, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
+    def create(cls, dir: str, base_offset: int, config: LogConfig, now_ms: int, *,
+               suffix: str = "") -> LogSegment:
         """A new empty segment (existing files of that name are emptied).
 
-        Raises OSError (a full disk, out of descriptors, ...) with nothing left
+        ``suffix`` is appended to the three file names (the log cleaner writes
+        ``.cleaned`` segments; ``change_suffix`` renames them later).  Raises
+        OSError (a full disk, out of descriptors, ...) with nothing left
         behind: no file, no descriptor.
         """
-        path = os.path.join(dir, segment_file_name(base_offset, LOG_SUFFIX))
-        index_path = os.path.join(dir, segment_file_name(base_offset, INDEX_SUFFIX))
-        time_path = os.path.join(dir, segment_file_name(base_offset, TIME_INDEX_SUFFIX))
+        path = os.path.join(dir, segment_file_name(base_offset, LOG_SUFFIX)) + suffix
+        index_path = os.path.join(dir, segment_file_name(base_offset, INDEX_SUFFIX)) + suffix
+        time_path = os.path.join(dir, segment_file_name(base_offset, TIME_INDEX_SUFFIX)) + suffix
         fd = OPEN_FILES.os_open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
         try:
             offset_index = OffsetIndex.create(index_path, base_offset, config.max_index_size)
@@ -180,7 +188,7 @@ class LogSegment:
                     os.unlink(leftover)
             raise
         preallocated = False
-        if config.preallocate:
+        if config.preallocate and not suffix:
             try:
                 os.posix_fallocate(fd, 0, config.segment_bytes)
                 preallocated = True
@@ -191,7 +199,7 @@ class LogSegment:
             dir, base_offset, file=OPEN_FILES.file(path, os.O_RDWR, fd=fd), size=0,
             offset_index=offset_index, time_index=time_index,
             config=config, created_ms=now_ms, next_offset=base_offset,
-            preallocated=preallocated)
+            preallocated=preallocated, suffix=suffix)
 
     @classmethod
     def open(cls, dir: str, base_offset: int, config: LogConfig, now_ms: int, *,
@@ -394,7 +402,7 @@ class LogSegment:
             first = self.first_batch_timestamp()
             waited = (max_timestamp - first) if first is not None and first >= 0 \
                 else (now_ms - self.created_ms)
-            if waited > config.segment_ms - self.roll_jitter_ms:
+            if waited > config.max_segment_ms - self.roll_jitter_ms:
                 return True
         if self.offset_index.is_full or self.time_index.is_full:
             return True
@@ -490,7 +498,8 @@ class LogSegment:
                 self.max_timestamp = batch.max_timestamp
                 self.offset_of_max_timestamp = batch.base_offset
             if self._bytes_since_last_index_entry > self.index_interval_bytes:
-                self.offset_index.append(batch.base_offset, position + batch.position)
+                if not self.offset_index.is_full:
+                    self.offset_index.append(batch.base_offset, position + batch.position)
                 self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
                 self._bytes_since_last_index_entry = 0
             self._bytes_since_last_index_entry += batch.size
@@ -802,6 +811,24 @@ class LogSegment:
                 self.on_become_inactive()
             self.write_indexes()
         self.file.close()
+
+    def change_suffix(self, old: str, new: str) -> None:
+        """Rename the three files from ``<name><old>`` to ``<name><new>`` (the log
+        cleaner's ``.cleaned`` -> ``.swap`` -> final names).  The indexes go first and
+        the ``.log`` last: recovery judges an interrupted swap by the ``.log`` file's
+        name (``recovery``).  An open descriptor is unaffected."""
+        for index in (self.offset_index, self.time_index):
+            path = index.path
+            if path.endswith(old):
+                with contextlib.suppress(FileNotFoundError):
+                    index.rename(path[:len(path) - len(old)] + new)
+        path = self.log_path
+        if not path.endswith(old):
+            raise ValueError(f"{path} does not end with {old!r}")
+        renamed = path[:len(path) - len(old)] + new
+        os.rename(path, renamed)
+        self.log_path = renamed
+        self.file.rename(renamed)
 
     def rename_for_delete(self) -> None:
         """Mark the files ``.deleted`` (readers holding the descriptor keep reading)."""

@@ -40,6 +40,7 @@ from typing import Any
 
 from twisted.internet import threads
 from twisted.internet.defer import Deferred, fail, gatherResults, succeed
+from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from twisted_kafka.log.disk_space import LogDirSpace, is_out_of_space
@@ -50,6 +51,8 @@ from twisted_kafka.log.log import AppendOrigin, LogAppendInfo, Log, PendingAppen
 from twisted_kafka.log.log_config import LogConfig
 from twisted_kafka.log.segment import WouldBlock
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
+
+log = Logger()
 
 #: Appends up to this size are written on the reactor (a page-cache write of
 #: 64 KiB costs ~0.05-0.1 ms even under writeback pressure); larger ones are
@@ -213,8 +216,17 @@ class UnifiedLog:
         except Exception as e:
             self._check_space(e)
             return fail()
-        if pending.segment is None:                 # no batches: nothing to write
-            return succeed(pending.info)
+        if pending.segment is None:                 # no batches, or a duplicate: nothing to write
+            original = pending.duplicate_of
+            if original is None:
+                answer = self._as_durable_as_original(pending.info)
+                return answer if isinstance(answer, Deferred) else succeed(answer)
+            answered: Deferred[LogAppendInfo] = Deferred()
+            duplicate = pending.info
+            original.on_commit(lambda error: answered.errback(error) if error is not None
+                               else answered.callback(duplicate))
+            answered.addCallback(self._as_durable_as_original)
+            return answered
         if pending.nbytes <= self.inline_write_max_bytes:
             try:
                 pending.write()
@@ -296,6 +308,15 @@ class UnifiedLog:
             return self._flushed(info)
         return info
 
+    def _as_durable_as_original(self, info: LogAppendInfo):
+        """A duplicate is acknowledged as its original is: once committed, and fsynced
+        when the flush policy asks for it and the original is not yet below the recovery point."""
+        local = self.local_log
+        if info.last_offset < local.recovery_point or \
+                local.unflushed_messages < local.config.flush_interval_messages:
+            return info
+        return self._flushed(info)
+
     def _flushed(self, info: LogAppendInfo) -> Deferred:
         d = self._flusher.flush(info.last_offset + 1)
         d.addCallback(lambda _: info)
@@ -314,8 +335,26 @@ class UnifiedLog:
         then let the manager checkpoint the recovery point, so that after a crash
         recovery starts past every finished segment."""
         d = self._flusher.flush(new_base)
+        nothing_to_fsync = d.called
         d.addCallback(lambda _: self.on_flushed_roll() if self.on_flushed_roll is not None else None)
         d.addErrback(lambda f: None)   # logged by the flusher
+        # The producer state snapshot taken at the roll is written by that flush
+        # (``Log.flush``) -- or now, when the finished segment was durable already.
+        if nothing_to_fsync and local_log.producer_state.has_unwritten_snapshots:
+            self._in_pool(local_log.producer_state.write_snapshots)
+
+    def _in_pool(self, f: Callable[[], Any]) -> None:
+        """Run ``f`` in the pool as one of this log's writes (``when_idle`` waits for it)."""
+        d = self._blocking(f)
+        self._writes.add(d)
+
+        def done(result):
+            self._writes.discard(d)
+            if isinstance(result, Failure):
+                log.failure("{f} of {log} failed", failure=result, f=getattr(f, "__name__", f), log=self)
+            return None
+
+        d.addBoth(done)
 
     @property
     def fsyncs(self) -> int:

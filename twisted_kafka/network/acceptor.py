@@ -34,8 +34,9 @@ from twisted.logger import Logger
 from .connection_quotas import ConnectionQuotas, TooManyConnections
 from .connection_events import ConnectionEvent, ConnectionEventKind, ConnectionEvents
 from .connections import ConnectionRegistry
-from .endpoints import SASL_PROTOCOLS, server_endpoint
+from .endpoints import SASL_PROTOCOLS, listen
 from .listeners import EndPoint
+from twisted_kafka.sasl.authenticator import SaslServerConfig
 from .close_reasons import CloseReason
 import contextlib
 
@@ -48,8 +49,10 @@ class Acceptor(ServerFactory):
     noisy = False
 
     def __init__(self, *, endpoint: EndPoint, plane, quotas: ConnectionQuotas, registry: ConnectionRegistry,
-                 reactor, config, processor_class, protected: bool, events: ConnectionEvents | None = None):
+                 reactor, config, processor_class, protected: bool, events: ConnectionEvents | None = None,
+                 tls=None, sasl: SaslServerConfig | None = None):
         self.endpoint = endpoint
+        self.tls = tls              # the listener's ServerTls (SSL, SASL_SSL), else None
         self.events = events
         self.listener_name = endpoint.listener_name
         self.security_protocol = endpoint.security_protocol
@@ -63,6 +66,12 @@ class Acceptor(ServerFactory):
         self.max_request_size: int = config["socket.request.max.bytes"]
         self.socket_send_buffer_bytes: int = config["socket.send.buffer.bytes"]
         self.failed_authentication_delay_ms: int = config["connection.failed.authentication.delay.ms"]
+        #: What this SASL listener offers (mechanisms, users); each connection gets its own authenticator.
+        self.sasl = sasl
+        if self.authentication_required and sasl is None:
+            raise ValueError(f"SASL listener {self.listener_name} has no SASL configuration")
+        self.sasl_max_receive_size: int = config.listener_effective(self.listener_name,
+                                                                    "sasl.server.max.receive.size")
         self.socket_receive_buffer_bytes: int = config["socket.receive.buffer.bytes"]
         self.backlog: int = config["socket.listen.backlog.size"]
         self.socket_options_inherited = False   # True once the listening socket carries them
@@ -81,8 +90,8 @@ class Acceptor(ServerFactory):
 
     def listen(self) -> Deferred:
         """Bind the listening socket; connections are accepted once ``enable()`` is called."""
-        ep = server_endpoint(self.reactor, self.endpoint, backlog=self.backlog)
-        return ep.listen(self).addCallback(self._listening)
+        return listen(self.reactor, self.endpoint, self, backlog=self.backlog, tls=self.tls).addCallback(
+            self._listening)
 
     def enable(self) -> None:
         """Start accepting connections (the broker is ready for this listener's plane)."""
@@ -181,9 +190,9 @@ class Acceptor(ServerFactory):
             slot = self.quotas.inc(self.listener_name, processor.client_host)
         except TooManyConnections as exc:
             self.log.info("Rejected connection from {peer} on listener {listener}: {reason} "
-                          "(max.connections.per.ip)", peer=processor.peer, listener=self.listener_name,
-                          reason=exc)
-            self._emit(ConnectionEventKind.REJECTED, processor, "max.connections.per.ip")
+                          "({quota})", peer=processor.peer, listener=self.listener_name,
+                          reason=exc, quota=exc.quota)
+            self._emit(ConnectionEventKind.REJECTED, processor, exc.quota)
             return False
         processor.admit(slot)
         self._emit(ConnectionEventKind.ACCEPTED, processor)

@@ -15,6 +15,7 @@ class CloseReason:
     PRODUCE_ERROR = "produce_error"   # an acks=0 Produce failed: closing tells the producer (Kafka does the same)
     TLS = "tls"
     SHUTDOWN = "shutdown"
+    ADMIN = "admin"                   # an operator closed it (the admin REST endpoint's DELETE)
 
 
 __all__ = ["CloseReason"]

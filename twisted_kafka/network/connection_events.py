@@ -19,6 +19,11 @@ from dataclasses import dataclass
 
 from twisted.logger import Logger
 
+#: How the reason of an authentication failure of the TLS handshake begins: Kafka counts a failed handshake
+#: as a failed authentication (SslAuthenticationException), so it is an AUTHENTICATION_FAILED event, and
+#: counters that tell the two apart (the admin endpoint's "tls" and "authentication") go by this prefix.
+TLS_FAILURE_PREFIX = "TLS handshake failed: "
+
 
 class ConnectionEventKind(enum.Enum):
     ACCEPTED = "accepted"
@@ -39,6 +44,12 @@ class ConnectionEvent:
     principal: str
     reason: str | None = None    # the quota of a rejection (a config key), the CloseReason of a close,
                                  # the authenticator's reason of an authentication failure
+
+
+def is_tls_failure(event: ConnectionEvent) -> bool:
+    """Whether ``event`` is the authentication failure of a TLS handshake (see ``TLS_FAILURE_PREFIX``)."""
+    return event.kind is ConnectionEventKind.AUTHENTICATION_FAILED and \
+        (event.reason or "").startswith(TLS_FAILURE_PREFIX)
 
 
 class ConnectionEvents:
@@ -64,4 +75,4 @@ class ConnectionEvents:
                 self.log.failure("A connection-event subscriber failed on {event}", event=event)
 
 
-__all__ = ["ConnectionEvent", "ConnectionEventKind", "ConnectionEvents"]
+__all__ = ["ConnectionEvent", "ConnectionEventKind", "ConnectionEvents", "TLS_FAILURE_PREFIX", "is_tls_failure"]

@@ -26,6 +26,7 @@ Counts are released exactly once per admitted connection, whatever closes it;
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 from collections import Counter
 from collections.abc import Callable
@@ -37,15 +38,64 @@ from twisted_kafka.config import ConfigError
 from .listeners import ListenerConfig
 
 UNLIMITED = 2147483647
+#: Per-IP rate buckets kept before the full ones are dropped.
+MAX_IP_BUCKETS = 10_000
 
 
 class TooManyConnections(Exception):
     """The IP already holds as many connections as it may."""
 
+    quota = "max.connections.per.ip"
+
     def __init__(self, ip: str, limit: int):
         super().__init__(f"{ip} already has {limit} connection(s), its limit")
         self.ip = ip
         self.limit = limit
+
+
+class ConnectionRateExceeded(TooManyConnections):
+    """The IP opens connections faster than its ``connection_creation_rate`` quota (KIP-612)."""
+
+    quota = IP_RATE_KEY = "quota.ip.connection.creation.rate"
+
+    def __init__(self, ip: str, rate: float):
+        Exception.__init__(self, f"{ip} opens connections faster than its connection_creation_rate of {rate:g}/s")
+        self.ip = ip
+        self.limit = int(rate)
+
+
+#: The name of the default entry in ``quota.ip.connection.creation.rate`` (Kafka's default ip entity).
+DEFAULT_IP = "<default>"
+
+
+def parse_ip_rates(value: str | None) -> dict[str, float]:
+    """``quota.ip.connection.creation.rate`` as {address or "<default>": rate}; raises ``ConfigError``."""
+    rates: dict[str, float] = {}
+    for item in (value or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        address, sep, rate_text = item.rpartition(":")
+        try:
+            rate = float(rate_text)
+        except ValueError:
+            rate = -1.0
+        if not sep or not address or rate < 0 or not rate.is_integer():
+            raise ConfigError(ConnectionRateExceeded.IP_RATE_KEY,
+                              f"{item!r} is not address:rate with a whole number of connections per second")
+        if address != DEFAULT_IP:
+            try:
+                address = str(ipaddress.ip_address(address.strip("[]")))
+            except ValueError:
+                raise ConfigError(ConnectionRateExceeded.IP_RATE_KEY,
+                                  f"{address!r} is not an IP address") from None
+        rates[address] = rate
+    return rates
+
+
+def format_ip_rates(rates: dict[str, float]) -> str:
+    """The stored form of {address or "<default>": rate} (see ``parse_ip_rates``)."""
+    return ",".join(f"{address}:{int(rate)}" for address, rate in sorted(rates.items()))
 
 
 class TokenBucket:
@@ -142,6 +192,9 @@ class ConnectionQuotas:
             if rate is not None and rate < UNLIMITED:
                 self._listener_rate[ep.listener_name] = TokenBucket(rate, now)
 
+        self.ip_rates: dict[str, float] = parse_ip_rates(config[ConnectionRateExceeded.IP_RATE_KEY])
+        self._ip_buckets: dict[str, TokenBucket] = {}
+
         self.total = 0
         self.per_listener: Counter[str] = Counter()
         self.per_ip: Counter[str] = Counter()
@@ -193,6 +246,8 @@ class ConnectionQuotas:
                 self.rejected_per_ip[ip] += 1
                 raise TooManyConnections(ip, limit)
         now = self.clock.seconds()
+        if per_ip and self.ip_rates:
+            self._take_ip_token(listener_name, ip, now)
         bucket = self._listener_rate.get(listener_name)
         if bucket is not None:
             bucket.take(now)
@@ -205,6 +260,33 @@ class ConnectionQuotas:
         self.accepted[listener_name] += 1
         return ConnectionSlot(self, listener_name, ip if per_ip else None)
 
+    def ip_rate(self, ip: str) -> float | None:
+        """The connection creation rate quota of ``ip`` (its own, else the default), or None."""
+        return self.ip_rates.get(ip, self.ip_rates.get(DEFAULT_IP))
+
+    def _take_ip_token(self, listener_name: str, ip: str, now: float) -> None:
+        """Count a new connection of ``ip`` against its rate; raise ``ConnectionRateExceeded`` over it.
+
+        As in Kafka (KIP-612), a connection over its IP's rate is closed at once
+        (the client retries after its backoff), not held in the backlog.
+        """
+        rate = self.ip_rate(ip)
+        if rate is None:
+            return
+        bucket = self._ip_buckets.get(ip)
+        if bucket is None or bucket.rate != rate:
+            if len(self._ip_buckets) >= MAX_IP_BUCKETS:
+                # Addresses whose bucket is full again have no history worth keeping.
+                for address, old in list(self._ip_buckets.items()):
+                    if old.delay(now) == 0.0 and old.tokens >= old.capacity:
+                        del self._ip_buckets[address]
+            bucket = self._ip_buckets[ip] = TokenBucket(rate, now)
+        if bucket.delay(now) > 0:
+            self.rejected[(listener_name, ConnectionRateExceeded.IP_RATE_KEY)] += 1
+            self.rejected_per_ip[ip] += 1
+            raise ConnectionRateExceeded(ip, rate)
+        bucket.take(now)
+
     def _dec(self, slot: ConnectionSlot, reason: str) -> None:
         if slot.ip is not None:
             self.per_ip[slot.ip] -= 1
@@ -216,17 +298,43 @@ class ConnectionQuotas:
         for notify in list(self._slot_freed):
             notify()
 
+    def creation_rates(self) -> dict[str, float | None]:
+        """The connection creation rates in force: "" for the broker's, else per listener (None: unlimited)."""
+        rates: dict[str, float | None] = {"": self._broker_rate.rate if self._broker_rate is not None else None}
+        for ep in self.listeners.listeners:
+            bucket = self._listener_rate.get(ep.listener_name)
+            rates[ep.listener_name] = bucket.rate if bucket is not None else None
+        return rates
+
     def update_limits(self, config) -> None:
-        """Apply new ``max.connections``/``max.connections.per.ip(.overrides)`` (dynamic broker configs).
+        """Apply new ``max.connections``/``max.connections.per.ip(.overrides)`` and creation rates,
+        broker-wide and per listener (dynamic broker configs).
 
         Raises ``ConfigError`` (and changes nothing) if an override host cannot
         be resolved.  Acceptors paused at the old limit are woken so a raised
         limit admits waiting connections at once.
         """
         overrides = resolve_ip_overrides(config, self._resolve)
+        ip_rates = parse_ip_rates(config[ConnectionRateExceeded.IP_RATE_KEY])
+        self.ip_rates = ip_rates
         self.max_connections = config["max.connections"]
         self.max_connections_per_ip = config["max.connections.per.ip"]
         self.max_connections_per_ip_overrides = overrides
+        now = self.clock.seconds()
+        broker_rate = config["max.connection.creation.rate"]
+        if broker_rate >= UNLIMITED:
+            self._broker_rate = None
+        elif self._broker_rate is None or self._broker_rate.rate != broker_rate:
+            self._broker_rate = TokenBucket(broker_rate, now)
+        for ep in self.listeners.listeners:
+            limit = config.listener_value(ep.listener_name, "max.connections")
+            self.listener_max_connections[ep.listener_name] = UNLIMITED if limit is None else limit
+            rate = config.listener_value(ep.listener_name, "max.connection.creation.rate")
+            bucket = self._listener_rate.get(ep.listener_name)
+            if rate is None or rate >= UNLIMITED:
+                self._listener_rate.pop(ep.listener_name, None)
+            elif bucket is None or bucket.rate != rate:
+                self._listener_rate[ep.listener_name] = TokenBucket(rate, now)
         for notify in list(self._slot_freed):
             notify()
 

@@ -27,6 +27,9 @@ class ConnectionRegistry:
     def remove(self, processor: Processor) -> None:
         self._lru.pop(processor.connection_id, None)
 
+    def get(self, connection_id: str) -> Processor | None:
+        return self._lru.get(connection_id)
+
     def touch(self, processor: Processor) -> None:
         if processor.connection_id in self._lru:
             self._lru.move_to_end(processor.connection_id)

@@ -10,8 +10,10 @@ different connection code.
 
 from __future__ import annotations
 
+from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import quoteStringArgument, serverFromString
 from twisted.internet.interfaces import IStreamServerEndpoint
+from twisted.protocols.tls import BufferingTLSTransport, TLSMemoryBIOFactory
 
 from .listeners import EndPoint
 
@@ -31,11 +33,46 @@ def endpoint_description(endpoint: EndPoint, *, backlog: int) -> str:
 
 
 def server_endpoint(reactor, endpoint: EndPoint, *, backlog: int) -> IStreamServerEndpoint:
-    """The endpoint a listener binds, by its security protocol."""
-    if endpoint.security_protocol in TLS_PROTOCOLS:
-        raise ValueError(f"listener {endpoint.listener_name}: {endpoint.security_protocol} listeners need TLS "
-                         "settings, which this build does not serve yet")
+    """The TCP endpoint a listener binds (TLS, if any, is layered on by ``listen``)."""
     return serverFromString(reactor, endpoint_description(endpoint, backlog=backlog))
 
 
-__all__ = ["server_endpoint", "endpoint_description", "TLS_PROTOCOLS", "SASL_PROTOCOLS"]
+class ServerTlsTransport(BufferingTLSTransport):
+    """Twisted's TLS transport, remembering the first bytes the client sent.
+
+    When a handshake fails they tell an operator why: a Kafka request in
+    plaintext means a PLAINTEXT client on an SSL port.
+    """
+
+    first_bytes = b""
+
+    def dataReceived(self, data: bytes) -> None:
+        if not self._handshakeDone and len(self.first_bytes) < 8:
+            self.first_bytes += data[:8 - len(self.first_bytes)]
+        super().dataReceived(data)
+
+
+class TlsListenerFactory(TLSMemoryBIOFactory):
+    """TLS over an acceptor: a connection the acceptor refuses (``None``) is closed at once, as on plain TCP."""
+
+    protocol = ServerTlsTransport
+
+    def buildProtocol(self, addr):
+        wrapped = self.wrappedFactory.buildProtocol(addr)
+        if wrapped is None:
+            return None
+        return self.protocol(self, wrapped)
+
+
+def listen(reactor, endpoint: EndPoint, factory, *, backlog: int, tls=None) -> Deferred:
+    """Bind ``endpoint`` for ``factory``: plain TCP, or TLS over TCP with ``tls`` (an
+    ``IOpenSSLServerConnectionCreator``, the listener's ``ServerTls``) for SSL and SASL_SSL."""
+    if endpoint.security_protocol in TLS_PROTOCOLS:
+        if tls is None:
+            raise ValueError(f"listener {endpoint.listener_name}: {endpoint.security_protocol} needs TLS settings")
+        factory = TlsListenerFactory(tls, False, factory, clock=reactor)
+    return server_endpoint(reactor, endpoint, backlog=backlog).listen(factory)
+
+
+__all__ = ["server_endpoint", "endpoint_description", "listen", "TlsListenerFactory", "ServerTlsTransport",
+           "TLS_PROTOCOLS", "SASL_PROTOCOLS"]

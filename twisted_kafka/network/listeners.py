@@ -19,10 +19,10 @@ from twisted_kafka.config.csvutil import parse_csv_list
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
-# Security protocols whose transport this build can serve.  The listener
-# abstraction takes a TLS context per listener; SSL and SASL_* are refused at
-# startup (naming the listener) until the security layer provides them.
-SUPPORTED_SECURITY_PROTOCOLS = ("PLAINTEXT",)
+# Security protocols whose transport this build can serve: TLS listeners get a
+# context each (network/tls.py); SASL runs on the connection whatever carries
+# it (twisted_kafka.sasl).
+SUPPORTED_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 _LISTENER_RE = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+)://(?P<host>\[[0-9a-fA-F:.]*\]|[^:/\[\]]*):(?P<port>-?\d+)$")
 

@@ -31,7 +31,16 @@ the transport and the plane:
   for.  A connection whose responses make no progress for
   ``connections.max.idle.ms`` is closed as idle;
 * anything malformed closes this connection alone, with one log line naming
-  peer and reason.
+  peer and reason;
+* on a SASL listener, the connection authenticates first, as in Kafka's
+  network layer (``SaslServerAuthenticator`` sits in the channel, below
+  ``KafkaApis``): SaslHandshake and SaslAuthenticate requests -- and the raw
+  tokens after a v0 handshake -- are answered here by the connection's
+  sans-IO ``twisted_kafka.sasl`` authenticator, ApiVersions goes to its
+  handler as usual, and anything else, an oversized frame
+  (``sasl.server.max.receive.size``) or a failed exchange ends in
+  ``close_after_authentication_failure``.  Once authenticated the
+  principal (``User:<name>``) is in every request's context.
 
 Each plane has its own subclass so logs, metrics and stack traces say which
 plane a connection belongs to.
@@ -45,11 +54,12 @@ from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet.error import ConnectionDone
-from twisted.internet.interfaces import IPushProducer
+from twisted.internet.interfaces import IHandshakeListener, IPushProducer
 from twisted.internet.protocol import Protocol
 from twisted.logger import Logger
 from zope.interface import implementer
 
+from twisted_kafka.protocol.codec import encode_response
 from twisted_kafka.protocol.connection import (
     NEED_DATA,
     PAUSED,
@@ -59,8 +69,12 @@ from twisted_kafka.protocol.connection import (
     SaslTokenReceived,
     ServerConnection,
 )
+from twisted_kafka.protocol.registry import ApiKey
+from twisted_kafka.sasl.authenticator import SaslStep
 
 from .close_reasons import CloseReason
+from .connection_events import TLS_FAILURE_PREFIX
+from .tls import describe_failure
 from .request import (
     ANONYMOUS,
     CloseConnectionResponse,
@@ -69,6 +83,7 @@ from .request import (
     Request,
     RequestContext,
     Response,
+    SendResponse,
 )
 
 if TYPE_CHECKING:
@@ -107,6 +122,7 @@ class ResponseFlow:
         """The connection is lost; ``connectionLost`` follows and does the cleaning up."""
 
 
+@implementer(IHandshakeListener)
 class Processor(Protocol):
     """The per-connection half of Kafka's SocketServer Processor (see module docstring)."""
 
@@ -127,7 +143,10 @@ class Processor(Protocol):
         self.connection_id = connection_id
         self.connection = ServerConnection(max_request_size=acceptor.max_request_size,
                                            serves=acceptor.plane.serves,
-                                           authentication_required=acceptor.authentication_required)
+                                           authentication_required=acceptor.authentication_required,
+                                           max_authentication_size=acceptor.sasl_max_receive_size)
+        sasl = acceptor.sasl if acceptor.authentication_required else None
+        self.authenticator = sasl.new_authenticator() if sasl is not None else None
         self.principal = ANONYMOUS
         self.slot = None            # ConnectionSlot once admitted
         self.parked = False         # accepted by the kernel, not yet admitted by the quotas
@@ -136,6 +155,9 @@ class Processor(Protocol):
         self._inflight: Request | None = None
         self._waiting_for_room = False
         self.last_active = acceptor.reactor.seconds()
+        self.connected_at = self.last_active   # wall-clock seconds (the reactor's clock)
+        self.bytes_in = 0              # bytes read from the socket, for operators
+        self.bytes_out = 0             # response bytes handed to the transport
         self._auth_close_call = None   # pending delayed close after a failed authentication
         self._muted = False            # the transport is paused (not read)
         self._fd: int | None = None    # the socket's descriptor, for the plane's ReadinessWatch
@@ -158,6 +180,14 @@ class Processor(Protocol):
         """A request is being handled, or is read and waiting for room in the channel, or a
         delayed close is pending: the idle reaper must not close this connection."""
         return self._inflight is not None or self._waiting_for_room or self._auth_close_call is not None
+
+    @property
+    def inflight_api(self) -> str | None:
+        """The name of the API whose request is being handled now, if any."""
+        request = self._inflight
+        if request is None:
+            return None
+        return request.spec.name if request.spec is not None else f"ApiKey{request.api_key}"
 
     @property
     def requests_received(self) -> int:
@@ -214,7 +244,7 @@ class Processor(Protocol):
         """The quotas admitted this connection (at accept time, or later for a parked one)."""
         self.slot = slot
         was_parked, self.parked = self.parked, False
-        self.last_active = self.acceptor.reactor.seconds()
+        self.last_active = self.connected_at = self.acceptor.reactor.seconds()
         self.acceptor.registry.add(self)
         self.channel.register_connection(self)
         if was_parked and self.connected:
@@ -238,6 +268,10 @@ class Processor(Protocol):
             else:
                 # Responses already written leave first.  If the transport is over its
                 # limit, it waits for this producer: send_buffer_drained lets it go.
+                # Otherwise the producer goes now: a TLS transport would wait for it.
+                if self._flow is not None and not self.send_backlogged and self.connected:
+                    self._flow = None
+                    self.transport.unregisterProducer()
                 self.transport.loseConnection()
 
     def close_idle(self, max_idle_ms: int) -> None:
@@ -284,7 +318,36 @@ class Processor(Protocol):
         # Graceful: the authentication error response, if any, is flushed first.
         self.close(CloseReason.AUTHENTICATION, None, abort=False)
 
+    def handshakeCompleted(self) -> None:
+        """The TLS handshake is done: on an SSL listener the client certificate names the principal."""
+        tls = self.acceptor.tls
+        if tls is None or self.security_protocol != "SSL":
+            return      # SASL_SSL: the principal is SASL's
+        try:
+            principal = tls.principal(self.transport)
+        except Exception as exc:   # no rule of ssl.principal.mapping.rules applies
+            self.tls_failed(describe_failure(exc) or str(exc))
+            self.close(CloseReason.TLS)
+            return
+        if principal is not None:
+            self.principal = principal
+
+    def tls_failed(self, problem: str) -> None:
+        """The TLS handshake failed (or its certificate names no principal): a failed authentication, as in
+        Kafka (SslAuthenticationException), logged with the peer and closed with reason "tls"."""
+        if self.close_reason is not None:
+            return
+        self.close_reason = CloseReason.TLS
+        self.log.info("TLS handshake failed for connection {connection_id} from {peer} on listener {listener} "
+                      "({plane} plane): {problem}", connection_id=self.connection_id, peer=self.peer,
+                      listener=self.listener_name, plane=self.plane_name, problem=problem)
+        self.acceptor.authentication_failed(self, f"{TLS_FAILURE_PREFIX}{problem}")
+
     def connectionLost(self, reason=ConnectionDone) -> None:
+        if self.acceptor.tls is not None and self.close_reason is None:
+            problem = describe_failure(reason, getattr(self.transport, "first_bytes", b""))
+            if problem is not None:
+                self.tls_failed(problem)
         self.closing = True
         if self._auth_close_call is not None:
             if self._auth_close_call.active():
@@ -305,6 +368,7 @@ class Processor(Protocol):
     # -- receiving ----------------------------------------------------------------------
 
     def dataReceived(self, data: bytes) -> None:
+        self.bytes_in += len(data)
         self.last_active = self.acceptor.reactor.seconds()
         self.acceptor.registry.touch(self)
         self.connection.receive_data(data)
@@ -359,16 +423,70 @@ class Processor(Protocol):
                 request = Request(context=self.context(), header=event.header, body=event.body,
                                   spec=event.spec, size=event.size, start_ns=perf_counter_ns())
                 self._inflight = request
-                self.channel.send_request(request)
+                if self.authenticator is not None and not self.connection.authenticated \
+                        and event.header.api_key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
+                    self._authenticate(request)
+                else:
+                    self.channel.send_request(request)
                 continue
             if isinstance(event, ProtocolViolation):
-                self.close(CloseReason.PROTOCOL_ERROR, event.message)
+                if event.tls_record and self.acceptor.tls is None:
+                    self.close(CloseReason.TLS, f"{event.message} (TLS handshake on a {self.security_protocol} "
+                                                "listener)")
+                elif self.authenticator is not None and not self.connection.authenticated:
+                    # Kafka's authenticator fails the authentication (IllegalSaslStateException, an
+                    # oversized receive): the close waits for connection.failed.authentication.delay.ms.
+                    self.close_after_authentication_failure(event.message)
+                else:
+                    self.close(CloseReason.PROTOCOL_ERROR, event.message)
                 return
             if isinstance(event, SaslTokenReceived):
-                # Raw SASL tokens need a SASL listener, which this build does not serve yet.
-                self.close(CloseReason.PROTOCOL_ERROR, "raw SASL token on a listener without SASL")
-                return
+                self._raw_token(event.token)
+                continue
             return  # CLOSED
+
+    # -- SASL (pre-authentication requests answered on the connection, as Kafka's authenticator does) --
+
+    def _authenticate(self, request: Request) -> None:
+        """Answer a pre-authentication SaslHandshake / SaslAuthenticate with the connection's authenticator."""
+        assert self.authenticator is not None
+        body = request.body
+        if request.api_key == ApiKey.SASL_HANDSHAKE:
+            step = self.authenticator.handshake(request.api_version, body.mechanism)
+        else:
+            step = self.authenticator.authenticate(request.api_version, body.auth_bytes)
+        request.dequeue_ns = request.local_complete_ns = request.remote_complete_ns = perf_counter_ns()
+        if step.failure is not None:
+            # Muted and closing first, so nothing after this request is read; the response still leaves.
+            self.close_after_authentication_failure(step.failure)
+        chunks = encode_response(request.header, step.response, request.api_version)
+        self.send(SendResponse(request, chunks, self._update(step)))
+
+    def _raw_token(self, token: bytes) -> None:
+        """A raw token (after a v0 handshake): its challenge goes back in a size-prefixed frame."""
+        if self.authenticator is None:
+            self.close(CloseReason.PROTOCOL_ERROR, "raw SASL token on a listener without SASL")
+            return
+        step = self.authenticator.raw_token(token)
+        if step.failure is not None:
+            self.close_after_authentication_failure(step.failure)
+            return
+        assert step.raw is not None
+        if self.connected and not self.closing:
+            self.transport.write(len(step.raw).to_bytes(4, "big") + step.raw)
+        self.connection.response_complete()
+        update = self._update(step)
+        if update is not None:
+            self._apply(update)
+
+    def _update(self, step: SaslStep) -> ConnectionUpdate | None:
+        if step.handshake is None and step.principal is None:
+            return None
+        if step.principal is not None:
+            self.log.debug("Connection {connection_id} from {peer} authenticated as {principal} ({mechanism})",
+                           connection_id=self.connection_id, peer=self.peer, principal=step.principal,
+                           mechanism=self.authenticator.mechanism if self.authenticator else None)
+        return ConnectionUpdate(sasl_handshake=step.handshake, authenticated_principal=step.principal)
 
     def _room_available(self) -> None:
         self._waiting_for_room = False
@@ -451,6 +569,7 @@ class Processor(Protocol):
         request.response_dequeue_ns = perf_counter_ns()
         chunks = response.chunks if not isinstance(response, NoOpResponse) else ()
         if chunks and self.connected and not self.closing:
+            self.bytes_out += sum(len(chunk) for chunk in chunks)
             if all(type(chunk) is bytes for chunk in chunks):
                 self.transport.writeSequence(chunks)
             else:

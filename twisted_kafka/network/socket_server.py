@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Protocol
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred, DeferredList, gatherResults, inlineCallbacks
@@ -40,22 +40,48 @@ from twisted.internet.error import CannotListenError
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
-from twisted_kafka.config import StartupError
+from twisted_kafka.config import ConfigError, StartupError
 from twisted_kafka.metrics import MetricName, MetricsRegistry
 from twisted_kafka.protocol.registry import CONTROLLER_API_KEYS, ApiSpec
+from twisted_kafka.sasl.authenticator import SaslServerConfig
 
 from .acceptor import Acceptor
 from .connection_quotas import ConnectionQuotas
 from .connection_events import ConnectionEvents
+from .connection_stats import ConnectionStats
 from .connections import ConnectionRegistry
+from .endpoints import TLS_PROTOCOLS
 from .listeners import EndPoint, ListenerConfig
 from .close_reasons import CloseReason
 from .processor import ControlPlaneProcessor, DataPlaneProcessor
 from .readiness import ReadinessWatch, readiness_watch
 from .request_channel import RequestChannel
 from .request_metrics import RequestMetrics
+from .tls import ServerTls
 
 CONTROL_PLANE_QUEUE_SIZE = 20  # fixed in Kafka
+
+@dataclass(frozen=True, slots=True)
+class LiveConnection:
+    """One open connection as operators see it (a snapshot, not the connection)."""
+
+    connection_id: str           # Kafka's local-remote-index form
+    listener: str
+    plane: str
+    security_protocol: str
+    client_host: str
+    client_port: int
+    principal: str
+    client_id: str | None
+    client_software_name: str | None      # from ApiVersions v3+
+    client_software_version: str | None
+    connected_since: float       # seconds since the epoch (the reactor's clock)
+    idle_ms: int
+    requests: int
+    bytes_in: int
+    bytes_out: int
+    inflight_api: str | None
+
 
 class ServedApis(Protocol):
     """What the API layer tells the network layer: which APIs have handlers, at which versions."""
@@ -102,7 +128,7 @@ class SocketServer(Service):
     log = Logger(namespace="twisted_kafka.network.SocketServer")
 
     def __init__(self, *, config, listeners: ListenerConfig, reactor, metrics: MetricsRegistry,
-                 apis: ServedApis):
+                 apis: ServedApis, sasl: Mapping[str, SaslServerConfig] | None = None):
         self.config = config
         self.listener_config = listeners
         self.reactor = reactor
@@ -110,6 +136,8 @@ class SocketServer(Service):
         self.quotas = ConnectionQuotas(config, listeners, reactor)
         self.registry = ConnectionRegistry()
         self.connection_events = ConnectionEvents()   # every accept, rejection and close, for subscribers
+        self.connection_stats = ConnectionStats()     # their running totals, for operators
+        self.connection_events.subscribe(self.connection_stats)
         request_metrics = RequestMetrics(metrics)
         has_control_plane = listeners.control_plane_listener is not None
         self.data_plane = Plane(
@@ -124,6 +152,9 @@ class SocketServer(Service):
                 "control", "ControlPlane",
                 RequestChannel(plane="control", max_queued_requests=CONTROL_PLANE_QUEUE_SIZE),
                 ControlPlaneProcessor, apis, _everything, request_metrics, readiness=readiness_watch())
+        #: The TLS context of every SSL / SASL_SSL listener (ConfigError now if its keys are unusable).
+        self.tls: dict[str, ServerTls] = {ep.listener_name: ServerTls(config, ep.listener_name, ep.security_protocol)
+                                          for ep in listeners.listeners if ep.security_protocol in TLS_PROTOCOLS}
         self.acceptors: dict[str, Acceptor] = {}
         for ep in listeners.listeners:
             plane = self.data_plane
@@ -132,7 +163,8 @@ class SocketServer(Service):
             self.acceptors[ep.listener_name] = Acceptor(
                 endpoint=ep, plane=plane, quotas=self.quotas, registry=self.registry, reactor=reactor,
                 config=config, processor_class=plane.processor_class,
-                protected=listeners.is_protected(ep.listener_name), events=self.connection_events)
+                protected=listeners.is_protected(ep.listener_name), events=self.connection_events,
+                tls=self.tls.get(ep.listener_name), sasl=(sasl or {}).get(ep.listener_name))
         self.max_idle_seconds = config["connections.max.idle.ms"] / 1000.0
         self._reaper: LoopingCall | None = None
         self._register_gauges()
@@ -190,6 +222,19 @@ class SocketServer(Service):
             self._reaper.clock = self.reactor
             self._reaper.start(interval, now=False)
 
+    def reload_tls(self, config) -> dict[str, str]:
+        """Re-read every TLS listener's key and trust stores (SIGHUP, AlterConfigs): new connections get the
+        new ones, open connections keep theirs.  Returns listener -> "reloaded" / "unchanged" / the error;
+        a listener whose new material is unusable keeps serving the old."""
+        outcome: dict[str, str] = {}
+        for name, tls in self.tls.items():
+            try:
+                outcome[name] = "reloaded" if tls.reload(config) else "unchanged"
+            except ConfigError as exc:
+                self.log.error("TLS of listener {listener} not reloaded: {error}", listener=name, error=exc)
+                outcome[name] = str(exc)
+        return outcome
+
     def enable_request_processing(self, plane: str | None = None) -> None:
         """Start accepting on ``plane``'s listeners ("control" or "data"; None: all)."""
         for acceptor in self.acceptors.values():
@@ -209,6 +254,32 @@ class SocketServer(Service):
                 ep = EndPoint(ep.listener_name, ep.host, acceptor.bound_port, ep.security_protocol)
             result.append(ep)
         return tuple(result)
+
+    # -- what operators see and do (the admin endpoint) ----------------------------------
+
+    def live_connections(self) -> list[LiveConnection]:
+        """Every admitted open connection, least recently active first."""
+        now = self.reactor.seconds()
+        return [LiveConnection(
+            connection_id=p.connection_id, listener=p.listener_name, plane=p.plane_name,
+            security_protocol=p.security_protocol, client_host=p.client_host, client_port=p.client_port,
+            principal=p.principal, client_id=p.client_id, client_software_name=p.client_software_name,
+            client_software_version=p.client_software_version, connected_since=p.connected_at,
+            idle_ms=max(0, int((now - p.last_active) * 1000)), requests=p.requests_received,
+            bytes_in=p.bytes_in, bytes_out=p.bytes_out, inflight_api=p.inflight_api)
+            for p in self.registry if not p.closing]
+
+    def close_connection(self, connection_id: str, reason: str = CloseReason.ADMIN) -> bool:
+        """Close the open connection ``connection_id`` for ``reason``; False if there is none."""
+        processor = self.registry.get(connection_id)
+        if processor is None or processor.closing:
+            return False
+        processor.close(reason, f"closed by an operator ({reason})")
+        return True
+
+    def listener_planes(self) -> dict[str, str]:
+        """Each listener's plane ("data" or "control")."""
+        return {name: acceptor.plane.name for name, acceptor in self.acceptors.items()}
 
     def bound_port(self, listener_name: str) -> int:
         return self.acceptors[listener_name.upper()].bound_port

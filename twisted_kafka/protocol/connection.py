@@ -24,7 +24,9 @@ Pre-authentication (SASL listeners, KIP-43/KIP-152): until authentication
 completes only ApiVersions and SaslHandshake are accepted, then
 SaslAuthenticate (handshake v1), or -- after a v0 handshake -- raw SASL tokens
 in Kafka's size-prefixed frames, which are handed out as ``SaslTokenReceived``.
-Anything else before authentication is a protocol violation.
+Anything else before authentication is a protocol violation.  Until then
+frames are limited by ``sasl.server.max.receive.size`` (``max_authentication_size``)
+rather than ``socket.request.max.bytes``, as Kafka's authenticator reads them.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from collections.abc import Callable
 
 from .codec import decode_request_body
 from .exceptions import ProtocolDecodeError
-from .framing import FrameBuffer, InvalidFrameSize
+from .framing import FrameBuffer, InvalidFrameSize, looks_like_tls
 from .header import RequestHeader, parse_request_header
 from .registry import ApiKey, ApiSpec
 
@@ -90,6 +92,7 @@ class ProtocolViolation:
     """The connection must be closed; ``message`` says why (for the log, with the peer)."""
 
     message: str
+    tls_record: bool = False    # the bytes were a TLS record: a TLS client on a plaintext listener
 
 
 class AuthState(enum.Enum):
@@ -118,8 +121,12 @@ class ServerConnection:
     """One connection's protocol state on the broker; see the module docstring."""
 
     def __init__(self, *, max_request_size: int, serves: Callable[[int], ApiSpec | None],
-                 authentication_required: bool = False):
+                 authentication_required: bool = False, max_authentication_size: int = 524288):
         self._frames = FrameBuffer(max_request_size, kind="request", limit_name="socket.request.max.bytes")
+        self._max_request_size = max_request_size
+        if authentication_required:
+            self._frames.max_frame_size = max_authentication_size
+            self._frames.limit_name = "sasl.server.max.receive.size, before authentication"
         self._serves = serves
         self.in_flight: RequestHeader | bytes | None = None
         self.closed = False
@@ -131,7 +138,7 @@ class ServerConnection:
 
     @property
     def max_request_size(self) -> int:
-        return self._frames.max_frame_size
+        return self._max_request_size
 
     @property
     def buffered_bytes(self) -> int:
@@ -155,7 +162,7 @@ class ServerConnection:
         try:
             size = self._frames.next_size()
         except InvalidFrameSize as exc:
-            return self._violation(str(exc))
+            return self._violation(str(exc), tls_record=looks_like_tls(exc.prefix))
         if size is None or len(self._frames) < size:
             return NEED_DATA
         if has_room is not None and not has_room(size):
@@ -200,10 +207,10 @@ class ServerConnection:
         self.requests_received += 1
         return RequestReceived(header, body, spec, size)
 
-    def _violation(self, message: str) -> ProtocolViolation:
+    def _violation(self, message: str, *, tls_record: bool = False) -> ProtocolViolation:
         self.closed = True
         self._frames.clear()
-        return ProtocolViolation(message)
+        return ProtocolViolation(message, tls_record)
 
     def close(self) -> None:
         """The transport is gone: drop what is buffered and hand out nothing more."""
@@ -225,6 +232,8 @@ class ServerConnection:
         """SASL succeeded: every served API is allowed from now on."""
         if self.auth_state is not AuthState.NOT_REQUIRED:
             self.auth_state = AuthState.AUTHENTICATED
+            self._frames.max_frame_size = self._max_request_size
+            self._frames.limit_name = "socket.request.max.bytes"
 
     @property
     def authenticated(self) -> bool:

@@ -22,9 +22,14 @@ _TLS_RECORD_TYPES = (0x14, 0x15, 0x16, 0x17)
 _HTTP_PREFIXES = (b"GET ", b"POST", b"PUT ", b"HEAD", b"HTTP", b"OPTI", b"DELE", b"PATC", b"CONN", b"TRAC", b"PRI ")
 
 
+def looks_like_tls(prefix: bytes) -> bool:
+    """Whether the first bytes read are a TLS record header (content type, version 3.x)."""
+    return len(prefix) >= 3 and prefix[0] in _TLS_RECORD_TYPES and prefix[1] == 0x03 and prefix[2] <= 0x04
+
+
 def likely_mistake(prefix: bytes) -> str | None:
     """Name the usual cause of an absurd frame size, from the first bytes read."""
-    if len(prefix) >= 3 and prefix[0] in _TLS_RECORD_TYPES and prefix[1] == 0x03 and prefix[2] <= 0x04:
+    if looks_like_tls(prefix):
         return "the bytes look like a TLS record: is a client using SSL against a PLAINTEXT listener?"
     if prefix[:4] in _HTTP_PREFIXES:
         return "the bytes look like HTTP: is an HTTP client pointed at a Kafka listener?"

@@ -48,6 +48,14 @@ ElectLeaders 0-2, AlterPartitionReassignments 0-1 (v1:
 0 are every version kafka-python's message classes have; librdkafka elects
 leaders with ElectLeaders v0-v2, kafka-python's admin reassigns with v0.
 
+DescribeClientQuotas and AlterClientQuotas are advertised 0-1 (v1: flexible),
+every version Kafka has; they serve the ``ip`` entity (KIP-612).
+
+Describe/AlterUserScramCredentials (KIP-554) have only v0.  SaslHandshake
+0-1 and SaslAuthenticate 0-2 are every version Kafka has; which of them a
+connection may send when is ``protocol.connection``'s pre-authentication
+state.
+
 ACLs are advertised 0-3: kafka-python sends up to v3, aiokafka picks its
 highest struct inside the range (DescribeAcls v2, Create/DeleteAcls v1) and
 librdkafka uses v0-v1.
@@ -167,6 +175,10 @@ ADVERTISED_RANGES: dict[ApiKey, tuple[int, int]] = {
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+    ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.ALTER_PARTITION: (0, 1),
 }

@@ -21,9 +21,14 @@ from twisted_kafka.controller.client import ControllerClient, NewTopic, TopicRes
 from twisted_kafka.controller.topic_names import INTERNAL_TOPICS, validate_topic_name
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
+from twisted_kafka.network.connection_quotas import format_ip_rates, parse_ip_rates
+
 from .config_repository import ConfigRepository
 from .dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from .metadata_cache import MetadataCache
+
+#: The cluster-wide dynamic broker config holding the ip entities' connection_creation_rate (KIP-612).
+IP_RATES_KEY = "quota.ip.connection.creation.rate"
 
 #: How long a Metadata request that auto-creates topics waits for them to reach the brokers.
 AUTO_CREATE_WAIT_MS = 5000
@@ -201,7 +206,7 @@ class AdminManager:
                 entries.append((name, entry, True, None))
                 continue
             entry = config.describe(name)
-            entries.append((name, entry, name not in dynamic, entry.value_string))
+            entries.append((name, entry, not self.dynamic_config.is_dynamic(name), entry.value_string))
         return entries
 
     def check_broker_logger(self, resource_name: str | None) -> None:
@@ -230,6 +235,35 @@ class AdminManager:
         self.dynamic_config.validate(entity, configs)
         if not validate_only:
             await self.controller.alter_broker_configs(entity, configs)
+            if entity != DEFAULT_ENTITY:
+                self.dynamic_config.reload_files()   # a key store updated in place under the same name
+
+    # -- connection quotas of client addresses (KIP-612) -------------------------------------
+
+    def ip_connection_rates(self) -> dict[str, float]:
+        """The ip entities' connection_creation_rate in force: {address or "<default>": rate}."""
+        return parse_ip_rates(self.dynamic_config.current[IP_RATES_KEY])
+
+    async def alter_ip_connection_rates(self, updates: Mapping[str, float | None], *,
+                                        validate_only: bool = False) -> None:
+        """Set (a rate) or remove (None) ip-entity rates: one change of the cluster-default dynamic config,
+        so AlterClientQuotas and the admin endpoint change the same stored state."""
+
+        def new_layer(layer: dict[str, str]) -> dict[str, str]:
+            rates = parse_ip_rates(layer.get(IP_RATES_KEY))
+            for address, rate in updates.items():
+                if rate is None:
+                    rates.pop(address, None)
+                else:
+                    rates[address] = rate
+            result = dict(layer)
+            if rates:
+                result[IP_RATES_KEY] = format_ip_rates(rates)
+            else:
+                result.pop(IP_RATES_KEY, None)
+            return result
+
+        await self.alter_broker_configs(DEFAULT_ENTITY, new_layer, validate_only=validate_only)
 
 
-__all__ = ["AdminManager", "DescribedConfig"]
+__all__ = ["AdminManager", "DescribedConfig", "IP_RATES_KEY"]

@@ -23,10 +23,15 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from twisted_kafka.network.request import ConnectionUpdate, Request
 from twisted_kafka.protocol.errors import ErrorCode
+
+from .authorization import ALLOW_ALL, Authorization
+
+if TYPE_CHECKING:
+    from twisted_kafka.security.acl import AclOperation
 
 
 class _NoResponse:
@@ -58,6 +63,14 @@ class ApiHandler(ABC):
     """One API's handler; see the module docstring."""
 
     api_key: ClassVar[int]
+    #: The operation on the cluster this API needs (Kafka's KafkaApis), checked by ``KafkaApis``
+    #: before ``handle`` runs: CLUSTER_AUTHORIZATION_FAILED for the whole request otherwise.
+    cluster_operation: ClassVar[AclOperation | None] = None
+    #: The operation on the request's ``group_id`` this API needs, checked the same way
+    #: (GROUP_AUTHORIZATION_FAILED for the whole request otherwise).
+    group_operation: ClassVar[AclOperation | None] = None
+    #: Who decides what a request may do; set by the API table (default: everything is allowed).
+    authorization: Authorization = ALLOW_ALL
 
     @abstractmethod
     async def handle(self, request: Request) -> Any:

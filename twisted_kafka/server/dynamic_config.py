@@ -29,17 +29,47 @@ from collections.abc import Mapping
 from twisted.logger import Logger
 
 from twisted_kafka.config import BROKER_CONFIG, ConfigError, ConfigSource, KafkaConfig
-from twisted_kafka.network.connection_quotas import resolve_ip_overrides
+from twisted_kafka.config.prefixes import LISTENER_PREFIX, NotAListenerKey, split_listener_key
+from twisted_kafka.network.connection_quotas import parse_ip_rates, resolve_ip_overrides
+from twisted_kafka.network.tls import RECONFIGURABLE_KEYS
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
 log = Logger(namespace="twisted_kafka.server.DynamicBrokerConfig")
 
 DEFAULT_ENTITY = ""   # the cluster-default resource (empty broker name)
+_DYNAMIC_SOURCES = (ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, ConfigSource.DYNAMIC_BROKER_CONFIG)
+
+
+#: Broker keys that may also be set for one listener (``listener.name.<l>.<key>``), as
+#: Kafka's DynamicListenerConfig allows besides the TLS/SASL keys (KIP-402, KIP-612).
+LISTENER_LEVEL_KEYS = frozenset({"max.connections", "max.connection.creation.rate"})
+
+
+def base_key(name: str) -> str:
+    """The broker key a ``listener.name.<l>.<key>`` name sets per listener (the name itself otherwise)."""
+    try:
+        parsed = split_listener_key(name, BROKER_CONFIG)
+    except NotAListenerKey:
+        return name
+    return name if parsed is None else parsed.key
+
+
+def _listener_entries(config: KafkaConfig, keys: frozenset[str]) -> dict:
+    """The dynamic layers' per-listener values of ``keys`` (what a listener-level change changes)."""
+    return {(source, name): value for source in _DYNAMIC_SOURCES
+            for name, value in config.layer(source).items() if name != base_key(name) and base_key(name) in keys}
 _BROKER_ID = re.compile(r"-?[0-9]+")
 
 
 class Reconfigurable(Protocol):
-    """A part of the broker that applies some broker keys at runtime."""
+    """A part of the broker that applies some broker keys at runtime.
+
+    A component may also declare ``listener_only = True``: its keys change
+    only per listener (``listener.name.<l>.<key>``) and per broker, as
+    Kafka's TLS key stores do; and ``reload_files(config)``: called after an
+    AlterConfigs of this broker even when no value changed, as Kafka re-reads
+    a key store updated in place (``reloadUpdatedFilesWithoutConfigChange``).
+    """
 
     reconfigurable_keys: frozenset[str]
 
@@ -87,6 +117,31 @@ class DynamicBrokerConfig:
         """Every broker key some component applies at runtime."""
         return frozenset().union(*(c.reconfigurable_keys for c in self._reconfigurables))
 
+    @property
+    def listener_only_keys(self) -> frozenset[str]:
+        """Dynamic keys that change only with a ``listener.name.<l>.`` prefix (Kafka's security configs)."""
+        return frozenset().union(*(c.reconfigurable_keys for c in self._reconfigurables
+                                   if getattr(c, "listener_only", False)))
+
+    def is_dynamic(self, name: str) -> bool:
+        """Whether config ``name`` (a broker key or a per-listener key) may change at runtime."""
+        base = base_key(name)
+        if base in self.listener_only_keys:
+            return base != name
+        if base != name:
+            return base in LISTENER_LEVEL_KEYS and base in self.dynamic_keys
+        return name in self.dynamic_keys
+
+    def reload_files(self) -> None:
+        """Let components re-read files their (unchanged) configs name: an AlterConfigs of this broker."""
+        for component in self._reconfigurables:
+            reload = getattr(component, "reload_files", None)
+            if reload is not None:
+                try:
+                    reload(self.current)
+                except Exception:
+                    log.failure("Reloading the files of {component} failed", component=component)
+
     # -- resources ------------------------------------------------------------------------
 
     def entity(self, resource_name: str | None) -> str:
@@ -115,11 +170,20 @@ class DynamicBrokerConfig:
         nulls = sorted(name for name, value in values.items() if value is None)
         if nulls:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {', '.join(nulls)}")
-        dynamic = self.dynamic_keys
-        refused = sorted(name for name in values if name not in dynamic)
+        listener_only = self.listener_only_keys
+        unprefixed = sorted(name for name in values if name in listener_only)
+        if unprefixed:
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             "These security configs can be dynamically updated only per-listener using the "
+                             f"listener prefix: {', '.join(unprefixed)}")
+        refused = sorted(name for name in values if not self.is_dynamic(name))
         if refused:
             raise KafkaError(ErrorCode.INVALID_REQUEST,
                              f"Cannot update these configs dynamically: {', '.join(refused)}")
+        per_broker = sorted(name for name in values if name != base_key(name) and base_key(name) in listener_only)
+        if entity == DEFAULT_ENTITY and per_broker:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Cannot update these configs at default cluster level, "
+                                                        f"broker id must be specified: {', '.join(per_broker)}")
         try:
             updated = with_layer(self.current, entity, {k: v for k, v in values.items() if v is not None})
             for component in self._affected(updated):
@@ -143,9 +207,8 @@ class DynamicBrokerConfig:
 
     def _usable(self, config: KafkaConfig, entity: str, stored: Mapping[str, str]) -> dict[str, str]:
         kept: dict[str, str] = {}
-        dynamic = self.dynamic_keys
         for name, value in stored.items():
-            if name not in dynamic:
+            if not self.is_dynamic(name):
                 log.warn("Ignoring dynamic broker config {key} of {entity}: it cannot change at runtime",
                          key=name, entity=entity or "<default>")
                 continue
@@ -162,7 +225,9 @@ class DynamicBrokerConfig:
 
     def _affected(self, new: KafkaConfig, old: KafkaConfig | None = None) -> list[Reconfigurable]:
         old = self.current if old is None else old
-        return [c for c in self._reconfigurables if any(old[key] != new[key] for key in c.reconfigurable_keys)]
+        return [c for c in self._reconfigurables
+                if any(_key_state(old, key) != _key_state(new, key) for key in c.reconfigurable_keys)
+                or _listener_entries(old, c.reconfigurable_keys) != _listener_entries(new, c.reconfigurable_keys)]
 
     def _switch_to(self, config: KafkaConfig) -> None:
         dynamic = (ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, ConfigSource.DYNAMIC_BROKER_CONFIG)
@@ -180,22 +245,62 @@ class DynamicBrokerConfig:
         log.info("Dynamic broker configs in effect: {keys}", keys=", ".join(changed) or "none")
 
 
+def _key_state(config: KafkaConfig, key: str) -> tuple:
+    """``key``'s value and every per-listener value of it: what a change of the key means."""
+    overrides = sorted((name, str(value)) for name, value in config.originals.items()
+                       if name != key and name.startswith(LISTENER_PREFIX) and base_key(name) == key)
+    return (config[key], tuple(overrides))
+
+
+class ListenerTls:
+    """The TLS listeners' key and trust stores as a Reconfigurable (Kafka's ``SslConfigs.RECONFIGURABLE_CONFIGS``).
+
+    Changed only per listener and per broker; an update is validated by
+    loading it (an unreadable file, a key that does not match, a changed
+    subject without ``ssl.allow.dn.changes`` is INVALID_REQUEST) and applied
+    to new connections; an AlterConfigs naming the same files re-reads them.
+    """
+
+    reconfigurable_keys = RECONFIGURABLE_KEYS
+    listener_only = True
+
+    def __init__(self, contexts: Mapping):
+        self._contexts = contexts     # listener name -> ServerTls
+
+    def validate_reconfiguration(self, config: KafkaConfig) -> None:
+        for tls in self._contexts.values():
+            tls.prepare(config)
+
+    def reconfigure(self, config: KafkaConfig) -> None:
+        for name, tls in self._contexts.items():
+            try:
+                tls.reload(config)
+            except ConfigError as exc:
+                log.error("TLS of listener {listener} not reloaded: {error}", listener=name, error=exc)
+
+    reload_files = reconfigure
+
+
 class ConnectionLimits:
     """The shared ConnectionQuotas' limits as a Reconfigurable (checked at every accept).
 
     A lower limit applies to the next connection -- existing ones stay open, as
     in Kafka -- and a listener paused at the old ``max.connections`` resumes at
-    once when the limit rises.
+    once when the limit rises.  ``max.connections`` and
+    ``max.connection.creation.rate`` may also be set per listener
+    (``listener.name.<l>.``), as Kafka's ``DynamicListenerConfig`` allows.
     """
 
     reconfigurable_keys = frozenset({"max.connections", "max.connections.per.ip",
-                                     "max.connections.per.ip.overrides"})
+                                     "max.connections.per.ip.overrides", "max.connection.creation.rate",
+                                     "quota.ip.connection.creation.rate"})
 
     def __init__(self, quotas):
         self._quotas = quotas
 
     def validate_reconfiguration(self, config: KafkaConfig) -> None:
         resolve_ip_overrides(config)   # a host that does not resolve is a ConfigError
+        parse_ip_rates(config["quota.ip.connection.creation.rate"])
 
     def reconfigure(self, config: KafkaConfig) -> None:
         self._quotas.update_limits(config)
@@ -228,6 +333,10 @@ class LogDefaults:
         "log.message.timestamp.after.max.ms",   # message.timestamp.after.max.ms
         "log.message.timestamp.difference.max.ms",  # message.timestamp.difference.max.ms (KIP-937)
         "message.max.bytes",                    # max.message.bytes
+        "log.cleaner.delete.retention.ms",      # delete.retention.ms
+        "log.cleaner.min.compaction.lag.ms",    # min.compaction.lag.ms
+        "log.cleaner.max.compaction.lag.ms",    # max.compaction.lag.ms
+        "log.cleaner.min.cleanable.ratio",      # min.cleanable.dirty.ratio
     })
 
     def __init__(self, log_manager, config_repository):
@@ -244,5 +353,21 @@ class LogDefaults:
             self._log_manager.update_topic_config(topic, self._repository.topic_overrides(topic))
 
 
-__all__ = ["DynamicBrokerConfig", "Reconfigurable", "ConnectionLimits", "LogDefaults", "DEFAULT_ENTITY",
-           "with_layer"]
+class ProducerIdExpiration:
+    """``producer.id.expiration.ms`` as a Reconfigurable (dynamic cluster-wide in Kafka, KIP-854):
+    every partition's next producer expiry check uses the new value."""
+
+    reconfigurable_keys = frozenset({"producer.id.expiration.ms"})
+
+    def __init__(self, log_manager):
+        self._log_manager = log_manager
+
+    def validate_reconfiguration(self, config: KafkaConfig) -> None:
+        """The key's own validator (at least 1) is all there is."""
+
+    def reconfigure(self, config: KafkaConfig) -> None:
+        self._log_manager.update_producer_state_config(config)
+
+
+__all__ = ["DynamicBrokerConfig", "Reconfigurable", "ConnectionLimits", "ListenerTls", "LogDefaults",
+           "ProducerIdExpiration", "DEFAULT_ENTITY", "with_layer"]

@@ -13,7 +13,9 @@ which the handler pool hands to its plane's ``RequestChannel``:
 * ``NO_RESPONSE`` → ``NoOpResponse`` (acks=0 Produce);
 * ``CloseConnection`` → ``CloseConnectionResponse``;
 * ``Reply`` → its response, with the connection update attached;
-* ``KafkaError(code)`` → that API's error response with ``code``;
+* ``KafkaError(code)`` → that API's error response with ``code`` (also an
+  authorization check the handler declares -- ``cluster_operation``,
+  ``group_operation`` -- refused before the handler runs);
 * any other exception → the error response with UNKNOWN_SERVER_ERROR, logged
   with the request, so a bug in one handler costs one request, not the broker;
 * a response that cannot be encoded → ``CloseConnectionResponse``.
@@ -39,6 +41,8 @@ from twisted_kafka.network.request_metrics import RequestMetrics
 from twisted_kafka.protocol.codec import encode_response
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import REGISTRY, ApiSpec
+
+from twisted_kafka.security.acl import ResourceType
 
 from .api_handler import NO_RESPONSE, ApiHandler, CloseConnection, Reply
 
@@ -71,6 +75,7 @@ class KafkaApis:
         """Serve ``request``; the answer for its plane's RequestChannel."""
         handler = self._handlers[request.api_key]
         try:
+            self._authorize(handler, request)
             result = await handler.handle(request)
         except KafkaError as exc:
             result = self._error_response(handler, request, exc.code, exc.message)
@@ -79,6 +84,19 @@ class KafkaApis:
             result = self._error_response(handler, request, ErrorCode.UNKNOWN_SERVER_ERROR, None)
         request.remote_complete_ns = perf_counter_ns()
         return self._response(handler, request, result)
+
+    @staticmethod
+    def _authorize(handler: ApiHandler, request: Request) -> None:
+        """The whole-request checks an API declares (Kafka's KafkaApis): on the cluster, on its group."""
+        auth = handler.authorization
+        if not auth.enabled:
+            return
+        if handler.cluster_operation is not None:
+            auth.require(request.context, handler.cluster_operation, ResourceType.CLUSTER)
+        if handler.group_operation is not None:
+            group_id = getattr(request.body, "group_id", None)
+            if group_id is not None:
+                auth.require(request.context, handler.group_operation, ResourceType.GROUP, group_id)
 
     def _response(self, handler: ApiHandler, request: Request, result) -> Response:
         update: ConnectionUpdate | None = None

@@ -53,20 +53,29 @@ from time import monotonic
 
 from twisted.application.service import MultiService, Service
 from twisted.internet.defer import Deferred, ensureDeferred, maybeDeferred
+from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger, LogLevel
 from twisted.python.threadpool import ThreadPool
 
+from twisted_kafka.admin import AdminRestService, AdminRestSettings
+from twisted_kafka.admin.web import AdminBackend
 from twisted_kafka.config import ConfigError, StartupError
 from twisted_kafka.controller.client import ControllerClient
+from twisted_kafka.security.authorizer import AclAuthorizer
 from twisted_kafka.controller.cluster_client import ClusterControllerClient
 from twisted_kafka.controller.controller_service import ControllerService
 from twisted_kafka.controller.kafka_controller import LiveBroker
 from twisted_kafka.coordinator.group.service import GroupCoordinatorService
 from twisted_kafka.controller.zk_controller_service import ZkControllerService
+from twisted_kafka.coordinator.transaction import FileProducerIdBlockStore, ProducerIdBlockStore, ProducerIdManager
+from twisted_kafka.coordinator.transaction.zk_producer_id_store import ZkProducerIdBlockStore
 from twisted_kafka.log import LogManager
+from twisted_kafka.log.cleaner import register_cleaner_metrics
 from twisted_kafka.metrics import MetricsRegistry
 from twisted_kafka.network.listeners import parse_listeners
 from twisted_kafka.network.socket_server import SocketServer
+from twisted_kafka.sasl.credential_store import FileScramCredentialStore
+from twisted_kafka.sasl.listener_config import sasl_server_configs
 from twisted_kafka.zk import data as zk_data
 from twisted_kafka.zk import registration as zk_registration
 from twisted_kafka.zk.admin import ZkAdmin
@@ -76,6 +85,7 @@ from twisted_kafka.zk.registration import BrokerRegistration
 
 from .admin_manager import AdminManager
 from .api_table import broker_handlers
+from .authorization import Authorization
 from .broker_lifecycle import BrokerLifecycleManager
 from .broker_metadata import BrokerMetadata, LogDirLocks, generate_cluster_id, load_or_create
 from .cluster_view import LocalClusterView
@@ -83,7 +93,7 @@ from .config_repository import ConfigRepository
 from .connection_event_log import ConnectionEventLog
 from .controller_requests import ControllerRequestGuard, new_broker_epoch
 from .descriptor_budget import descriptor_budget, raise_open_file_limit
-from .dynamic_config import ConnectionLimits, DynamicBrokerConfig, LogDefaults
+from .dynamic_config import ConnectionLimits, DynamicBrokerConfig, ListenerTls, LogDefaults, ProducerIdExpiration
 from .kafka_apis import KafkaApis
 from .metadata_cache import MetadataCache
 from .isr_manager import IsrManager
@@ -177,9 +187,18 @@ class KafkaServer(MultiService):
                                               topic_overrides=self.config_repository.topic_overrides)
         self.replica_manager.register_metrics(self.metrics)
 
+        # SCRAM credentials (salted) in the first log dir; the file is written on the I/O pool.
+        try:
+            self.scram_store = FileScramCredentialStore(
+                self.log_dirs[0],
+                run_blocking=lambda function, *args: deferToThreadPool(reactor, pool, function, *args))
+        except (OSError, ValueError) as exc:
+            raise StartupError("log.dirs", self.log_dirs[0], str(exc)) from None
+        sasl_configs = sasl_server_configs(config, self.listeners, self.scram_store)
+
         self.apis = KafkaApis()
         self.socket_server = SocketServer(config=config, listeners=self.listeners, reactor=reactor,
-                                          metrics=self.metrics, apis=self.apis)
+                                          metrics=self.metrics, apis=self.apis, sasl=sasl_configs)
         self.apis.request_metrics = self.socket_server.data_plane.request_metrics
         self.registration: BrokerRegistration | None = None
         controller_service: Service
@@ -209,19 +228,33 @@ class KafkaServer(MultiService):
         self.admin_manager = AdminManager(controller=controller, metadata_cache=self.metadata_cache,
                                           config_repository=self.config_repository,
                                           dynamic_config=self.dynamic_config, reactor=reactor)
+        # Producer ids (InitProducerId): blocks claimed in ZooKeeper in a cluster, recorded in the log dirs
+        # on a single node.
+        block_store: ProducerIdBlockStore
+        if self.zk is not None:
+            block_store = ZkProducerIdBlockStore(self.zk)
+        else:
+            block_store = FileProducerIdBlockStore(self.log_dirs, reactor=reactor, threadpool=pool)
+        self.producer_ids = ProducerIdManager(broker_id, block_store)
         self.group_coordinator = GroupCoordinatorService(
             config=config, replica_manager=self.replica_manager, admin_manager=self.admin_manager,
             metadata_cache=self.metadata_cache, reactor=reactor, broker_id=broker_id)
+        self.authorization = Authorization(AclAuthorizer.from_config(config))
         for handler in broker_handlers(
                 advertised_keys=lambda context: self.socket_server.plane(context.plane).served_keys(),
                 replica_manager=self.replica_manager, metadata_cache=self.metadata_cache,
                 admin_manager=self.admin_manager, config_repository=self.config_repository,
                 dynamic_config=self.dynamic_config, controller=controller, controller_guard=self.controller_guard,
                 group_coordinator=self.group_coordinator.coordinator, offsets_topic=self.group_coordinator,
-                clock=reactor):
+                producer_ids=self.producer_ids, clock=reactor, authorization=self.authorization,
+                scram_store=self.scram_store):
             self.apis.register(handler)
         self.dynamic_config.add_reconfigurable(LogDefaults(self.log_manager, self.config_repository))
+        self.dynamic_config.add_reconfigurable(self.log_manager.cleaner)        # log.cleaner.threads, ...
+        register_cleaner_metrics(self.log_manager.cleaner, self.metrics)
         self.dynamic_config.add_reconfigurable(ConnectionLimits(self.socket_server.quotas))
+        self.dynamic_config.add_reconfigurable(ProducerIdExpiration(self.log_manager))
+        self.dynamic_config.add_reconfigurable(ListenerTls(self.socket_server.tls))
 
         # Subscribed from now on: the controller's connection at startup is an event too.
         self.connection_event_log: ConnectionEventLog | None = None
@@ -244,23 +277,63 @@ class KafkaServer(MultiService):
                                                 replica_manager=self.replica_manager, controller=controller,
                                                 reactor=reactor)
         event_log = [] if self.connection_event_log is None else [self.connection_event_log]
+        # The admin REST endpoint starts right after the pool: its health checks answer (not
+        # ready) while the logs load, and a bad admin.rest.* setting stops startup early.
+        self.admin_rest: AdminRestService | None = None
+        admin_settings = AdminRestSettings.from_config(config)
+        if admin_settings is not None:
+            self.admin_rest = AdminRestService(admin_settings, AdminBackend(
+                socket_server=self.socket_server, admin_manager=self.admin_manager,
+                dynamic_config=self.dynamic_config, metrics=self.metrics, broker_id=broker_id,
+                readiness=self.readiness, reload_certificates=self.reload_certificates), reactor, config)
+        admin = [] if self.admin_rest is None else [self.admin_rest]
         if cluster:
             assert self.zk is not None and self.registration is not None
-            children = (self.io_threads, ZooKeeperSession(self.zk), self.log_manager, self.group_coordinator,
+            children = (self.io_threads, *admin, ZooKeeperSession(self.zk), self.log_manager, self.group_coordinator,
                         *pools, self.socket_server, self.registration, controller_service, *event_log,
                         self.lifecycle)
         else:
-            children = (self.io_threads, self.log_manager, self.group_coordinator, *pools, self.socket_server,
+            children = (self.io_threads, *admin, self.log_manager, self.group_coordinator, *pools, self.socket_server,
                         controller_service, *event_log, self.lifecycle)
         for child in children:
             child.setServiceParent(self)
         self.started: Deferred = Deferred()
         self._startup_failed = False
+        self._children_started: set[int] = set()   # id() of each child whose startService finished
 
     @property
     def config(self):
         """The running configuration (static keys plus the dynamic broker configs in effect)."""
         return self.dynamic_config.current
+
+    def reload_certificates(self) -> dict[str, str]:
+        """Re-read the key and trust stores of every TLS listener and of the https admin endpoint (SIGHUP;
+        the admin endpoint's ``POST /v1/tls/reload``).
+
+        New connections get the new certificates, open ones keep theirs; a
+        listener whose new files are unusable keeps the old ones and says why.
+        Returns listener -> "reloaded" / "unchanged" / the error, the admin
+        endpoint under ``admin.rest``.
+        """
+        outcome = self.socket_server.reload_tls(self.config)
+        if self.admin_rest is not None:
+            admin = self.admin_rest.reload_tls(self.config)
+            if admin is not None:
+                outcome[self.admin_rest.TLS_NAME] = admin
+        self.log.info("TLS certificates: {outcome}",
+                      outcome=", ".join(f"{name} {what}" for name, what in outcome.items()) or "no TLS listener")
+        return outcome
+
+    def readiness(self) -> dict[str, bool]:
+        """What ``/v1/health/ready`` checks: the logs loaded (recovered after a crash), every
+        listener bound and accepting, and the broker not shutting down."""
+        acceptors = self.socket_server.acceptors.values()
+        return {
+            "log_recovered": id(self.log_manager) in self._children_started,
+            "listeners_bound": all(a.port is not None for a in acceptors),
+            "accepting": id(self.lifecycle) in self._children_started and all(a.enabled for a in acceptors),
+            "running": bool(self.running) and not self._startup_failed and self.socket_server.data_plane.open,
+        }
 
     # -- a ZooKeeper cluster ----------------------------------------------------------------
 
@@ -361,13 +434,16 @@ class KafkaServer(MultiService):
         self.log.info("{budget}", budget=self.descriptors.describe())
         for child in self:
             await maybeDeferred(child.startService)
+            self._children_started.add(id(child))
             if child is self.log_manager:
                 self._check_budget()
-        self.log.info("Broker {broker_id} of cluster {cluster_id} started in {elapsed:.3f}s; listeners: {listeners}",
-                      broker_id=self.broker.broker_id, cluster_id=self.broker.cluster_id,
+        admin = f"; admin REST: {self.admin_rest.url}" if self.admin_rest is not None else ""
+        self.log.info("Broker {broker_id} of cluster {cluster_id} started in {elapsed:.3f}s; listeners: {listeners}"
+                      "{admin}", broker_id=self.broker.broker_id, cluster_id=self.broker.cluster_id,
                       elapsed=monotonic() - began,
                       listeners=", ".join(f"{name}={a.bound_address}({a.plane.name})"
-                                          for name, a in self.socket_server.acceptors.items()))
+                                          for name, a in self.socket_server.acceptors.items()),
+                      admin=admin)
 
     def _check_budget(self) -> None:
         hosted, budget = len(self.log_manager.all_logs()), self.descriptors.partitions

@@ -169,10 +169,12 @@ class MetadataCache:
                 for b in sorted(self.brokers.values(), key=lambda b: b.broker_id)
                 if (ep := b.endpoints.get(listener_name)) is not None]
 
-    def topic_fragment(self, name: str, version: int, include_authorized_operations: bool = False) -> bytes:
-        """The encoded Metadata entry of an existing topic at ``version`` (cached)."""
+    def topic_fragment(self, name: str, version: int, include_authorized_operations: bool = False,
+                       operations: frozenset[int] | None = None) -> bytes:
+        """The encoded Metadata entry of an existing topic at ``version`` (cached); with
+        ``operations`` (an authorizer's answer for one principal) encoded with those, not cached."""
         key = (name, version if not include_authorized_operations else -1 - version)
-        fragment = self._fragments.get(key)
+        fragment = None if operations is not None else self._fragments.get(key)
         if fragment is None:
             topic = self.topics[name]
             partitions = []
@@ -183,10 +185,13 @@ class MetadataCache:
                     error_code=error, partition_index=index, leader_id=state.leader,
                     leader_epoch=state.leader_epoch, replica_nodes=list(state.replicas),
                     isr_nodes=list(state.isr), offline_replicas=list(state.offline_replicas)))
-            fragment = self._fragments[key] = encode_topic_fragment(version, TopicMetadata(
+            fragment = encode_topic_fragment(version, TopicMetadata(
                 error_code=ErrorCode.NONE, name=name, topic_id=topic.topic_id, is_internal=topic.is_internal,
                 partitions=partitions,
-                authorized_operations=set(TOPIC_OPERATIONS) if include_authorized_operations else None))
+                authorized_operations=(set(operations) if operations is not None else set(TOPIC_OPERATIONS))
+                if include_authorized_operations else None))
+            if operations is None:
+                self._fragments[key] = fragment
         return fragment
 
 

@@ -61,9 +61,11 @@ class ReplicaFetcher:
     log = Logger(namespace="twisted_kafka.server.ReplicaFetcher")
 
     def __init__(self, *, source_broker: int, fetcher_id: int, broker_id: int, config, reactor,
-                 endpoint, replica_manager):
+                 endpoint, replica_manager, tls=None):
         """``endpoint(broker_id)``: the leader's (host, port, security protocol) on the replication
-        listener, or None while it is not known."""
+        listener, or None while it is not known; ``tls(security_protocol)``: the ``ClientTls`` of an
+        SSL listener (None: plain)."""
+        self.tls = tls
         self.source_broker = source_broker
         self.fetcher_id = fetcher_id
         self.broker_id = broker_id
@@ -170,11 +172,12 @@ class ReplicaFetcher:
             self.log.info("{fetcher}: the leader's replication listener is not known yet", fetcher=self)
             return None
         host, port, security_protocol = where
+        tls = self.tls(security_protocol) if self.tls is not None else None
         self._client = await connect(self.reactor, host, port, client_id=f"broker-{self.broker_id}-fetcher-"
                                      f"{self.fetcher_id}", timeout=self.config["replica.socket.timeout.ms"] / 1000,
                                      security_protocol=security_protocol, name=f"broker {self.source_broker}",
                                      max_response_size=self.config["replica.fetch.response.max.bytes"]
-                                     + self.config["replica.fetch.max.bytes"] + 1024 * 1024)
+                                     + self.config["replica.fetch.max.bytes"] + 1024 * 1024, tls=tls)
         return self._client
 
     async def _request(self, client: KafkaClientProtocol, body, version: int):

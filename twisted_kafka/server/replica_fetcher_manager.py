@@ -15,6 +15,9 @@ from __future__ import annotations
 from twisted.internet.defer import gatherResults
 from twisted.logger import Logger
 
+from twisted_kafka.client.connector import TLS_PROTOCOLS
+from twisted_kafka.network.tls import ClientTls
+
 from .metadata_cache import MetadataCache
 from .partition import Partition
 from .replica_fetcher import ReplicaFetcher
@@ -41,6 +44,12 @@ class ReplicaFetcherManager:
             return None
         return endpoint.host, endpoint.port, endpoint.security_protocol
 
+    def client_tls(self, security_protocol: str) -> ClientTls | None:
+        """The TLS settings of a connection to an SSL replication listener (its ``ssl.*`` keys), else None."""
+        if security_protocol not in TLS_PROTOCOLS:
+            return None
+        return ClientTls.from_config(self.config, self.listener_name)
+
     def fetcher_id(self, topic: str, index: int) -> int:
         return (hash(topic) * 31 + index) % max(1, self.config["num.replica.fetchers"])
 
@@ -54,7 +63,7 @@ class ReplicaFetcherManager:
         if fetcher is None:
             fetcher = self.fetchers[key] = ReplicaFetcher(
                 source_broker=partition.leader_id, fetcher_id=key[1], broker_id=self.broker_id, config=self.config,
-                reactor=self.reactor, endpoint=self.endpoint, replica_manager=self.replicas)
+                reactor=self.reactor, endpoint=self.endpoint, replica_manager=self.replicas, tls=self.client_tls)
             fetcher.start()
         fetcher.add_partition(partition)
         self._by_partition[(partition.topic, partition.index)] = fetcher

@@ -198,6 +198,12 @@ class ReplicaManager:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
         return partition
 
+    def log_start_offset(self, topic: str, index: int) -> int:
+        """The log start offset of a hosted partition, -1 for one this broker does not host
+        (what a failed Produce partition answers, as in Kafka)."""
+        partition = self.partitions.get((topic, index))
+        return -1 if partition is None else partition.log_start_offset
+
     def leader_partition(self, topic: str, index: int) -> Partition:
         partition = self.partition(topic, index)
         if not partition.is_leader:

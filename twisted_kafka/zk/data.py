@@ -59,6 +59,8 @@ PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
+#: Producer id blocks (ZkData.ProducerIdBlockZNode): the last block any broker claimed.
+LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 CONSUMERS = "/consumers"
 
 #: Config entity types (Kafka's ConfigType) and the cluster-default broker entity (ConfigEntityName.Default).
@@ -68,7 +70,7 @@ DEFAULT_ENTITY = "<default>"
 
 #: The persistent paths a Kafka broker creates at startup (ZkData.PersistentZkPaths), config entity types included.
 PERSISTENT_PATHS = (CONSUMERS, BROKER_IDS, TOPICS, CONFIG_CHANGES, DELETE_TOPICS, BROKER_SEQUENCE_ID,
-                    ISR_CHANGE_NOTIFICATION, "/latest_producer_id_block", LOG_DIR_EVENT_NOTIFICATION,
+                    ISR_CHANGE_NOTIFICATION, LATEST_PRODUCER_ID_BLOCK, LOG_DIR_EVENT_NOTIFICATION,
                     CONFIG_TOPICS, "/config/clients", "/config/users", CONFIG_BROKERS, "/config/ips")
 
 #: Kafka's KafkaController.InitialControllerEpoch: the value /controller_epoch is created with.
@@ -334,3 +336,33 @@ def encode_partition_list(partitions: Iterable[tuple[str, int]]) -> bytes:
 def decode_partition_list(data: bytes | None) -> list[tuple[str, int]]:
     value = _loads(data) or {}
     return [(str(p["topic"]), int(p["partition"])) for p in value.get("partitions", [])]
+
+
+# -- ACLs (Kafka's ZkAclStore / ZkAclChangeStore) ------------------------------------------------
+#
+# LITERAL patterns under /kafka-acl/<ResourceType>/<name>, other pattern types under
+# /kafka-acl-extended/<pattern type, lower case>/<ResourceType>/<name>; the data is
+# {"version": 1, "acls": [{"principal", "permissionType", "operation", "host"}]} with Kafka's upper
+# camel case names (SecurityUtils).  A change of a resource's ACLs is announced by a sequential
+# node: /kafka-acl-changes/acl_changes_<n> holding "<RESOURCE_TYPE>:<name>" (literal), or
+# /kafka-acl-extended-changes/acl_changes_<n> holding {"version": 1, "resourceType", "name", "patternType"}.
+
+ACL_PATH = "/kafka-acl"
+EXTENDED_ACL_PATH = "/kafka-acl-extended"
+ACL_CHANGES = "/kafka-acl-changes"
+EXTENDED_ACL_CHANGES = "/kafka-acl-extended-changes"
+ACL_CHANGE_PREFIX = "acl_changes_"
+
+
+def acl_root(pattern_type_name: str) -> str:
+    """The root holding ACLs of a pattern type (``LITERAL``, ``PREFIXED``)."""
+    return ACL_PATH if pattern_type_name == "LITERAL" else f"{EXTENDED_ACL_PATH}/{pattern_type_name.lower()}"
+
+
+def encode_acl_change(resource_type_name: str, name: str, pattern_type_name: str) -> tuple[str, bytes]:
+    """(change path prefix, data) announcing a change of one resource pattern's ACLs."""
+    if pattern_type_name == "LITERAL":
+        return f"{ACL_CHANGES}/{ACL_CHANGE_PREFIX}", f"{resource_type_name}:{name}".encode()
+    return (f"{EXTENDED_ACL_CHANGES}/{ACL_CHANGE_PREFIX}",
+            json.dumps({"version": 1, "resourceType": resource_type_name, "name": name,
+                        "patternType": pattern_type_name}).encode())

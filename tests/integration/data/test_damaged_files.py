@@ -217,8 +217,12 @@ def test_garbage_dir_checkpoint_is_discarded(populated, name):
     single_line_about(broker, name)
     assert_intact(broker, ids)
     from twisted_kafka.log.checkpoints import read_offset_checkpoint
-    assert set(read_offset_checkpoint(os.path.join(broker.log_dirs[0], name))) == {   # written again at once
-        (t, p) for t, n in TOPICS.items() for p in range(n)} | {("__connection_events", 0)}  # and the broker's own
+    # Written again at once: every user partition, and the broker's internal topics
+    # (``__connection_events``; ``__consumer_offsets`` once any client looked up a group).
+    written = set(read_offset_checkpoint(os.path.join(broker.log_dirs[0], name)))
+    assert {tp for tp in written if not tp[0].startswith("__")} == {
+        (t, p) for t, n in TOPICS.items() for p in range(n)}
+    assert ("__connection_events", 0) in written
 
 
 def test_garbage_leader_epoch_checkpoint_is_rebuilt_from_the_batches(populated):

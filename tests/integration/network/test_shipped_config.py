@@ -35,6 +35,7 @@ class ShippedConfigBroker:
         directory.mkdir(parents=True, exist_ok=True)
         self.log_path = directory / "broker.log"
         command = [str(START_SCRIPT), str(BASE_CONFIG)]
+        overrides = {"admin.rest.listener": "http://127.0.0.1:0", **overrides}   # the default 9644 is shared
         for key, value in overrides.items():
             command += ["--override", f"{key}={value}"]
         with open(self.log_path, "wb") as log:

@@ -74,3 +74,19 @@ def test_cancelling_abandons_the_attempt():
     assert failure_of(d).check(ConnectingCancelledError)
     assert brokers.attempts() == []
     assert not brokers.reactor.getDelayedCalls(), "no timeout left behind"
+
+
+def test_tls_security_protocols_wrap_tcp_in_tls(tmp_path):
+    import trustme
+
+    from twisted_kafka.config import KafkaConfig
+    from twisted_kafka.network.tls import ClientTls
+
+    ca = trustme.CA()
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    config = KafkaConfig.from_props({"ssl.truststore.type": "PEM", "ssl.truststore.location": str(ca_file)})
+    tls = ClientTls.from_config(config, "CONTROLLER")
+    endpoint = client_endpoint(MemoryReactorClock(), "h", 9093, security_protocol="SSL", tls=tls)
+    assert type(endpoint).__name__ == "_WrapperEndpoint"
+    assert tls.settings.endpoint_identification == "https" and tls.settings.key is None

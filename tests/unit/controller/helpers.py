@@ -39,7 +39,7 @@ class FakeChannels:
         self.closed = False
         self.pending: list[tuple[Deferred, object]] = []
 
-    def add_broker(self, broker_id, host, port):
+    def add_broker(self, broker_id, host, port, **listener):
         self.added.append((broker_id, host, port))
 
     def remove_broker(self, broker_id):

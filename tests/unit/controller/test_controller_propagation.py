@@ -20,7 +20,9 @@ from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.codec import decode_request, encode_request
 from twisted_kafka.protocol.registry import ApiKey
 
-from .helpers import FakeChannels, InlineReactor, live_broker, make_controller, make_store, run
+from tests.support.inline import InlineReactor
+
+from .helpers import FakeChannels, live_broker, make_controller, make_store, run
 
 UM, LAI, SR = ApiKey.UPDATE_METADATA, ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA
 

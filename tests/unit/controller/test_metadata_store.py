@@ -23,7 +23,9 @@ from twisted_kafka.config import StartupError
 
 from tests.support.inline import ManualThreadPool, SyncThreadPool
 
-from .helpers import InlineReactor, make_store, run
+from tests.support.inline import InlineReactor
+
+from .helpers import make_store, run
 
 
 class ManualPool(ManualThreadPool):

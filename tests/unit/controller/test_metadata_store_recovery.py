@@ -9,7 +9,7 @@ import uuid
 import pytest
 from twisted.internet.defer import ensureDeferred
 
-from tests.unit.log.helpers import FakeReactor, SyncThreadPool
+from tests.support.inline import InlineReactor, SyncThreadPool
 from twisted_kafka.controller.metadata_store import JsonFileMetadataStore, PartitionRecord, topic_record
 from twisted_kafka.config import StartupError
 from twisted_kafka.log.checkpoints import write_epoch_checkpoint, write_partition_metadata
@@ -27,7 +27,7 @@ def _run(coroutine):
 
 
 def _store(log_dir, *, broker_id=3, log_dirs=None) -> JsonFileMetadataStore:
-    return JsonFileMetadataStore(str(log_dir), reactor=FakeReactor(), threadpool=SyncThreadPool(),
+    return JsonFileMetadataStore(str(log_dir), reactor=InlineReactor(), threadpool=SyncThreadPool(),
                                  log_dirs=log_dirs, broker_id=broker_id)
 
 

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import os
-from collections import deque
 
-from twisted.internet.task import Clock
-from twisted.python.failure import Failure
 
 from twisted_kafka.log.log import Log
 from twisted_kafka.log.log_config import LogConfig
 from twisted_kafka.protocol.records.batch import parse_batch_header, iter_batch_headers
 from twisted_kafka.protocol.records.builder import build_batch
 from twisted_kafka.protocol.records.record import iter_records
+
 
 NOW = 1_700_000_000_000
 
@@ -66,43 +64,68 @@ def first_header(data: bytes):
     return parse_batch_header(data, 0)
 
 
-class FakeReactor(Clock):
-    """``task.Clock`` plus ``callFromThread`` (runs at once: the pool below is synchronous)."""
-
-    def callFromThread(self, f, *args, **kwargs):
-        f(*args, **kwargs)
 
 
-class SyncThreadPool:
-    """Runs "thread pool" work immediately on the calling thread."""
-
-    def __init__(self):
-        self.calls = []
-
-    def callInThreadWithCallback(self, on_result, f, *args, **kwargs):
-        self.calls.append(getattr(f, "__name__", repr(f)))
-        try:
-            result = f(*args, **kwargs)
-        except BaseException:
-            on_result(False, Failure())
-        else:
-            on_result(True, result)
+def keyed_batch(pairs, *, ts: int = NOW, **kwargs) -> bytes:
+    """A batch of ``(key, value)`` records (value None: a tombstone), all at ``ts``."""
+    return build_batch([(k, v, (), ts) for k, v in pairs], **kwargs)
 
 
-class ManualThreadPool(SyncThreadPool):
-    """Queues work; the test decides when each item "runs in its thread"."""
+def compacted_log(tmp_path, name: str = "c-0", **changes) -> Log:
+    changes.setdefault("cleanup_policy", ("compact",))
+    return new_log(tmp_path, name, **changes)
 
-    def __init__(self):
-        super().__init__()
-        self.queue = deque()
 
-    def callInThreadWithCallback(self, on_result, f, *args, **kwargs):
-        self.queue.append((on_result, f, args, kwargs))
+def append_keyed(log: Log, pairs, *, ts: int = NOW, **kwargs):
+    from twisted_kafka.log.log import AppendOrigin
 
-    def run_one(self):
-        on_result, f, args, kwargs = self.queue.popleft()
-        SyncThreadPool.callInThreadWithCallback(self, on_result, f, *args, **kwargs)
+    return log.append_as_leader(keyed_batch(pairs, ts=ts, **kwargs), 0, NOW, origin=AppendOrigin.COORDINATOR)
 
-    def run_all(self):
-        while self.queue:
-            self.run_one()
+
+def all_records(log: Log) -> list:
+    """Every record of the log from its start: ``Record`` tuples (offset, timestamp, key, value, ...)."""
+    out = []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        info = log.read(offset, 1 << 20)
+        if info.empty:
+            break
+        data = b"".join(bytes(c) for c in info.records)
+        for pos, header in iter_batch_headers(data):
+            out.extend(r for r in iter_records(data, pos, header) if r.offset >= offset)
+        offset = info.next_offset
+    return out
+
+
+def all_headers(log: Log) -> list:
+    out = []
+    for segment in log.segments:
+        out.extend(h for _, h in segment.iter_headers(0))
+    return out
+
+
+def latest_by_key(records) -> dict:
+    """{key: (offset, value)} of the last record of each key."""
+    return {r.key: (r.offset, r.value) for r in records}
+
+
+def clean_now(log: Log, *, now_ms: int = NOW, checkpoint: int | None = None, memory: int = 64 << 20,
+              chunk: int = 256 * 1024, swap: bool = True):
+    """One cleaning of ``log`` run synchronously (what ``LogCleaner`` does in the pool), its
+    groups swapped in.  Returns the ``CleanTask``."""
+    from twisted_kafka.log.cleaner import CleanTask, OffsetMap, log_to_clean
+
+    target = log_to_clean(log, checkpoint, now_ms)
+    task = CleanTask(log, target.first_dirty_offset, target.first_uncleanable_offset, OffsetMap(memory),
+                     now_ms=now_ms)
+    while not task.map_done:
+        task.build_map_step(chunk)
+    for group in task.plan():
+        task.start_group(group)
+        while not task.group_done:
+            task.clean_step(chunk)
+        cleaned = task.finish_group()
+        if swap:
+            assert log.replace_segments(cleaned, group)
+            task.swapped()
+    return task

@@ -19,7 +19,9 @@ from twisted_kafka.log.disk_space import RESERVE_FILE, LogDirSpace, is_out_of_sp
 from twisted_kafka.log.log_manager import LogManager
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
-from .helpers import NOW, FakeReactor, SyncThreadPool, batch, records_of
+from tests.support.inline import InlineReactor, SyncThreadPool
+
+from .helpers import NOW, batch, records_of
 
 
 def _result(d):
@@ -40,7 +42,7 @@ def _enospc(*args, **kwargs):
 
 @pytest.fixture
 def manager(tmp_path):
-    reactor = FakeReactor()
+    reactor = InlineReactor()
     reactor.advance(NOW / 1000)
     config = KafkaConfig.from_props({"log.dirs": str(tmp_path / "data")})
     manager = LogManager(config, reactor=reactor, threadpool=SyncThreadPool())

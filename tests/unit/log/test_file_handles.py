@@ -15,7 +15,9 @@ from twisted_kafka.log.file_handles import OPEN_FILES, FileHandleCache
 from twisted_kafka.log.log_manager import LogManager
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
-from .helpers import NOW, FakeReactor, SyncThreadPool, batch, new_log, records_of
+from tests.support.inline import InlineReactor, SyncThreadPool
+
+from .helpers import NOW, batch, new_log, records_of
 
 
 def fds_under(path) -> int:
@@ -186,7 +188,7 @@ def test_an_append_without_a_descriptor_fails_alone(tmp_path, open_files):
 
 
 def _manager(tmp_path, max_open_files: int) -> LogManager:
-    reactor = FakeReactor()
+    reactor = InlineReactor()
     reactor.advance(NOW / 1000)
     manager = LogManager(KafkaConfig.from_props({"log.dirs": str(tmp_path / "data")}), reactor=reactor,
                          threadpool=SyncThreadPool(), max_open_files=max_open_files)
@@ -224,7 +226,7 @@ def test_a_log_that_cannot_be_created_leaves_nothing_behind(tmp_path, open_files
 def test_a_read_without_a_descriptor_fails_alone(tmp_path, open_files):
     from twisted_kafka.log.unified_log import UnifiedLog
 
-    clock = FakeReactor()
+    clock = InlineReactor()
     unified = UnifiedLog(new_log(tmp_path), reactor=clock, threadpool=SyncThreadPool())
     unified.local_log.append_as_leader(batch(1), 0, NOW)
     while open_files.shed():

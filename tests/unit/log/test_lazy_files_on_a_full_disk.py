@@ -25,7 +25,9 @@ from twisted_kafka.log.log_manager import LogManager
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.records.batch import iter_batch_headers
 
-from .helpers import NOW, FakeReactor, SyncThreadPool, batch, config, new_log, records_of
+from tests.support.inline import InlineReactor, SyncThreadPool
+
+from .helpers import NOW, batch, config, new_log, records_of
 
 ENOSPC = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
@@ -130,7 +132,7 @@ def test_index_entries_that_cannot_be_written_keep_the_recovery_point_and_are_wr
 
 def _manager(tmp_path, reactor=None) -> LogManager:
     if reactor is None:
-        reactor = FakeReactor()
+        reactor = InlineReactor()
         reactor.advance(NOW / 1000)
     props = {"log.dirs": str(tmp_path / "data"), "log.segment.bytes": "500", "log.index.interval.bytes": "1"}
     manager = LogManager(KafkaConfig.from_props(props), reactor=reactor, threadpool=SyncThreadPool())
@@ -171,7 +173,7 @@ def _flip(path: str, position: int) -> None:
 
 
 def test_damage_is_found_in_segments_whose_files_are_not_open(tmp_path, open_files):
-    reactor = FakeReactor()
+    reactor = InlineReactor()
     reactor.advance(NOW / 1000)
     manager = _manager(tmp_path, reactor)
     log = manager.create_log("t", 0)

@@ -20,7 +20,9 @@ from twisted_kafka.log.log_manager import LogManager
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.records.batch import iter_batch_headers
 
-from .helpers import NOW, FakeReactor, SyncThreadPool, batch, config, new_log, records_of
+from tests.support.inline import InlineReactor, SyncThreadPool
+
+from .helpers import NOW, batch, config, new_log, records_of
 
 SEGMENT = dict(segment_bytes=500)
 
@@ -189,7 +191,7 @@ def test_a_garbage_leader_epoch_checkpoint_is_rebuilt_from_the_batches(tmp_path)
 
 
 def test_after_an_unclean_start_segments_below_the_recovery_point_are_checked_in_the_background(tmp_path):
-    reactor = FakeReactor()
+    reactor = InlineReactor()
     reactor.advance(NOW / 1000)
     props = {"log.dirs": str(tmp_path / "data"), "log.segment.bytes": "500"}
     manager = LogManager(KafkaConfig.from_props(props), reactor=reactor, threadpool=SyncThreadPool())

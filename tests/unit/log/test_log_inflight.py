@@ -11,7 +11,9 @@ from twisted_kafka.log.log_manager import LogManager
 from twisted_kafka.log.segment import WouldBlock
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
-from .helpers import NOW, FakeReactor, ManualThreadPool, batch, new_log, records_of, reopen
+from tests.support.inline import InlineReactor, ManualThreadPool
+
+from .helpers import NOW, batch, new_log, records_of, reopen
 
 
 def test_prepared_appends_are_ordered_and_visible_only_when_committed(tmp_path):
@@ -98,7 +100,7 @@ def test_a_failed_write_after_a_roll_rolls_back_to_the_earlier_segment(tmp_path)
 
 
 def _manager(tmp_path, pool, **props):
-    reactor = FakeReactor()
+    reactor = InlineReactor()
     reactor.advance(NOW / 1000)
     base = {"log.dirs": str(tmp_path / "data")}
     base.update(props)

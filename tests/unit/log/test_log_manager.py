@@ -17,7 +17,9 @@ from twisted_kafka.log.checkpoints import (
 from twisted_kafka.log.log_manager import LogManager
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
-from .helpers import NOW, FakeReactor, ManualThreadPool, SyncThreadPool, batch, records_of
+from tests.support.inline import InlineReactor, ManualThreadPool, SyncThreadPool
+
+from .helpers import NOW, batch, records_of
 
 
 def _config(tmp_path, **props):
@@ -27,7 +29,7 @@ def _config(tmp_path, **props):
 
 
 def _manager(tmp_path, pool=None, **props):
-    reactor = FakeReactor()
+    reactor = InlineReactor()
     reactor.advance(NOW / 1000)
     manager = LogManager(_config(tmp_path, **props), reactor=reactor,
                          threadpool=pool or SyncThreadPool())
@@ -240,7 +242,7 @@ def test_non_partition_entries_are_ignored(tmp_path):
 def test_logs_spread_over_several_dirs_and_reload(tmp_path):
     dirs = [tmp_path / "a", tmp_path / "b"]
     props = {"log.dirs": ",".join(map(str, dirs))}
-    reactor = FakeReactor()
+    reactor = InlineReactor()
     manager = LogManager(KafkaConfig.from_props(props), reactor=reactor, threadpool=SyncThreadPool())
     manager.startService()
     for p in range(4):

@@ -19,12 +19,14 @@ from twisted.trial import unittest
 from twisted_kafka.log.unified_log import INLINE_WRITE_MAX_BYTES, UnifiedLog
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
-from .helpers import NOW, FakeReactor, ManualThreadPool, batch, new_log, records_of
+from tests.support.inline import InlineReactor, ManualThreadPool
+
+from .helpers import NOW, batch, new_log, records_of
 
 
 def _unified(tmp_path, name: str = "t-0", pool=None, **changes):
     pool = pool if pool is not None else ManualThreadPool()
-    clock = FakeReactor()
+    clock = InlineReactor()
     clock.advance(NOW / 1000)
     return UnifiedLog(new_log(tmp_path, name, **changes), reactor=clock, threadpool=pool), pool
 

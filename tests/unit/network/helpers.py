@@ -216,10 +216,11 @@ class Stack:
 
     ``handlers`` are registered with the Stack's ``KafkaApis`` beside the real
     ApiVersions handler, which advertises what the connection's plane serves.
+    ``sasl`` maps SASL listeners to their ``SaslServerConfig``.
     With ``enable=False`` the listeners are bound but not accepting.
     """
 
-    def __init__(self, props: dict[str, str] | None = None, *, handlers=(), enable: bool = True,
+    def __init__(self, props: dict[str, str] | None = None, *, handlers=(), enable: bool = True, sasl=None,
                  **overrides: str):
         self.clock = FakeListeningReactor()
         self.config = make_config(props, **overrides)
@@ -229,7 +230,7 @@ class Stack:
         for handler in handlers:
             self.apis.register(handler)
         self.server = SocketServer(config=self.config, listeners=self.listeners, reactor=self.clock,
-                                   metrics=self.metrics, apis=self.apis)
+                                   metrics=self.metrics, apis=self.apis, sasl=sasl)
         self.ports: dict[str, FakePort] = {}
         for name, acceptor in self.server.acceptors.items():
             bound = []

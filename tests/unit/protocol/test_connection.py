@@ -54,8 +54,10 @@ def serves(api_key: int):
     return REGISTRY.get(api_key) if api_key in SERVED else None
 
 
-def connection(*, max_request_size: int = LIMIT, sasl: bool = False) -> ServerConnection:
-    return ServerConnection(max_request_size=max_request_size, serves=serves, authentication_required=sasl)
+def connection(*, max_request_size: int = LIMIT, sasl: bool = False,
+               max_authentication_size: int = 524288) -> ServerConnection:
+    return ServerConnection(max_request_size=max_request_size, serves=serves, authentication_required=sasl,
+                            max_authentication_size=max_authentication_size)
 
 
 def wire(body, version: int, correlation_id: int = 1, client_id: str | None = "unit") -> bytes:
@@ -512,15 +514,29 @@ def test_after_a_v0_handshake_frames_are_raw_tokens_until_authenticated():
     assert conn.requests_received == 2, "tokens are not counted as requests"
 
 
-def test_raw_tokens_obey_the_size_limit():
-    conn = connection(sasl=True, max_request_size=64)
+def test_raw_tokens_obey_the_pre_authentication_size_limit():
+    conn = connection(sasl=True, max_authentication_size=64)
     conn.receive_data(sasl_handshake(1, version=0))
     conn.next_event()
     conn.sasl_handshake_complete(raw_tokens=True)
     conn.response_complete()
     conn.receive_data(framed(b"x" * 65))
-    assert isinstance(conn.next_event(), ProtocolViolation)
+    event = conn.next_event()
+    assert isinstance(event, ProtocolViolation) and "sasl.server.max.receive.size" in event.message
     assert_closed(conn)
+
+
+def test_sasl_server_max_receive_size_holds_until_authentication_then_socket_request_max_bytes():
+    """Kafka's authenticator reads with sasl.server.max.receive.size; afterwards requests may be larger."""
+    big = metadata(5)
+    conn = connection(sasl=True, max_authentication_size=len(big) - 5, max_request_size=LIMIT)
+    conn.receive_data(big)
+    assert isinstance(conn.next_event(), ProtocolViolation), "a pre-authentication frame over the SASL limit"
+    authenticated = connection(sasl=True, max_authentication_size=len(big) - 5, max_request_size=LIMIT)
+    authenticated.authentication_complete()
+    authenticated.receive_data(big)
+    assert isinstance(authenticated.next_event(), RequestReceived)
+    assert authenticated.max_request_size == LIMIT
 
 
 def test_handshake_outcomes_only_apply_in_their_state():

@@ -34,9 +34,10 @@ from twisted_kafka.controller.client import LocalControllerClient, NewTopic
 from twisted_kafka.controller.kafka_controller import KafkaController, LiveBroker
 from twisted_kafka.controller.metadata_store import JsonFileMetadataStore
 from twisted_kafka.coordinator.group.service import GroupCoordinatorService
+from twisted_kafka.coordinator.transaction import FileProducerIdBlockStore, ProducerIdManager
 from twisted_kafka.log import LogManager
 from twisted_kafka.network.listeners import parse_listeners
-from twisted_kafka.network.request import Request, RequestContext, SendResponse
+from twisted_kafka.network.request import ANONYMOUS, Request, RequestContext, SendResponse
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.codec import decode_request, decode_response, encode_request
 from twisted_kafka.protocol.header import RequestHeader
@@ -44,10 +45,17 @@ from twisted_kafka.protocol.records.builder import build_batch
 from twisted_kafka.protocol.registry import REGISTRY
 from twisted_kafka.server.admin_manager import AdminManager
 from twisted_kafka.server.api_table import broker_handlers
+from twisted_kafka.security.authorizer import AclAuthorizer
+from twisted_kafka.server.authorization import Authorization
 from twisted_kafka.server.broker_metadata import BrokerMetadata
 from twisted_kafka.server.config_repository import ConfigRepository
 from twisted_kafka.server.controller_requests import ControllerRequestGuard
-from twisted_kafka.server.dynamic_config import ConnectionLimits, DynamicBrokerConfig, LogDefaults
+from twisted_kafka.server.dynamic_config import (
+    ConnectionLimits,
+    DynamicBrokerConfig,
+    LogDefaults,
+    ProducerIdExpiration,
+)
 from twisted_kafka.server.kafka_apis import KafkaApis
 from twisted_kafka.server.metadata_cache import MetadataCache
 from twisted_kafka.server.replica_manager import ReplicaManager
@@ -80,20 +88,22 @@ def result_of(d):
     return outcome[0]
 
 
-def context(*, plane: str = "data", listener: str = "PLAINTEXT", client_id: str | None = "unit") -> RequestContext:
+def context(*, plane: str = "data", listener: str = "PLAINTEXT", client_id: str | None = "unit",
+            principal: str = ANONYMOUS) -> RequestContext:
     return RequestContext(connection_id="127.0.0.1:9092-127.0.0.1:50000-0", listener_name=listener,
                           security_protocol="PLAINTEXT", plane=plane, client_host="127.0.0.1", client_port=50000,
-                          client_id=client_id)
+                          client_id=client_id, principal=principal)
 
 
 def make_request(message, version: int, *, correlation_id: int = 7, client_id: str | None = "unit",
-                 plane: str = "data", listener: str = "PLAINTEXT") -> Request:
+                 plane: str = "data", listener: str = "PLAINTEXT", principal: str = ANONYMOUS) -> Request:
     """``message`` at ``version`` as the broker receives it: encoded, then decoded by the codec."""
     frame = b"".join(encode_request(message, version, correlation_id, client_id))[4:]
     header, body = decode_request(frame, strict=True)
     assert (header.api_key, header.api_version, header.correlation_id) == (type(message).API_KEY, version,
                                                                             correlation_id)
-    return Request(context=context(plane=plane, listener=listener, client_id=client_id), header=header, body=body,
+    return Request(context=context(plane=plane, listener=listener, client_id=client_id, principal=principal),
+                   header=header, body=body,
                    spec=REGISTRY[header.api_key], size=len(frame))
 
 
@@ -151,7 +161,7 @@ class InMemoryChannels:
 
     # -- the ControllerChannelManager interface -----------------------------------------
 
-    def add_broker(self, broker_id: int, host: str, port: int) -> None:
+    def add_broker(self, broker_id: int, host: str, port: int, **listener) -> None:
         assert broker_id in self.brokers, f"broker {broker_id} has no KafkaApis here"
 
     def remove_broker(self, broker_id: int) -> None:
@@ -236,17 +246,21 @@ class Broker:
         self.quotas = RecordingQuotas()
         self.dynamic_config.add_reconfigurable(LogDefaults(self.log_manager, self.config_repository))
         self.dynamic_config.add_reconfigurable(ConnectionLimits(self.quotas))
+        self.dynamic_config.add_reconfigurable(ProducerIdExpiration(self.log_manager))
+        self.producer_ids = ProducerIdManager(BROKER_ID, FileProducerIdBlockStore(
+            [self.log_dir], reactor=self.reactor, threadpool=self.pool))
         self.served: dict[str, list[int]] = {}
         self.group_coordinator = GroupCoordinatorService(
             config=self.config, replica_manager=self.replica_manager, admin_manager=self.admin_manager,
             metadata_cache=self.metadata_cache, reactor=self.reactor, broker_id=BROKER_ID)
+        self.authorization = Authorization(AclAuthorizer.from_config(self.config))
         self.apis = KafkaApis(broker_handlers(
             advertised_keys=self._advertised_keys, replica_manager=self.replica_manager,
             metadata_cache=self.metadata_cache, admin_manager=self.admin_manager,
             config_repository=self.config_repository, dynamic_config=self.dynamic_config,
             controller=self.controller_client, controller_guard=self.guard,
             group_coordinator=self.group_coordinator.coordinator, offsets_topic=self.group_coordinator,
-            clock=self.reactor))
+            producer_ids=self.producer_ids, clock=self.reactor, authorization=self.authorization))
         self.channels.brokers[BROKER_ID] = self.apis
         if start:
             self.start()
@@ -331,4 +345,4 @@ def served_api_keys() -> list[int]:
     return sorted(handler.api_key for handler in broker_handlers(
         advertised_keys=None, replica_manager=None, metadata_cache=None, admin_manager=None,  # type: ignore[arg-type]
         config_repository=None, dynamic_config=None, controller=None, controller_guard=None,  # type: ignore[arg-type]
-        group_coordinator=None, offsets_topic=None, clock=None))  # type: ignore[arg-type]
+        group_coordinator=None, offsets_topic=None, producer_ids=None, clock=None))  # type: ignore[arg-type]

@@ -233,11 +233,12 @@ def test_the_broker_writes_connection_events_unless_the_key_says_not(tmp_path):
 
     enabled = KafkaServer(make_config(log_dirs=str(tmp_path / "a")), reactor=MemoryReactorClock())
     assert isinstance(enabled.connection_event_log, ConnectionEventLog)
-    assert enabled.socket_server.connection_events._subscribers == [enabled.connection_event_log.on_event]
+    stats = enabled.socket_server.connection_stats   # the admin endpoint's counters are always subscribed
+    assert enabled.socket_server.connection_events._subscribers == [stats, enabled.connection_event_log.on_event]
 
     disabled = KafkaServer(make_config(log_dirs=str(tmp_path / "b"), connection_events_enable="false"),
                            reactor=MemoryReactorClock())
     assert disabled.connection_event_log is None
     assert "ConnectionEventLog" not in [type(child).__name__ for child in disabled]
-    assert disabled.socket_server.connection_events._subscribers == []
+    assert disabled.socket_server.connection_events._subscribers == [disabled.socket_server.connection_stats]
     assert disabled.admin_manager.internal_topic_spec(TOPIC) is None

@@ -192,3 +192,45 @@ def test_log_defaults_reach_every_topic_with_its_own_overrides(tmp_path):
     assert (node.log("tuned").config.retention_ms, node.log("tuned").config.segment_bytes) == (777, 4096)
     node.dynamic_config.apply({"": {}})
     assert node.log("plain").config.retention_ms == 7 * 24 * 3600 * 1000
+
+
+class ListenerOnly(Component):
+    """A component like the TLS key stores: its keys change only per listener (and per broker)."""
+
+    listener_only = True
+
+    def __init__(self, keys):
+        super().__init__(keys)
+        self.reloads = 0
+
+    def reload_files(self, config):
+        self.reloads += 1
+
+
+def test_listener_only_keys_change_per_listener_and_per_broker():
+    config = DynamicBrokerConfig(KafkaConfig.from_props({}), 0)
+    tls = ListenerOnly({"ssl.keystore.location"})
+    config.add_reconfigurable(tls)
+    assert config.is_dynamic("listener.name.ssl.ssl.keystore.location")
+    assert not config.is_dynamic("ssl.keystore.location")
+    assert "only per-listener using the listener prefix: ssl.keystore.location" in \
+        raises(ErrorCode.INVALID_REQUEST, config.validate, "0", {"ssl.keystore.location": "/a.pem"})
+    assert "broker id must be specified: listener.name.ssl.ssl.keystore.location" in \
+        raises(ErrorCode.INVALID_REQUEST, config.validate, "", {"listener.name.ssl.ssl.keystore.location": "/a"})
+    updated = config.validate("0", {"listener.name.ssl.ssl.keystore.location": "/a.pem"})
+    assert updated.listener_effective("SSL", "ssl.keystore.location") == "/a.pem"
+    assert tls.validated and tls.validated[-1] is updated
+
+
+def test_a_listener_value_change_reconfigures_and_an_unchanged_alter_reloads_files():
+    config = DynamicBrokerConfig(KafkaConfig.from_props({}), 0)
+    tls = ListenerOnly({"ssl.keystore.location"})
+    config.add_reconfigurable(tls)
+    config.apply({"0": {"listener.name.ssl.ssl.keystore.location": "/a.pem"}})
+    assert len(tls.applied) == 1
+    config.apply({"0": {"listener.name.ssl.ssl.keystore.location": "/a.pem"}})
+    assert len(tls.applied) == 1                        # nothing changed: not reconfigured
+    config.reload_files()
+    assert tls.reloads == 1
+    config.apply({"0": {"ssl.keystore.location": "/b.pem"}})    # stored without the prefix: skipped
+    assert config.current["ssl.keystore.location"] is None

@@ -141,3 +141,34 @@ class ZkMetadataStoreTest(ZkTestCase):
         await store.purge_change_notifications(now_ms=10**15)
         with self.zookeeper.client(self.chroot) as raw:
             assert raw.get_children("/config/changes") == []
+
+    async def test_acls_are_written_in_kafka_s_layout_with_change_notifications(self):
+        from twisted_kafka.security.acl import (
+            AccessControlEntry, AclOperation, AclPermissionType, PatternType, ResourcePattern, ResourceType,
+        )
+
+        store = await self.claimed()
+        literal = ResourcePattern(ResourceType.TOPIC, "orders", PatternType.LITERAL)
+        prefixed = ResourcePattern(ResourceType.GROUP, "app-", PatternType.PREFIXED)
+        write = AccessControlEntry("User:alice", "*", AclOperation.WRITE, AclPermissionType.ALLOW)
+        deny = AccessControlEntry("User:bob", "10.0.0.1", AclOperation.READ, AclPermissionType.DENY)
+        await store.set_acls(literal, frozenset({write}))
+        await store.set_acls(prefixed, frozenset({deny}))
+        assert (await store.load()).acls == {literal: {write}, prefixed: {deny}}
+        with self.zookeeper.client(self.chroot) as raw:
+            assert raw_json(raw, "/kafka-acl/Topic/orders") == {"version": 1, "acls": [
+                {"principal": "User:alice", "permissionType": "Allow", "operation": "Write", "host": "*"}]}
+            assert raw_json(raw, "/kafka-acl-extended/prefixed/Group/app-") == {"version": 1, "acls": [
+                {"principal": "User:bob", "permissionType": "Deny", "operation": "Read", "host": "10.0.0.1"}]}
+            (literal_change,) = raw.get_children("/kafka-acl-changes")
+            assert raw.get(f"/kafka-acl-changes/{literal_change}")[0] == b"TOPIC:orders"
+            (extended_change,) = raw.get_children("/kafka-acl-extended-changes")
+            assert raw_json(raw, f"/kafka-acl-extended-changes/{extended_change}") == {
+                "version": 1, "resourceType": "GROUP", "name": "app-", "patternType": "PREFIXED"}
+        await store.set_acls(literal, frozenset())
+        assert (await store.load()).acls == {prefixed: {deny}}
+        await store.purge_change_notifications(now_ms=10**15)
+        with self.zookeeper.client(self.chroot) as raw:
+            assert not raw.exists("/kafka-acl/Topic/orders")
+            assert raw.get_children("/kafka-acl-changes") == []
+            assert raw.get_children("/kafka-acl-extended-changes") == []

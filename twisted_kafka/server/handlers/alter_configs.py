@@ -35,6 +35,8 @@ from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
 
 from ..admin_manager import AdminManager
+from twisted_kafka.security.acl import AclOperation, ResourceType
+
 from ..api_handler import ApiHandler
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
@@ -114,6 +116,7 @@ class _ConfigsHandler(ApiHandler, ABC):
                                              "Each resource must appear at most once."))
                 continue
             try:
+                self._authorize(request, resource)
                 await self._alter(resource, body.validate_only)
             except KafkaError as exc:
                 responses.append(self._entry(resource, exc.code, exc.message))
@@ -121,6 +124,14 @@ class _ConfigsHandler(ApiHandler, ABC):
                 responses.append(self._entry(resource, ErrorCode.NONE, None))
         R = self._response_class()
         return R(throttle_time_ms=0, responses=responses)
+
+    def _authorize(self, request, resource) -> None:
+        """Kafka: ALTER_CONFIGS on the topic, or on the cluster for broker configs."""
+        if resource.resource_type == TOPIC:
+            self.authorization.require(request.context, AclOperation.ALTER_CONFIGS, ResourceType.TOPIC,
+                                       resource.resource_name)
+        elif resource.resource_type in (BROKER, BROKER_LOGGER):
+            self.authorization.require(request.context, AclOperation.ALTER_CONFIGS, ResourceType.CLUSTER)
 
     async def _alter(self, resource, validate_only: bool) -> None:
         kind, name = resource.resource_type, resource.resource_name

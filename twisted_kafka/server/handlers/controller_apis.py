@@ -12,7 +12,16 @@ config and answered with per-partition errors, exactly as a broker in a
 cluster would answer another broker's controller.  UpdateMetadata also
 carries the topic config overrides and dynamic broker configs the controller
 stores (tagged fields of this project's UpdateMetadata schema): they arrive
-before the LeaderAndIsr that creates a topic's logs.
+before the LeaderAndIsr that creates a topic's logs, and the cluster's ACLs,
+which this broker's authorizer holds from then on.
+
+Authorization: ControlledShutdown needs CLUSTER_ACTION on the cluster, as in
+Kafka.  LeaderAndIsr, UpdateMetadata and StopReplica are authorized by the
+guard instead: the sender proves it is the active controller with this
+broker's broker epoch, which nobody else can know; a CLUSTER_ACTION check on
+the principal as well would lock a broker out of its first ACL set (the ACLs
+reach brokers in UpdateMetadata) unless the controller's principal were a
+super user.
 """
 
 from __future__ import annotations
@@ -26,8 +35,10 @@ from twisted_kafka.network.listeners import EndPoint
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
+from twisted_kafka.security.acl import AclBinding, AclOperation
 
 from ..api_handler import ApiHandler
+from ..authorization import Authorization
 from ..config_repository import ConfigRepository
 from ..controller_requests import ControllerRequestGuard
 from ..dynamic_config import DynamicBrokerConfig
@@ -100,9 +111,10 @@ class UpdateMetadataHandler(ApiHandler):
 
     def __init__(self, replica_manager: ReplicaManager, metadata_cache: MetadataCache,
                  config_repository: ConfigRepository, dynamic_config: DynamicBrokerConfig,
-                 guard: ControllerRequestGuard):
+                 guard: ControllerRequestGuard, acls: Authorization | None = None):
         self.replicas = replica_manager
         self.guard = guard
+        self.acls = acls
         self.cache = metadata_cache
         self.configs = config_repository
         self.dynamic_config = dynamic_config
@@ -155,6 +167,9 @@ class UpdateMetadataHandler(ApiHandler):
                                        for entry in body.dynamic_broker_configs})
         for topic in changed:
             self.replicas.update_topic_config(topic, self.configs.topic_overrides(topic))
+        if body.acls is not None and self.acls is not None:
+            self.acls.replace_acls(AclBinding.of(a.resource_type, a.resource_name, a.pattern_type, a.principal,
+                                                 a.host, a.operation, a.permission_type) for a in body.acls)
 
     def error_response(self, request, error: ErrorCode, message: str | None = None):
         return m.UpdateMetadataResponse(error_code=error)
@@ -209,6 +224,7 @@ class ControlledShutdownHandler(ApiHandler):
     """Served by the controller's broker: another broker asks to stop."""
 
     api_key = ApiKey.CONTROLLED_SHUTDOWN
+    cluster_operation = AclOperation.CLUSTER_ACTION
 
     def __init__(self, controller: ControllerClient):
         self.controller = controller

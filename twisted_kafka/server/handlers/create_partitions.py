@@ -27,6 +27,8 @@ from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
 
 from ..admin_manager import AdminManager
+from twisted_kafka.security.acl import AclOperation, ResourceType
+
 from ..api_handler import ApiHandler
 
 R = m.CreatePartitionsResponse
@@ -53,6 +55,9 @@ class CreatePartitionsHandler(ApiHandler):
                 continue
             if counts[topic.name] > 1:
                 slots[topic.name] = KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
+                continue
+            if not self.authorization.allowed(request.context, AclOperation.ALTER, ResourceType.TOPIC, topic.name):
+                slots[topic.name] = KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
                 continue
             assignments = None
             if topic.assignments is not None:

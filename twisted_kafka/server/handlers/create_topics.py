@@ -31,6 +31,8 @@ from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.registry import ApiKey
 
 from ..admin_manager import AdminManager
+from twisted_kafka.security.acl import AclOperation, ResourceType
+
 from ..api_handler import ApiHandler
 
 R = m.CreateTopicsResponse
@@ -54,8 +56,15 @@ class CreateTopicsHandler(ApiHandler):
         body = request.body
         counts = Counter(topic.name for topic in body.topics)
         specs = []
+        denied: set[str] = set()
+        auth = self.authorization
+        if auth.enabled and not auth.allowed(request.context, AclOperation.CREATE, ResourceType.CLUSTER,
+                                             log_denied=False):
+            # Kafka: CREATE on the cluster, or else on each topic (TOPIC_AUTHORIZATION_FAILED for the others).
+            names = {topic.name for topic in body.topics}
+            denied = names - auth.allowed_names(request.context, AclOperation.CREATE, ResourceType.TOPIC, names)
         for topic in body.topics:
-            if counts[topic.name] > 1:
+            if counts[topic.name] > 1 or topic.name in denied:
                 continue
             assignments = {a.partition_index: list(a.broker_ids) for a in topic.assignments} or None
             specs.append(NewTopic(topic.name, topic.num_partitions, topic.replication_factor, assignments,
@@ -70,6 +79,9 @@ class CreateTopicsHandler(ApiHandler):
                 entries.append(_error_result(name, ErrorCode.INVALID_REQUEST,
                                              f"Create topics request from client `{request.header.client_id}` "
                                              f"contains multiple entries for the following topics: {name}"))
+                continue
+            if name in denied:
+                entries.append(_error_result(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, None))
                 continue
             result = by_name[name]
             if result.error not in (ErrorCode.NONE, ErrorCode.REQUEST_TIMED_OUT):

@@ -19,6 +19,8 @@ from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
 
+from twisted_kafka.security.acl import AclOperation, ResourceType
+
 from ..api_handler import ApiHandler
 from ..replica_manager import ReplicaManager
 
@@ -44,6 +46,7 @@ class DeleteRecordsHandler(ApiHandler):
             entries = []
             for wanted in topic.partitions:
                 try:
+                    self.authorization.require(request.context, AclOperation.DELETE, ResourceType.TOPIC, topic.name)
                     before = self.replicas.leader_partition(topic.name, wanted.partition_index).log_start_offset
                     low = self._delete(topic.name, wanted.partition_index, wanted.offset)
                     changed = changed or low != before

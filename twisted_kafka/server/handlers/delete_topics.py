@@ -25,6 +25,8 @@ from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.registry import ApiKey
 
 from ..admin_manager import AdminManager
+from twisted_kafka.security.acl import AclOperation, ResourceType
+
 from ..api_handler import ApiHandler
 from ..dynamic_config import DynamicBrokerConfig
 
@@ -75,6 +77,13 @@ class DeleteTopicsHandler(ApiHandler):
             else:
                 answers.append((name, topic_id, None, None))
                 names.append(name)
+        if self.authorization.enabled:     # Kafka: DELETE on each topic, else TOPIC_AUTHORIZATION_FAILED
+            allowed = self.authorization.allowed_names(request.context, AclOperation.DELETE, ResourceType.TOPIC,
+                                                       names)
+            answers = [(n, i, ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
+                       if refused is None and n not in allowed else (n, i, refused, message)
+                       for n, i, refused, message in answers]
+            names = [n for n in names if n in allowed]
         results = {}
         if names:
             request.mark_local_complete()

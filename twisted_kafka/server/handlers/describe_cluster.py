@@ -16,6 +16,8 @@ from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.registry import ApiKey
 
+from twisted_kafka.security.acl import AclOperation, ResourceType
+
 from ..api_handler import ApiHandler
 from ..metadata_cache import CLUSTER_AUTHORIZED_OPERATIONS, MetadataCache
 
@@ -27,6 +29,7 @@ BROKERS, CONTROLLERS = 1, 2
 
 class DescribeClusterHandler(ApiHandler):
     api_key = ApiKey.DESCRIBE_CLUSTER
+    cluster_operation = AclOperation.DESCRIBE
 
     def __init__(self, metadata_cache: MetadataCache):
         self.cache = metadata_cache
@@ -51,7 +54,8 @@ class DescribeClusterHandler(ApiHandler):
         # codes, encoded as Kafka's bit field; None is the "not requested" marker (INT32 min).
         operations = None
         if body.include_cluster_authorized_operations:
-            operations = set(CLUSTER_AUTHORIZED_OPERATIONS)
+            operations = self.authorization.authorized_operations(request.context, ResourceType.CLUSTER,
+                                                                  CLUSTER_AUTHORIZED_OPERATIONS)
         return R(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, endpoint_type=BROKERS,
                  cluster_id=cache.cluster_id or "", controller_id=cache.controller_id, brokers=brokers,
                  authorized_operations=operations)

@@ -31,6 +31,8 @@ from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
 
 from ..admin_manager import AdminManager, DescribedConfig
+from twisted_kafka.security.acl import AclOperation, ResourceType
+
 from ..api_handler import ApiHandler
 
 R = m.DescribeConfigsResponse
@@ -57,6 +59,7 @@ class DescribeConfigsHandler(ApiHandler):
         results = []
         for resource in request.body.resources:
             try:
+                self._authorize(request, resource)
                 entries = self._describe(resource)
             except KafkaError as exc:
                 results.append(self._result(resource, exc.code, exc.message, []))
@@ -70,6 +73,14 @@ class DescribeConfigsHandler(ApiHandler):
         return R(throttle_time_ms=0, results=results)
 
     # -- what each resource holds ---------------------------------------------------
+
+    def _authorize(self, request, resource) -> None:
+        """Kafka: DESCRIBE_CONFIGS on the topic, or on the cluster for broker configs."""
+        if resource.resource_type == TOPIC:
+            self.authorization.require(request.context, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC,
+                                       resource.resource_name)
+        elif resource.resource_type in (BROKER, BROKER_LOGGER):
+            self.authorization.require(request.context, AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER)
 
     def _describe(self, resource) -> list[DescribedConfig]:
         kind, name = resource.resource_type, resource.resource_name

@@ -25,6 +25,8 @@ from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
 
 from ..admin_manager import AdminManager
+from twisted_kafka.security.acl import AclOperation
+
 from ..api_handler import ApiHandler
 
 R = m.ElectLeadersResponse
@@ -43,6 +45,7 @@ def _requested(request) -> list[tuple[str, int]] | None:
 
 class ElectLeadersHandler(ApiHandler):
     api_key = ApiKey.ELECT_LEADERS
+    cluster_operation = AclOperation.ALTER
 
     def __init__(self, admin_manager: AdminManager):
         self.admin = admin_manager

@@ -17,6 +17,10 @@ fetch) reads up to the log end instead, and each partition's fetch offset
 tells the leader where the follower's log ends (``ReplicaManager.follower_fetched``):
 the high watermark in its answer already counts it.  Incremental fetch sessions (KIP-227) are not offered: the answer's
 ``session_id`` is 0, which every client accepts as "full fetches only".
+
+Authorization (Kafka's ``handleFetchRequest``): a consumer needs READ on each
+topic (TOPIC_AUTHORIZATION_FAILED for that topic's partitions otherwise), a
+follower CLUSTER_ACTION on the cluster.
 """
 
 from __future__ import annotations
@@ -27,7 +31,10 @@ from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.fetch_response import FetchableTopicResponse, FetchResponseData, PartitionData
 from twisted_kafka.protocol.registry import ApiKey
 
+from twisted_kafka.security.acl import AclOperation
+
 from ..api_handler import ApiHandler
+from ..authorization import CLUSTER, TOPIC
 from ..dynamic_config import DynamicBrokerConfig
 from ..metadata_cache import MetadataCache
 from ..replica_manager import ReplicaManager
@@ -60,8 +67,12 @@ class FetchHandler(ApiHandler):
         total = 0
         any_error = False
         topics = []
+        auth = self.authorization
         for topic in body.topics:
             name = self._topic_name(request, topic)
+            # A follower is authorized as a whole (CLUSTER_ACTION, in ``handle``), a consumer per topic.
+            denied = follower is None and auth.enabled and name is not None and not auth.allowed(
+                request.context, AclOperation.READ, TOPIC, name)
             entries = []
             for wanted in topic.partitions:
                 # Records are an empty set, never null, when there is nothing to
@@ -70,6 +81,8 @@ class FetchHandler(ApiHandler):
                 entry = PartitionData(partition_index=wanted.partition, records=b"",
                                       aborted_transactions=[] if read_committed else None)
                 try:
+                    if denied:
+                        raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
                     if name is None:
                         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID, "Unknown topic id")
                     partition = replicas.leader_partition(name, wanted.partition)
@@ -123,6 +136,8 @@ class FetchHandler(ApiHandler):
         version = request.api_version
         if version >= 7 and body.session_id != 0:
             return FetchResponseData(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0)
+        if body.replica_id >= 0:
+            self.authorization.require(request.context, AclOperation.CLUSTER_ACTION, CLUSTER)
         topics, total, any_error = await self._read_all(request)
         if total < body.min_bytes and body.max_wait_ms > 0 and not any_error:
             watched = [(self._topic_name(request, t), p.partition) for t in body.topics for p in t.partitions]

@@ -23,6 +23,8 @@ from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.registry import ApiKey
 
+from twisted_kafka.security.acl import AclOperation, ResourceType
+
 from ..api_handler import ApiHandler
 from ..metadata_cache import MetadataCache
 
@@ -47,6 +49,12 @@ class FindCoordinatorHandler(ApiHandler):
         self.cache = metadata_cache
 
     async def _find(self, request, key_type: int, key: str) -> tuple[ErrorCode, tuple[int, str, int]]:
+        # Kafka: DESCRIBE on the group, or on the transactional id.
+        if key_type in (GROUP, TRANSACTION) and not self.authorization.allowed(
+                request.context, AclOperation.DESCRIBE,
+                ResourceType.GROUP if key_type == GROUP else ResourceType.TRANSACTIONAL_ID, key):
+            return (ErrorCode.GROUP_AUTHORIZATION_FAILED if key_type == GROUP
+                    else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), _NO_NODE
         if key_type == TRANSACTION:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, _NO_NODE
         if key_type != GROUP:

@@ -26,6 +26,8 @@ from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.registry import ApiKey
 
+from twisted_kafka.security.acl import AclOperation
+
 from ..api_handler import ApiHandler
 
 
@@ -36,6 +38,7 @@ def client_host(request) -> str:
 
 class JoinGroupHandler(ApiHandler):
     api_key = ApiKey.JOIN_GROUP
+    group_operation = AclOperation.READ
 
     def __init__(self, coordinator: GroupCoordinator):
         self.coordinator = coordinator
@@ -75,6 +78,7 @@ class JoinGroupHandler(ApiHandler):
 
 class SyncGroupHandler(ApiHandler):
     api_key = ApiKey.SYNC_GROUP
+    group_operation = AclOperation.READ
 
     def __init__(self, coordinator: GroupCoordinator):
         self.coordinator = coordinator
@@ -103,6 +107,7 @@ class SyncGroupHandler(ApiHandler):
 
 class HeartbeatHandler(ApiHandler):
     api_key = ApiKey.HEARTBEAT
+    group_operation = AclOperation.READ
 
     def __init__(self, coordinator: GroupCoordinator):
         self.coordinator = coordinator
@@ -120,6 +125,7 @@ class HeartbeatHandler(ApiHandler):
 
 class LeaveGroupHandler(ApiHandler):
     api_key = ApiKey.LEAVE_GROUP
+    group_operation = AclOperation.READ
 
     def __init__(self, coordinator: GroupCoordinator):
         self.coordinator = coordinator

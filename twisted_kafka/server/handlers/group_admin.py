@@ -22,7 +22,10 @@ from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.registry import ApiKey
 
+from twisted_kafka.security.acl import AclOperation
+
 from ..api_handler import ApiHandler
+from ..authorization import CLUSTER, GROUP
 from ..metadata_cache import DELETE, DESCRIBE, READ
 
 #: Kafka's AclOperation codes a group supports.
@@ -42,7 +45,13 @@ class DescribeGroupsHandler(ApiHandler):
         D = m.DescribeGroupsResponse.DescribedGroup
         M = D.DescribedGroupMember
         groups = []
+        auth = self.authorization
         for group_id in body.groups:
+            if auth.enabled and not auth.allowed(request.context, AclOperation.DESCRIBE, GROUP, group_id):
+                groups.append(D(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, error_message=None,
+                                group_id=group_id, group_state="", protocol_type="", protocol_data="", members=[],
+                                authorized_operations=None))
+                continue
             error, summary = self.coordinator.describe_group(group_id)
             message = None
             if error is ErrorCode.NONE and summary.state == "Dead" and version >= 6:
@@ -53,7 +62,8 @@ class DescribeGroupsHandler(ApiHandler):
                 members=[M(member_id=s.member_id, group_instance_id=s.group_instance_id, client_id=s.client_id,
                            client_host=s.client_host, member_metadata=s.metadata, member_assignment=s.assignment)
                          for s in summary.members],
-                authorized_operations=set(GROUP_OPERATIONS) if with_operations and not error else None))
+                authorized_operations=(auth.authorized_operations(request.context, GROUP, GROUP_OPERATIONS, group_id)
+                                       if with_operations and not error else None)))
         return m.DescribeGroupsResponse(throttle_time_ms=0, groups=groups)
 
     def error_response(self, request, error: ErrorCode, message: str | None = None):
@@ -75,6 +85,11 @@ class ListGroupsHandler(ApiHandler):
         states = (body.states_filter or []) if version >= 4 else []
         types = (body.types_filter or []) if version >= 5 else []
         error, groups = self.coordinator.list_groups(states, types)
+        auth = self.authorization
+        if auth.enabled and not auth.allowed(request.context, AclOperation.DESCRIBE, CLUSTER, log_denied=False):
+            # Kafka: DESCRIBE on the cluster lists every group, else only those the principal may describe.
+            groups = [g for g in groups
+                      if auth.allowed(request.context, AclOperation.DESCRIBE, GROUP, g.group_id, log_denied=False)]
         L = m.ListGroupsResponse.ListedGroup
         return m.ListGroupsResponse(throttle_time_ms=0, error_code=error, groups=[
             L(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state, group_type=g.group_type)
@@ -92,10 +107,13 @@ class DeleteGroupsHandler(ApiHandler):
 
     async def handle(self, request):
         names = list(dict.fromkeys(request.body.groups_names))
-        d = self.coordinator.delete_groups(names)
+        auth = self.authorization
+        allowed = auth.allowed_names(request.context, AclOperation.DELETE, GROUP, names) if auth.enabled else names
+        d = self.coordinator.delete_groups([n for n in names if n in allowed])
         if not d.called:
             request.mark_local_complete()
-        errors = await d
+        errors = {n: ErrorCode.GROUP_AUTHORIZATION_FAILED for n in names if n not in allowed}
+        errors.update(await d)
         R = m.DeleteGroupsResponse
         return R(throttle_time_ms=0, results=[R.DeletableGroupResult(group_id=name, error_code=errors[name])
                                               for name in names])

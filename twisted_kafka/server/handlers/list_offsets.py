@@ -13,7 +13,10 @@ from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
 
+from twisted_kafka.security.acl import AclOperation
+
 from ..api_handler import ApiHandler
+from ..authorization import TOPIC
 from ..replica_manager import ReplicaManager
 
 R = m.ListOffsetsResponse
@@ -32,6 +35,7 @@ class ListOffsetsHandler(ApiHandler):
 
     async def _offset(self, request, topic: str, wanted) -> tuple[int, int, int]:
         """(timestamp, offset, leader_epoch) for one partition; raises KafkaError."""
+        self.authorization.require(request.context, AclOperation.DESCRIBE, TOPIC, topic)
         replicas = self.replicas
         partition = replicas.leader_partition(topic, wanted.partition_index)
         if request.api_version >= 4:

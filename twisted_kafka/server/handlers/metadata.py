@@ -15,6 +15,12 @@ answers LEADER_NOT_AVAILABLE while the creation propagates; here the handler
 waits for the controller (a few milliseconds on one node) and answers with
 the new topic, saving the client a retry round.  Otherwise unknown topics get
 UNKNOWN_TOPIC_OR_PARTITION, and illegal names INVALID_TOPIC_EXCEPTION.
+
+Authorization (Kafka's ``handleTopicMetadataRequest``): a request for every
+topic lists only the topics the principal may DESCRIBE; a topic asked for by
+name without DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED (whether it
+exists or not), and a missing one is auto-created only with CREATE on the
+cluster or on that topic -- otherwise TOPIC_AUTHORIZATION_FAILED too.
 """
 
 from __future__ import annotations
@@ -25,9 +31,12 @@ from twisted_kafka.protocol.metadata_response import assemble
 from twisted_kafka.protocol.registry import ApiKey
 
 from ..admin_manager import AdminManager
+from twisted_kafka.security.acl import AclOperation
+
 from ..api_handler import ApiHandler
+from ..authorization import CLUSTER, TOPIC
 from ..dynamic_config import DynamicBrokerConfig
-from ..metadata_cache import CLUSTER_AUTHORIZED_OPERATIONS, MetadataCache, error_fragment
+from ..metadata_cache import CLUSTER_AUTHORIZED_OPERATIONS, TOPIC_OPERATIONS, MetadataCache, error_fragment
 
 
 class MetadataHandler(ApiHandler):
@@ -51,24 +60,43 @@ class MetadataHandler(ApiHandler):
         with_topic_ops = bool(version >= 8 and body.include_topic_authorized_operations)
         names = self.requested_topics(request)
         fragments = []
+        auth = self.authorization
         if names is None:
-            for name in sorted(self.cache.topics):
-                fragments.append(self.cache.topic_fragment(name, version, with_topic_ops))
+            visible = sorted(self.cache.topics)
+            if auth.enabled:
+                visible = sorted(auth.allowed_names(request.context, AclOperation.DESCRIBE, TOPIC, visible,
+                                                    log_denied=False))
+            for name in visible:
+                fragments.append(self._fragment(request, name, version, with_topic_ops))
         else:
             names = list(dict.fromkeys(names))
-            errors = await self._auto_create(request, [n for n in names if n not in self.cache.topics])
+            denied: set[str] = set()
+            if auth.enabled:
+                denied = set(names) - auth.allowed_names(request.context, AclOperation.DESCRIBE, TOPIC, names)
+            errors = await self._auto_create(request, [n for n in names
+                                                       if n not in self.cache.topics and n not in denied])
             for name in names:
-                if name in self.cache.topics:
-                    fragments.append(self.cache.topic_fragment(name, version, with_topic_ops))
+                if name in denied:
+                    fragments.append(error_fragment(version, name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                elif name in self.cache.topics:
+                    fragments.append(self._fragment(request, name, version, with_topic_ops))
                 else:
                     fragments.append(error_fragment(version, name,
                                                     errors.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
         cluster_ops = None
         if 8 <= version <= 10 and body.include_cluster_authorized_operations:
-            cluster_ops = CLUSTER_AUTHORIZED_OPERATIONS
+            cluster_ops = auth.authorized_operations(request.context, CLUSTER, CLUSTER_AUTHORIZED_OPERATIONS)
         return assemble(request.header, version, 0,
                         self.cache.alive_brokers(request.listener_name), self.cache.cluster_id,
                         self.cache.controller_id, fragments, cluster_ops)
+
+    def _fragment(self, request, name: str, version: int, with_topic_ops: bool) -> bytes:
+        """A topic's entry; its authorized operations (when asked for) are the principal's."""
+        auth = self.authorization
+        if with_topic_ops and auth.enabled:
+            operations = frozenset(auth.authorized_operations(request.context, TOPIC, TOPIC_OPERATIONS, name))
+            return self.cache.topic_fragment(name, version, True, operations)
+        return self.cache.topic_fragment(name, version, with_topic_ops)
 
     async def _auto_create(self, request, missing: list[str]) -> dict[str, ErrorCode]:
         """Create ``missing`` topics if allowed; the error to report for those still missing."""
@@ -86,6 +114,13 @@ class MetadataHandler(ApiHandler):
             creatable.append(name)
         if not (allowed and creatable and self.config["auto.create.topics.enable"]):
             return errors
+        auth = self.authorization
+        if auth.enabled and not auth.allowed(request.context, AclOperation.CREATE, CLUSTER, log_denied=False):
+            permitted = auth.allowed_names(request.context, AclOperation.CREATE, TOPIC, creatable)
+            errors.update({name: ErrorCode.TOPIC_AUTHORIZATION_FAILED for name in creatable if name not in permitted})
+            creatable = [name for name in creatable if name in permitted]
+            if not creatable:
+                return errors
         request.mark_local_complete()
         errors.update(await self.admin.auto_create_topics(creatable))
         return errors

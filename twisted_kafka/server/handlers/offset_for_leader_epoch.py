@@ -11,6 +11,8 @@ from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
 
+from twisted_kafka.security.acl import AclOperation, ResourceType
+
 from ..api_handler import ApiHandler
 from ..replica_manager import ReplicaManager
 
@@ -27,11 +29,17 @@ class OffsetForLeaderEpochHandler(ApiHandler):
 
     async def handle(self, request):
         replicas = self.replicas
+        # Kafka (KIP-320): CLUSTER_ACTION on the cluster (followers), or else DESCRIBE on each topic (consumers).
+        auth = self.authorization
+        any_topic = not auth.enabled or auth.allowed(request.context, AclOperation.CLUSTER_ACTION,
+                                                     ResourceType.CLUSTER, log_denied=False)
         topics = []
         for topic in request.body.topics:
             entries = []
             for wanted in topic.partitions:
                 try:
+                    if not any_topic:
+                        auth.require(request.context, AclOperation.DESCRIBE, ResourceType.TOPIC, topic.topic)
                     partition = replicas.leader_partition(topic.topic, wanted.partition)
                     partition.check_leader_epoch(wanted.current_leader_epoch)
                     epoch, end_offset = partition.log.end_offset_for_epoch(wanted.leader_epoch)

@@ -25,6 +25,13 @@ its own error.
 
 OffsetDelete removes a group's offsets for partitions the group does not
 consume from (GROUP_SUBSCRIBED_TO_TOPIC for those it does).
+
+Authorization (Kafka's KafkaApis): OffsetCommit needs READ on the group and
+on each topic, OffsetFetch DESCRIBE on the group and on each topic (a fetch
+of every partition leaves out the topics the principal may not describe),
+OffsetDelete DELETE on the group and READ on each topic; a refused group is
+GROUP_AUTHORIZATION_FAILED, a refused topic TOPIC_AUTHORIZATION_FAILED for
+its partitions.
 """
 
 from __future__ import annotations
@@ -36,7 +43,10 @@ from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.registry import ApiKey
 
+from twisted_kafka.security.acl import AclOperation
+
 from ..api_handler import ApiHandler
+from ..authorization import GROUP, TOPIC
 from ..metadata_cache import MetadataCache
 
 _NO_TIMESTAMP = -1
@@ -46,8 +56,18 @@ def _known(cache: MetadataCache, topic: str, partition: int) -> bool:
     return cache.partition(topic, partition) is not None
 
 
+def _unreadable(handler: ApiHandler, request, topics) -> set[str]:
+    """The topics among ``topics`` the request may not READ."""
+    auth = handler.authorization
+    if not auth.enabled:
+        return set()
+    names = {t.name for t in topics}
+    return names - auth.allowed_names(request.context, AclOperation.READ, TOPIC, names)
+
+
 class OffsetCommitHandler(ApiHandler):
     api_key = ApiKey.OFFSET_COMMIT
+    group_operation = AclOperation.READ
 
     def __init__(self, coordinator: GroupCoordinator, metadata_cache: MetadataCache, clock):
         self.coordinator = coordinator
@@ -62,9 +82,13 @@ class OffsetCommitHandler(ApiHandler):
         expire = now + retention if retention != -1 else _NO_TIMESTAMP
         errors: dict[tuple[str, int], ErrorCode] = {}
         offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+        denied = _unreadable(self, request, body.topics)
         for topic in body.topics:
             for p in topic.partitions:
                 tp = (topic.name, p.partition_index)
+                if topic.name in denied:
+                    errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    continue
                 if not _known(self.cache, topic.name, p.partition_index):
                     errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     continue
@@ -112,11 +136,27 @@ class OffsetFetchHandler(ApiHandler):
     async def handle(self, request):
         version = request.api_version
         require_stable = version >= 7 and request.body.require_stable
-        results = []
+        results: list[tuple] = []
+        auth = self.authorization
         for group_id, partitions in self._groups(request):
+            if auth.enabled and not auth.allowed(request.context, AclOperation.DESCRIBE, GROUP, group_id):
+                results.append((group_id, partitions, ErrorCode.GROUP_AUTHORIZATION_FAILED, {}))
+                continue
             error, offsets = self.coordinator.fetch_offsets(group_id, require_stable, partitions)
+            if auth.enabled and not error:
+                partitions, offsets = self._describable(request, partitions, offsets)
             results.append((group_id, partitions, error, offsets))
         return self._response(version, results)
+
+    def _describable(self, request, partitions, offsets):
+        """Refuse (asked for by name) or leave out (every partition) the topics the request may not DESCRIBE."""
+        names = {t for t, _ in (partitions if partitions is not None else offsets)}
+        allowed = self.authorization.allowed_names(request.context, AclOperation.DESCRIBE, TOPIC, names)
+        if partitions is None:
+            return None, {tp: r for tp, r in offsets.items() if tp[0] in allowed}
+        refused = OffsetFetchResult(error=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        return partitions, {tp: (offsets.get(tp, OffsetFetchResult()) if tp[0] in allowed else refused)
+                            for tp in partitions}
 
     @staticmethod
     def _by_topic(partitions, offsets: dict[tuple[str, int], OffsetFetchResult]):
@@ -162,6 +202,7 @@ class OffsetFetchHandler(ApiHandler):
 
 class OffsetDeleteHandler(ApiHandler):
     api_key = ApiKey.OFFSET_DELETE
+    group_operation = AclOperation.DELETE
 
     def __init__(self, coordinator: GroupCoordinator, metadata_cache: MetadataCache):
         self.coordinator = coordinator
@@ -171,10 +212,13 @@ class OffsetDeleteHandler(ApiHandler):
         body = request.body
         errors: dict[tuple[str, int], ErrorCode] = {}
         wanted = []
+        denied = _unreadable(self, request, body.topics)
         for topic in body.topics:
             for p in topic.partitions:
                 tp = (topic.name, p.partition_index)
-                if _known(self.cache, *tp):
+                if topic.name in denied:
+                    errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                elif _known(self.cache, *tp):
                     wanted.append(tp)
                 else:
                     errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

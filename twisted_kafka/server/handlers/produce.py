@@ -13,6 +13,15 @@ request never overtakes this one; and if any partition failed, the
 connection is closed (gracefully: earlier responses still go out), as Kafka
 does, so the producer notices, reconnects and refreshes its metadata.
 
+Idempotent producers (a producer id in the batch): the log checks each
+batch against the producer's state before giving it offsets.  A retried
+batch the log already holds is answered NONE with the offsets it was stored
+at (nothing is written again); a stale epoch is INVALID_PRODUCER_EPOCH, a
+sequence that does not follow OUT_OF_ORDER_SEQUENCE_NUMBER -- per
+partition, like every other error, with Kafka's message.  As in Kafka, a
+failed partition's answer carries the log start offset of the partition when
+this broker hosts it (a producer compares it with its own state).
+
 Produce v0–v2 carry message format v0/v1, which Kafka 4 refuses (KIP-896)
 while still advertising them: librdkafka before 2.11.1 (kcat 1.7.1 runs
 2.0.2) compresses only when Produce v0 is inside the advertised range.  They
@@ -32,7 +41,10 @@ from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
 
+from twisted_kafka.security.acl import AclOperation
+
 from ..api_handler import NO_RESPONSE, ApiHandler, CloseConnection
+from ..authorization import TOPIC
 from ..replica_manager import ReplicaManager
 
 log = Logger(namespace="twisted_kafka.server.handlers.produce")
@@ -61,8 +73,9 @@ def _partition_response(index: int, error: ErrorCode, message: str | None = None
                               error_message=message)
 
 
-def _error_response(index: int, error: KafkaError):
-    return _partition_response(index, error.code, error.message, record_errors=error.record_errors)
+def _error_response(index: int, error: KafkaError, log_start_offset: int = -1):
+    return _partition_response(index, error.code, error.message, record_errors=error.record_errors,
+                               log_start_offset=log_start_offset)
 
 
 class ProduceHandler(ApiHandler):
@@ -87,10 +100,16 @@ class ProduceHandler(ApiHandler):
         # outcome is a KafkaError, a LogAppendInfo, or a Failure once the append is done.
         slots: list[list] = []
         unfinished: list[Deferred] = []
+        auth = self.authorization
+        denied = set() if not auth.enabled else {t.name for t in body.topic_data} - auth.allowed_names(
+            request.context, AclOperation.WRITE, TOPIC, {t.name for t in body.topic_data})
         for topic in body.topic_data:
             for data in topic.partition_data:
                 slot = [topic.name, data.index, _PENDING]
                 slots.append(slot)
+                if topic.name in denied:      # Kafka checks WRITE first: an unknown topic is not revealed
+                    slot[2] = KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
+                    continue
                 try:
                     partition = replicas.leader_partition(topic.name, data.index)
                     if data.records is None:
@@ -111,10 +130,10 @@ class ProduceHandler(ApiHandler):
         failed = []
         for topic, index, outcome in slots:
             if isinstance(outcome, KafkaError):
-                entry = _error_response(index, outcome)
+                entry = _error_response(index, outcome, replicas.log_start_offset(topic, index))
             elif isinstance(outcome, Failure):
                 if isinstance(outcome.value, KafkaError):
-                    entry = _error_response(index, outcome.value)
+                    entry = _error_response(index, outcome.value, replicas.log_start_offset(topic, index))
                 else:
                     log.failure("Append to {topic}-{partition} failed", outcome, topic=topic,
                                             partition=index)

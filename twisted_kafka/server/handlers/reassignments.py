@@ -23,6 +23,8 @@ from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.registry import ApiKey
 
 from ..admin_manager import AdminManager
+from twisted_kafka.security.acl import AclOperation
+
 from ..api_handler import ApiHandler
 
 AR = m.AlterPartitionReassignmentsResponse
@@ -31,6 +33,7 @@ LR = m.ListPartitionReassignmentsResponse
 
 class AlterPartitionReassignmentsHandler(ApiHandler):
     api_key = ApiKey.ALTER_PARTITION_REASSIGNMENTS
+    cluster_operation = AclOperation.ALTER
 
     def __init__(self, admin_manager: AdminManager):
         self.admin = admin_manager
@@ -61,6 +64,7 @@ class AlterPartitionReassignmentsHandler(ApiHandler):
 
 class ListPartitionReassignmentsHandler(ApiHandler):
     api_key = ApiKey.LIST_PARTITION_REASSIGNMENTS
+    cluster_operation = AclOperation.DESCRIBE
 
     def __init__(self, admin_manager: AdminManager):
         self.admin = admin_manager

@@ -1,0 +1,269 @@
+"""One stored batch through the cleaner: which records stay, and the batch that holds them.
+
+Sans-IO: bytes in, bytes out.  The rules are Kafka's (``LogCleaner.cleanInto``
+with ``MemoryRecords.filterTo``):
+
+* a record stays when it is past the offset map's last offset (not yet
+  mapped), or when it is the latest record of its key (its offset is at least
+  the map's offset for the key; keys the map does not hold have no later
+  record in the dirty section);
+* a record without a key is dropped (a compacted topic refuses them, so only
+  data written before the topic became compacted can have one);
+* a tombstone (null value) that is the latest of its key stays until its
+  batch's *delete horizon* has passed.  The horizon is set the first time the
+  cleaner copies the batch -- now + ``delete.retention.ms`` -- by rebuilding
+  the batch with the horizon as its base timestamp and the delete-horizon
+  attribute bit (KIP-534): a tombstone is kept at least that long after the
+  cleaning that first saw it, then removed;
+* a batch whose records all stay, and that needs no horizon, is copied byte
+  for byte;
+* a batch that loses some records is rebuilt with the same base offset,
+  last offset delta, partition leader epoch, producer id, epoch and base
+  sequence, timestamp type and codec (recompressed), its records copied
+  as stored -- each keeps its offset delta, so no offset ever changes; only a
+  newly set horizon rewrites the records' timestamp deltas (their
+  timestamps stay the same);
+* a batch that loses every record is dropped -- unless it is the last data
+  batch of its producer (its header keeps the producer's last sequence, so
+  the producer state survives cleaning) or the last batch before the end of
+  the cleaning round (so the last offset stays known): then an empty batch
+  (the header alone, no records) stays in its place;
+* control batches (transaction markers) are copied as they are.  No
+  transaction can be written to this broker yet, so none of Kafka's
+  transaction rules (aborted data removed, markers dropped once their
+  transaction is empty) has anything to act on.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from crc32c import crc32c
+
+from twisted_kafka.protocol.records.batch import (
+    BATCH_HEADER_SIZE,
+    COMPRESSION_MASK,
+    CONTROL_MASK,
+    DELETE_HORIZON_MASK,
+    LOG_OVERHEAD,
+    MAGIC,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+    RecordBatchHeader,
+)
+from twisted_kafka.protocol.records.compression import CompressionType, compress
+from twisted_kafka.protocol.records.errors import InvalidRecordBatch
+from twisted_kafka.protocol.records.record import records_payload
+from twisted_kafka.protocol.records.varint import encode_varint, read_varint
+from twisted_kafka.protocol.errors import ErrorCode
+
+from .offset_map import OffsetMap
+
+NO_TIMESTAMP = -1
+
+_HEAD = struct.Struct(">qiibI")          # base offset, batch length, leader epoch, magic, crc
+_COVERED = struct.Struct(">hiqqqhii")    # attributes .. records count (the CRC-covered header part)
+
+
+class RecordSpan(NamedTuple):
+    """Where one record sits in a (decompressed) payload and what the cleaner needs of it."""
+
+    start: int              # first byte of the record (its length varint)
+    end: int                # one past its last byte
+    offset_delta: int
+    timestamp_delta: int
+    key: bytes | None
+    tombstone: bool         # null value
+    body: int               # first byte after the offset delta (the key length)
+    attributes: int = 0
+
+
+def record_spans(data, start: int, end: int, count: int) -> list[RecordSpan]:
+    """The ``count`` records in ``data[start:end]``; raises InvalidRecordBatch on bad framing."""
+    spans = []
+    p = start
+    try:
+        for index in range(count):
+            b = data[p]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                q = p + 1
+            else:
+                length, q = read_varint(data, p)
+            rec_end = q + length
+            if length < 6 or rec_end > end:
+                raise _invalid(f"invalid record size {length} at record {index}")
+            attributes = data[q]
+            ts_delta, q = read_varint(data, q + 1, 10)
+            b = data[q]
+            if b < 0x80:
+                offset_delta = (b >> 1) ^ -(b & 1)
+                q += 1
+            else:
+                offset_delta, q = read_varint(data, q)
+            body = q
+            b = data[q]
+            if b < 0x80:
+                key_len = (b >> 1) ^ -(b & 1)
+                q += 1
+            else:
+                key_len, q = read_varint(data, q)
+            if key_len < 0:
+                key = None
+            else:
+                if q + key_len > rec_end:
+                    raise _invalid(f"key length {key_len} overruns record {index}")
+                key = bytes(data[q:q + key_len])
+                q += key_len
+            b = data[q]
+            if b < 0x80:
+                value_len = (b >> 1) ^ -(b & 1)
+            else:
+                value_len, _ = read_varint(data, q)
+            spans.append(RecordSpan(p, rec_end, offset_delta, ts_delta, key, value_len < 0, body, attributes))
+            p = rec_end
+    except IndexError:
+        raise _invalid(f"premature end of records in record {len(spans)} of {count}") from None
+    if p != end:
+        raise _invalid(f"{end - p} bytes remain after the declared {count} records")
+    return spans
+
+
+def _invalid(reason: str) -> InvalidRecordBatch:
+    return InvalidRecordBatch(reason, ErrorCode.INVALID_RECORD)
+
+
+def batch_records(buf, pos: int, header: RecordBatchHeader) -> tuple[object, list[RecordSpan]]:
+    """(payload buffer, record spans) of the batch at ``buf[pos:]``, decompressed if needed."""
+    data, start, end = records_payload(buf, pos, header)
+    return data, record_spans(data, start, end, header.records_count)
+
+
+def encode_batch(header: RecordBatchHeader, *, attributes: int, base_timestamp: int, max_timestamp: int,
+                 count: int, records: bytes) -> bytes:
+    """A v2 batch with ``header``'s offsets, epoch and producer fields around ``records``
+    (already encoded and, for a compressed codec, compressed)."""
+    covered = _COVERED.pack(attributes, header.last_offset_delta, base_timestamp, max_timestamp,
+                            header.producer_id, header.producer_epoch, header.base_sequence, count) + records
+    length = len(covered) + BATCH_HEADER_SIZE - LOG_OVERHEAD - _COVERED.size
+    return _HEAD.pack(header.base_offset, length, header.partition_leader_epoch, MAGIC, crc32c(covered)) + covered
+
+
+def empty_batch(header: RecordBatchHeader) -> bytes:
+    """The header of ``header``'s batch with no records (Kafka's ``writeEmptyHeader``):
+    same offsets, producer fields and max timestamp, no codec, no delete horizon."""
+    attributes = header.attributes & (TIMESTAMP_TYPE_MASK | TRANSACTIONAL_MASK | CONTROL_MASK)
+    return encode_batch(header, attributes=attributes, base_timestamp=NO_TIMESTAMP,
+                        max_timestamp=header.max_timestamp, count=0, records=b"")
+
+
+@dataclass
+class FilterStats:
+    records_read: int = 0
+    records_kept: int = 0
+    bytes_read: int = 0
+    bytes_kept: int = 0
+    batches_rebuilt: int = 0
+    keyless_dropped: int = 0
+    tombstones_dropped: int = 0
+
+
+class BatchFilter:
+    """The cleaner's decision for each batch of one cleaning round."""
+
+    def __init__(self, offset_map: OffsetMap, *, now_ms: int, delete_retention_ms: int,
+                 producer_last_offsets: dict[int, int], round_end_offset: int):
+        self.map = offset_map
+        self.now_ms = now_ms
+        self.delete_retention_ms = delete_retention_ms
+        self.producer_last_offsets = producer_last_offsets
+        self.round_end_offset = round_end_offset
+        self.stats = FilterStats()
+
+    def filter(self, buf, pos: int, header: RecordBatchHeader):
+        """The bytes that replace the batch at ``buf[pos:]``: the batch itself (a view),
+        a rebuilt or empty batch, or None (dropped).  The batch's CRC must have been
+        checked.  Raises InvalidRecordBatch on records that cannot be read."""
+        stats = self.stats
+        stats.bytes_read += header.size
+        if header.is_control:
+            stats.bytes_kept += header.size
+            return memoryview(buf)[pos:pos + header.size]
+        base_offset = header.base_offset
+        latest = self.map.latest_offset
+        data, spans = batch_records(buf, pos, header)
+        stats.records_read += len(spans)
+        has_horizon = header.has_delete_horizon
+        keep_tombstones = not has_horizon or self.now_ms < header.base_timestamp
+        lookup = self.map.get
+        kept = []
+        tombstones = False
+        for span in spans:
+            offset = base_offset + span.offset_delta
+            if offset > latest:
+                kept.append(span)
+                tombstones = tombstones or span.tombstone
+                continue
+            key = span.key
+            if key is None:
+                stats.keyless_dropped += 1
+                continue
+            if offset < lookup(key):
+                continue
+            if span.tombstone:
+                if not keep_tombstones:
+                    stats.tombstones_dropped += 1
+                    continue
+                tombstones = True
+            kept.append(span)
+        stats.records_kept += len(kept)
+        set_horizon = tombstones and not has_horizon
+        if len(kept) == len(spans) and not set_horizon:
+            stats.bytes_kept += header.size
+            return memoryview(buf)[pos:pos + header.size]
+        if not kept:
+            retain_empty = (header.producer_id >= 0
+                            and self.producer_last_offsets.get(header.producer_id) == header.last_offset) \
+                or header.next_offset == self.round_end_offset
+            if not retain_empty:
+                return None
+            out = empty_batch(header)
+            stats.bytes_kept += len(out)
+            return out
+        stats.batches_rebuilt += 1
+        out = self._rebuild(header, data, kept, set_horizon)
+        stats.bytes_kept += len(out)
+        return out
+
+    def _rebuild(self, header: RecordBatchHeader, data, kept: list[RecordSpan], set_horizon: bool) -> bytes:
+        attributes = header.attributes
+        base_ts = header.base_timestamp
+        log_append_time = bool(attributes & TIMESTAMP_TYPE_MASK)
+        if set_horizon:
+            horizon = self.now_ms + self.delete_retention_ms
+            attributes |= DELETE_HORIZON_MASK
+            parts = []
+            for span in kept:
+                # The record keeps its timestamp: its delta is now counted from the horizon.
+                rest = bytes(data[span.body:span.end])
+                body = (bytes((span.attributes,)) + encode_varint(base_ts + span.timestamp_delta - horizon)
+                        + encode_varint(span.offset_delta) + rest)
+                parts.append(encode_varint(len(body)) + body)
+            new_base = horizon
+        else:
+            parts = [bytes(data[span.start:span.end]) for span in kept]
+            new_base = base_ts
+        max_ts = header.max_timestamp if log_append_time \
+            else max(base_ts + span.timestamp_delta for span in kept)
+        payload = b"".join(parts)
+        codec = attributes & COMPRESSION_MASK
+        if codec:
+            payload = compress(CompressionType(codec), payload)
+        return encode_batch(header, attributes=attributes, base_timestamp=new_base, max_timestamp=max_ts,
+                            count=len(kept), records=payload)
+
+
+__all__ = ["BatchFilter", "FilterStats", "RecordSpan", "batch_records", "empty_batch", "encode_batch",
+           "record_spans"]

@@ -1,0 +1,195 @@
+"""``bin/twisted-kafka-scram``: add, delete and list users' SCRAM credentials.
+
+The arguments are those of Kafka's ``kafka-configs.sh`` for users::
+
+    twisted-kafka-scram --bootstrap-server HOST:PORT --alter --entity-type users --entity-name alice \\
+        --add-config 'SCRAM-SHA-256=[iterations=8192,password=alice-secret],SCRAM-SHA-512=[password=alice-secret]'
+    twisted-kafka-scram --bootstrap-server HOST:PORT --alter --entity-type users --entity-name alice \\
+        --delete-config SCRAM-SHA-512
+    twisted-kafka-scram --bootstrap-server HOST:PORT --describe [--entity-type users] [--entity-name alice]
+
+Against a running broker the tool sends AlterUserScramCredentials /
+DescribeUserScramCredentials (KIP-554) with kafka-python's admin client: the
+password is salted and hashed here, and only the salted password travels.
+``--command-config FILE`` gives the client's own settings in Kafka's names
+(``security.protocol``, ``sasl.mechanism``, ``sasl.jaas.config`` with
+``username``/``password``) to reach a SASL listener.
+
+``--log-dirs DIR`` instead of ``--bootstrap-server`` writes the broker's
+credential file directly, for a broker that is stopped -- how the first
+user is created before any listener requires authentication (Kafka's
+``kafka-storage.sh format --add-scram`` plays that part).  It takes the
+broker's lock on the directory, so a running broker's file is not touched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+
+from twisted.internet.defer import ensureDeferred
+
+from .credential_store import FileScramCredentialStore
+from .plain import parse_jaas_options
+from .scram_credentials import DEFAULT_ITERATIONS, MECHANISMS, credential_from_password
+
+_ENTRY = re.compile(r"\s*(?P<mechanism>SCRAM-SHA-(?:256|512))\s*=\s*\[(?P<options>[^\]]*)\]\s*(?:,|$)")
+
+
+def parse_add_config(text: str) -> dict[str, tuple[str, int]]:
+    """``{mechanism: (password, iterations)}`` from kafka-configs' ``--add-config`` value."""
+    result: dict[str, tuple[str, int]] = {}
+    position = 0
+    while position < len(text):
+        match = _ENTRY.match(text, position)
+        if match is None:
+            raise ValueError(f"cannot parse {text[position:]!r}: expected SCRAM-SHA-256=[password=...] "
+                             "or SCRAM-SHA-512=[iterations=N,password=...]")
+        options = dict(option.split("=", 1) for option in match["options"].split(",") if "=" in option)
+        if "password" not in options:
+            raise ValueError(f"{match['mechanism']}: no password given")
+        result[match["mechanism"]] = (options["password"], int(options.get("iterations", DEFAULT_ITERATIONS)))
+        position = match.end()
+    return result
+
+
+def parse_delete_config(text: str) -> list[str]:
+    mechanisms = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in mechanisms if name not in MECHANISMS]
+    if unknown:
+        raise ValueError(f"unknown SCRAM mechanism(s): {', '.join(unknown)}")
+    return mechanisms
+
+
+def _client_settings(path: str | None) -> dict:
+    """kafka-python settings from a Kafka client properties file."""
+    if path is None:
+        return {}
+    props: dict[str, str] = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if line and not line.startswith(("#", "!")) and "=" in line:
+                key, value = line.split("=", 1)
+                props[key.strip()] = value.strip()
+    settings: dict = {}
+    if "security.protocol" in props:
+        settings["security_protocol"] = props["security.protocol"]
+    if "sasl.mechanism" in props:
+        settings["sasl_mechanism"] = props["sasl.mechanism"]
+    if "sasl.jaas.config" in props:
+        _, options = parse_jaas_options(props["sasl.jaas.config"])
+        settings["sasl_plain_username"] = options.get("username")
+        settings["sasl_plain_password"] = options.get("password")
+    return settings
+
+
+def _online(args) -> int:
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin._users import UserScramCredentialDeletion, UserScramCredentialUpsertion
+
+    admin = KafkaAdminClient(bootstrap_servers=args.bootstrap_server, client_id="twisted-kafka-scram",
+                             **_client_settings(args.command_config))
+    try:
+        if args.describe:
+            users = [args.entity_name] if args.entity_name else None
+            for user, description in sorted(admin.describe_user_scram_credentials(users).items()):
+                if description["error"]:
+                    print(f"SCRAM credential configs for user-principal '{user}': {description['error']}")
+                    continue
+                infos = ", ".join(f"{info['mechanism'].name.replace('_', '-')}=iterations={info['iterations']}"
+                                  for info in description["credential_infos"])
+                print(f"SCRAM credential configs for user-principal '{user}' are {infos}")
+            return 0
+        alterations: list = [UserScramCredentialUpsertion(args.entity_name, mechanism, password, iterations)
+                             for mechanism, (password, iterations) in args.added.items()]
+        alterations += [UserScramCredentialDeletion(args.entity_name, mechanism) for mechanism in args.deleted]
+        errors = {user: error for user, error in admin.alter_user_scram_credentials(alterations).items() if error}
+        if errors:
+            for user, error in errors.items():
+                print(f"Error while altering SCRAM credentials of user '{user}': {error}", file=sys.stderr)
+            return 1
+        print(f"Completed updating config for user {args.entity_name}.")
+        return 0
+    finally:
+        admin.close()
+
+
+def _offline(args) -> int:
+    from twisted_kafka.config import StartupError
+    from twisted_kafka.server.broker_metadata import LogDirLocks
+
+    directory = args.log_dirs.split(",")[0]
+    if not args.alter:
+        return _offline_commands(args, FileScramCredentialStore(directory))
+    try:
+        # The broker's own lock: a running broker would neither see the change nor keep it.
+        lock = LogDirLocks([directory])
+    except StartupError as exc:
+        print(f"{exc}: alter a running broker's credentials with --bootstrap-server", file=sys.stderr)
+        return 1
+    try:
+        return _offline_commands(args, FileScramCredentialStore(directory))
+    finally:
+        lock.release()
+
+
+def _offline_commands(args, store: FileScramCredentialStore) -> int:
+    if args.describe:
+        for user, by_mechanism in sorted(store.users().items()):
+            if args.entity_name and user != args.entity_name:
+                continue
+            infos = ", ".join(f"{name}=iterations={credential.iterations}"
+                              for name, credential in sorted(by_mechanism.items()))
+            print(f"SCRAM credential configs for user-principal '{user}' are {infos}")
+        return 0
+    missing = [name for name in args.deleted if store.get(args.entity_name, name) is None]
+    if missing:
+        print(f"User {args.entity_name} has no {', '.join(missing)} credential to delete", file=sys.stderr)
+        return 1
+    for mechanism, (_, iterations) in args.added.items():
+        if not MECHANISMS[mechanism].min_iterations <= iterations <= MECHANISMS[mechanism].max_iterations:
+            print(f"{mechanism}: iterations must be within {MECHANISMS[mechanism].min_iterations}.."
+                  f"{MECHANISMS[mechanism].max_iterations}", file=sys.stderr)
+            return 1
+    upsertions = [(args.entity_name, mechanism, credential_from_password(MECHANISMS[mechanism], password, iterations))
+                  for mechanism, (password, iterations) in args.added.items()]
+    deletions = [(args.entity_name, mechanism) for mechanism in args.deleted]
+    failures: list = []
+    ensureDeferred(store.alter(upsertions, deletions)).addErrback(failures.append)
+    if failures:
+        failures[0].raiseException()
+    print(f"Completed updating config for user {args.entity_name} in {store.path}.")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="twisted-kafka-scram", description=__doc__.split("\n\n")[0])
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--bootstrap-server", help="HOST:PORT of a running broker")
+    where.add_argument("--log-dirs", help="the log.dirs of a stopped broker (its first directory is used)")
+    parser.add_argument("--command-config", help="client properties (security.protocol, sasl.mechanism, "
+                                                 "sasl.jaas.config) for --bootstrap-server")
+    action = parser.add_mutually_exclusive_group(required=True)
+    action.add_argument("--alter", action="store_true")
+    action.add_argument("--describe", action="store_true")
+    parser.add_argument("--entity-type", default="users", choices=["users"])
+    parser.add_argument("--entity-name", help="the user")
+    parser.add_argument("--add-config", default="", help="SCRAM-SHA-256=[iterations=N,password=P],...")
+    parser.add_argument("--delete-config", default="", help="SCRAM-SHA-256,SCRAM-SHA-512")
+    args = parser.parse_args(argv)
+    try:
+        args.added = parse_add_config(args.add_config)
+        args.deleted = parse_delete_config(args.delete_config)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if args.alter and not args.entity_name:
+        parser.error("--alter needs --entity-name")
+    if args.alter and not (args.added or args.deleted):
+        parser.error("--alter needs --add-config or --delete-config")
+    return _online(args) if args.bootstrap_server else _offline(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

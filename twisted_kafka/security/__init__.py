@@ -1,0 +1,1 @@
+"""Security: who a request comes from, and what that principal may do."""

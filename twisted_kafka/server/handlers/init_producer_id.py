@@ -1,0 +1,84 @@
+"""InitProducerId (22): a producer id and epoch for an idempotent producer (KIP-98).
+
+Versions 0-4 are served (aiokafka sends v0, kafka-python and librdkafka v4;
+v2+ are flexible), as Kafka answers them:
+
+* ``transactional_id`` null (an idempotent producer): a new producer id,
+  epoch 0, from the ``ProducerIdManager`` -- never one handed out before,
+  across restarts too.  From v3 the producer may send its current id and
+  epoch (KIP-360: a producer that lost track of its sequences asks to
+  start over).  Kafka's transaction coordinator only looks at them for a
+  transactional id; without one it answers a fresh producer id at epoch 0,
+  and so does this broker (the producer starts its sequences at 0 under
+  the new id; Java producers bump an idempotent epoch themselves and only
+  ask when it is exhausted).  An id without an epoch, or an epoch without
+  an id, is INVALID_REQUEST;
+* ``transactional_id`` given: transactions are not built (their APIs are
+  not advertised, FindCoordinator finds no transaction coordinator), so
+  this broker answers as a Kafka broker with no transaction coordinator
+  available: COORDINATOR_NOT_AVAILABLE (retriable; an empty transactional
+  id is INVALID_REQUEST, as in Kafka).
+
+A producer id block that cannot be allocated (the block file unreadable, the
+disk full) is COORDINATOR_LOAD_IN_PROGRESS, which clients retry -- Kafka's
+answer while it waits for a block.  Errors carry producer id -1 and epoch
+-1, as Kafka's.
+
+Authorization, checked first as in Kafka's ``handleInitProducerIdRequest``:
+a transactional id needs WRITE on it (TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+otherwise); an idempotent producer needs IDEMPOTENT_WRITE on the cluster or
+WRITE on some topic (KIP-679; CLUSTER_AUTHORIZATION_FAILED otherwise).
+"""
+
+from __future__ import annotations
+
+from twisted_kafka.coordinator.transaction import ProducerIdManager
+from twisted_kafka.protocol import messages as m
+from twisted_kafka.protocol.errors import ErrorCode, KafkaError
+from twisted_kafka.protocol.registry import ApiKey
+
+from twisted_kafka.security.acl import AclOperation, ResourceType
+
+from ..api_handler import ApiHandler
+
+R = m.InitProducerIdResponse
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+
+
+class InitProducerIdHandler(ApiHandler):
+    api_key = ApiKey.INIT_PRODUCER_ID
+
+    def __init__(self, producer_ids: ProducerIdManager):
+        self.producer_ids = producer_ids
+
+    async def handle(self, request):
+        body = request.body
+        auth = self.authorization
+        if auth.enabled:
+            if body.transactional_id is not None:
+                if not auth.allowed(request.context, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                    body.transactional_id):
+                    return self.error_response(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            elif not (auth.allowed(request.context, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER,
+                                   log_denied=False)
+                      or auth.allowed_on_any(request.context, AclOperation.WRITE, ResourceType.TOPIC)):
+                return self.error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        if request.api_version >= 3 and \
+                (body.producer_id == NO_PRODUCER_ID) != (body.producer_epoch == NO_PRODUCER_EPOCH):
+            return self.error_response(request, ErrorCode.INVALID_REQUEST)
+        if body.transactional_id is not None:
+            if not body.transactional_id:
+                return self.error_response(request, ErrorCode.INVALID_REQUEST)
+            return self.error_response(request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        d = self.producer_ids.generate_producer_id()
+        if not d.called:
+            request.mark_local_complete()    # waiting for a producer id block to be written
+        try:
+            producer_id = await d
+        except KafkaError as e:
+            return self.error_response(request, e.code)
+        return R(throttle_time_ms=0, error_code=ErrorCode.NONE, producer_id=producer_id, producer_epoch=0)
+
+    def error_response(self, request, error: ErrorCode, message: str | None = None):
+        return R(throttle_time_ms=0, error_code=error, producer_id=NO_PRODUCER_ID, producer_epoch=NO_PRODUCER_EPOCH)
