@@ -180,14 +180,15 @@ def test_the_isr_follows_paused_followers_and_acks_all_needs_min_insync_replicas
 
 
 def test_killing_the_leader_loses_no_acknowledged_record_and_it_rejoins(cluster):
-    """kill -9 of the leader under an acks=all producer and a consumer group: the producer continues after
-    the ZooKeeper session timeout and the election, no acknowledged record is lost, the group reads them all;
+    """kill -9 of the leader under an acks=all idempotent producer and a consumer group: the producer continues
+    after the ZooKeeper session timeout and the election, no acknowledged record is lost and none is written
+    twice, the group reads them all;
     the killed broker restarts, catches up and rejoins the ISR, and serves every record as leader again."""
     controller = cluster.wait_for_controller()
     leader = next(b for b in (1, 2, 3) if b != controller)
     replicas = [leader] + [b for b in (1, 2, 3) if b != leader]
     create_topic(cluster, "f", replicas)
-    producer = BackgroundProducer(cluster.bootstrap(), "f").start()
+    producer = BackgroundProducer(cluster.bootstrap(), "f", idempotent=True).start()
     group = BackgroundConsumer(cluster.bootstrap(), "f", "through-failover")
     try:
         wait_until(lambda: len(producer.acked) >= 200, 30, what="records acknowledged before the kill")
@@ -212,6 +213,7 @@ def test_killing_the_leader_loses_no_acknowledged_record_and_it_rejoins(cluster)
     survivors = [b for b in (1, 2, 3) if b != leader]
     consumed = consume_all(cluster.bootstrap(*survivors), "f", 10**9, timeout=30, wanted=acked)
     assert acked <= set(consumed), f"{len(acked - set(consumed))} acknowledged record(s) lost"
+    assert len(consumed) == len(set(consumed)), "duplicates despite enable.idempotence"
 
     # The killed broker comes back, catches up from the new leader and rejoins the ISR ...
     cluster.broker(leader).start()
