@@ -19,6 +19,7 @@ from __future__ import annotations
 SECURITY = "this security feature is not built (GSSAPI, OAUTHBEARER, pluggable classes)"
 TRANSACTIONS = "transactions are not built yet (idempotent producers are)"
 REPLICATION = "replication between brokers is not built yet (cluster issue)"
+SOCKET_BUFFERS = "the broker's client connections use the operating system's socket buffer sizes"
 ZOOKEEPER = ("the ZooKeeper client (kazoo) pipelines requests without a limit of its own; the session "
              "keys (zookeeper.connect, zookeeper.session.timeout.ms, zookeeper.connection.timeout.ms, "
              "zookeeper.set.acl) take effect")
@@ -40,7 +41,6 @@ TLS_VERSION = "the TLS versions offered are ssl.enabled.protocols; OpenSSL has n
 _PREFIXES = {
     "sasl.": SASL,
     "transaction.": TRANSACTIONS,
-    "replica.": REPLICATION,
     "zookeeper.": ZOOKEEPER,
     "metrics.": METRICS,
 }
@@ -57,9 +57,8 @@ _KEYS = {
     "principal.builder.class": SECURITY,
     "security.providers": SECURITY,
     "transactional.id.expiration.ms": TRANSACTIONS,
-    "num.replica.fetchers": REPLICATION,
     "compression.type": RECOMPRESSION,
-    "request.timeout.ms": REPLICATION,
+    "replica.socket.receive.buffer.bytes": SOCKET_BUFFERS,
     "socket.connection.setup.timeout.ms": REPLICATION,
     "socket.connection.setup.timeout.max.ms": REPLICATION,
     "metric.reporters": METRICS,

@@ -95,6 +95,18 @@ class ElectionOutcome:
 
 
 @dataclass(frozen=True)
+class IsrResult:
+    """One partition of an AlterPartition answer: the error, and the partition's state after it."""
+
+    error: ErrorCode
+    leader: int = -1
+    leader_epoch: int = -1
+    isr: tuple[int, ...] = ()
+    partition_epoch: int = -1
+    leader_recovery_state: int = 0
+
+
+@dataclass(frozen=True)
 class ReassignmentState:
     """An ongoing reassignment: all replicas, the ones being added and the ones being removed."""
 
@@ -172,6 +184,13 @@ class ControllerClient(ABC):
         """ListPartitionReassignments: the ongoing reassignments among ``partitions`` (None: all)."""
 
 
+    async def alter_partition(self, broker_id: int, broker_epoch: int, changes: dict, *,
+                              forward: bool = True) -> dict[tuple[str, int], IsrResult]:
+        """AlterPartition (56) from a partition leader: ``changes`` maps (topic, partition) to the
+        controller's ``IsrChange``; per partition the outcome.  Only a cluster has other leaders."""
+        raise KafkaError(ErrorCode.NOT_CONTROLLER, "This broker is not the active controller")
+
+
 class LocalControllerClient(ControllerClient):
     """The controller in this process."""
 
@@ -222,6 +241,20 @@ class LocalControllerClient(ControllerClient):
     async def list_partition_reassignments(self, partitions, *, timeout_ms=0, forward=True):
         return self._controller.list_partition_reassignments(partitions)
 
+    async def alter_partition(self, broker_id, broker_epoch, changes, *, forward=True):
+        controller = self._controller
+        errors = await controller.alter_partition(broker_id, broker_epoch, changes)
+        results = {}
+        for (name, index), error in errors.items():
+            topic = controller.topics.get(name)
+            record = topic.partitions.get(index) if topic is not None else None
+            if error != ErrorCode.NONE or record is None:
+                results[(name, index)] = IsrResult(error)
+            else:
+                results[(name, index)] = IsrResult(error, record.leader, record.leader_epoch, tuple(record.isr),
+                                                   record.partition_epoch, record.leader_recovery_state)
+        return results
+
 
 class NoControllerClient(ControllerClient):
     """No controller is reachable from this broker: every operation is NOT_CONTROLLER."""
@@ -271,5 +304,5 @@ class NoControllerClient(ControllerClient):
 
 
 __all__ = ["ControllerClient", "LocalControllerClient", "NoControllerClient", "NewTopic", "TopicResult",
-           "ElectionOutcome", "ReassignmentState", "forwarded", "forwarding_client_id", "FORWARDED_SUFFIX",
+           "ElectionOutcome", "ReassignmentState", "IsrResult", "forwarded", "forwarding_client_id", "FORWARDED_SUFFIX",
            "MAX_PARTITIONS_PER_REQUEST", "excessive_batch_error"]

@@ -39,7 +39,7 @@ from twisted_kafka.security.acl import AclBinding, AclBindingFilter
 from twisted_kafka.zk.admin import ZkAdmin
 
 from .client import (
-    ControllerClient, ElectionOutcome, LocalControllerClient, NewTopic, ReassignmentState, TopicResult,
+    ControllerClient, ElectionOutcome, IsrResult, LocalControllerClient, NewTopic, ReassignmentState, TopicResult,
     forwarding_client_id,
 )
 from .topic_names import collision_key
@@ -49,6 +49,7 @@ CONTROLLED_SHUTDOWN_VERSION = 3
 ELECT_LEADERS_VERSION = 2
 ALTER_REASSIGNMENTS_VERSION = 1
 LIST_REASSIGNMENTS_VERSION = 0
+ALTER_PARTITION_VERSION = 1
 ACLS_VERSION = 1
 #: How long AlterConfigs waits for this broker to apply a config it wrote to ZooKeeper.
 CONFIG_WAIT_MS = 10_000
@@ -356,6 +357,19 @@ class ClusterControllerClient(ControllerClient):
         return {(t.name, p.partition_index): (ErrorCode(p.error_code), p.error_message)
                 for t in response.responses for p in t.partitions}
 
+    async def alter_partition(self, broker_id, broker_epoch, changes, *, forward=True):
+        """A leader's ISR change (AlterPartition), to the controller wherever it is."""
+        if self._local_active():
+            return await self.local.alter_partition(broker_id, broker_epoch, changes)
+        controller = self._controller(forward)
+        response = await self.link.request(controller, _alter_partition_request(broker_id, broker_epoch, changes),
+                                           ALTER_PARTITION_VERSION)
+        if response.error_code:
+            raise KafkaError(ErrorCode(response.error_code), "refused by the controller")
+        return {(t.topic_name, p.partition_index): IsrResult(ErrorCode(p.error_code), p.leader_id, p.leader_epoch,
+                                                             tuple(p.isr), p.partition_epoch, p.leader_recovery_state)
+                for t in response.topics for p in t.partitions}
+
     async def list_partition_reassignments(self, partitions, *, timeout_ms=0, forward=True):
         if self._local_active():
             return await self.local.list_partition_reassignments(partitions)
@@ -378,3 +392,15 @@ class ClusterControllerClient(ControllerClient):
 
 
 __all__ = ["ClusterControllerClient", "ControllerLink"]
+
+
+def _alter_partition_request(broker_id: int, broker_epoch: int, changes) -> m.AlterPartitionRequest:
+    R = m.AlterPartitionRequest
+    by_topic: dict[str, list] = {}
+    for (topic, index), change in changes.items():
+        by_topic.setdefault(topic, []).append(R.TopicData.PartitionData(
+            partition_index=index, leader_epoch=change.leader_epoch, new_isr=list(change.isr),
+            leader_recovery_state=change.leader_recovery_state, partition_epoch=change.partition_epoch))
+    return R(broker_id=broker_id, broker_epoch=broker_epoch,
+             topics=[R.TopicData(topic_name=t, partitions=p) for t, p in by_topic.items()])
+

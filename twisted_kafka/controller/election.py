@@ -26,12 +26,12 @@ leadership (or, in Kafka's ZooKeeper mode, an ISR shrink by the controller)
 changes, and the partition epoch -- the state znode's version -- grows by
 one with every write.
 
-``expand_isr`` and ``shrink_isr`` stand in for the leader's AlterPartition
-(API 56) until replication exists: a replica that is alive joins the ISR of a partition
-whose leader is alive (the partition epoch moves, the leader epoch does
-not), so the ISR the controller manages is "the assigned replicas that are
-alive".  Once followers fetch, the leader reports its ISR and this
-function is no longer called.
+``expand_isr`` stands in for the leader's AlterPartition (API 56) for a
+controller whose brokers do not replicate (its unit tests): a replica that
+is alive joins the ISR of a partition whose leader is alive (the partition
+epoch moves, the leader epoch does not).  In a cluster the leaders report
+their ISR and it is not called; ``shrink_isr`` -- dead replicas leave the
+ISR -- is the controller's own job either way.
 """
 
 from __future__ import annotations
@@ -145,9 +145,9 @@ def without_dead_leader(record: PartitionRecord, live: Collection[int]) -> Parti
 
 
 def shrink_isr(record: PartitionRecord, live: Collection[int]) -> PartitionRecord | None:
-    """Phase-A stand-in for the leader's ISR shrink: replicas that are not alive leave the ISR (the
-    last member stays); a broker's failure does this as it happens, this catches up on failures no
-    controller saw (they happened while the controller moved)."""
+    """Replicas that are not alive leave the ISR (the last member stays): a broker's failure does this
+    as it happens; this catches up on failures no controller saw (they happened while the controller
+    moved), as Kafka's new controller moves replicas of dead brokers to OfflineReplica."""
     current = record
     for broker in record.isr:
         if broker not in live:

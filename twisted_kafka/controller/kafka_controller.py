@@ -37,9 +37,12 @@ clients see no spurious leadership change (librdkafka ignores metadata
 whose leader epoch is lower than one it has seen, and revalidates positions
 with OffsetForLeaderEpoch whenever it grows, KIP-320).
 
-Until replication exists, the ISR the controller manages is "the assigned
-replicas that are alive" (``election.expand_isr``, standing in for the
-leaders' AlterPartition); followers hold their role without data.
+The ISR is the leaders' business: a leader shrinks and expands it with
+AlterPartition (``alter_partition``, KIP-497) as its followers fall behind
+and catch up; the controller only takes a failed broker out of every ISR
+(and, with ``isr_follows_liveness``, an ISR that follows which replicas are
+alive -- the stand-in used before replication existed, kept for tests of
+the controller alone).
 """
 
 from __future__ import annotations
@@ -152,9 +155,9 @@ class KafkaController:
         #: Called when this controller learns another one took over (a refused write); the cluster's
         #: ControllerService then goes back to watching ``/controller``.
         self.on_resign: Callable[[], None] | None = None
-        #: Until followers replicate, the ISR is kept to the assigned replicas that are alive
-        #: (``election.expand_isr`` / ``shrink_isr``); once leaders report their ISR with
-        #: AlterPartition (``alter_partition``), this is turned off.
+        #: True: the ISR is kept to the assigned replicas that are alive (``election.expand_isr`` /
+        #: ``shrink_isr``), for a controller without replicating brokers (its unit tests).  A cluster's
+        #: controller turns it off: leaders report their ISR with AlterPartition (``alter_partition``).
         self.isr_follows_liveness = True
 
     @property
@@ -681,13 +684,14 @@ class KafkaController:
         """Kafka's ``onBrokerStartup``: the other brokers learn of them, they learn everything, their
         replicas come online, partitions without a live leader are elected, reassignments resume."""
         others = [b for b in self.live_brokers if b not in started]
-        if others:
-            self._send_update_metadata(others, [])
         deleting = set(self.deleting)
-        self._send_update_metadata(started, self._online_partitions(exclude=deleting),
-                                   topic_configs=list(self.topics.values()), dynamic_broker_configs=True, acls=True)
         hosted = [(t, i) for t, i in self._online_partitions(exclude=deleting)
                   if any(b in started for b in t.partitions[i].replicas)]
+        if others:
+            # Their replicas come online: the partitions they host are no longer offline anywhere.
+            self._send_update_metadata(others, hosted)
+        self._send_update_metadata(started, self._online_partitions(exclude=deleting),
+                                   topic_configs=list(self.topics.values()), dynamic_broker_configs=True, acls=True)
         self._send_leader_and_isr(hosted, is_new=False, only=started)
         for name in list(self.deleting):
             topic = self.topics[name]
@@ -701,7 +705,8 @@ class KafkaController:
     async def _partitions_online(self, topics: Mapping[str, TopicRecord]) -> None:
         """Kafka's ``triggerOnlinePartitionStateChange``: partitions without a state get one, partitions
         without a live leader get one from the ISR (or, if the topic allows it, uncleanly); then live
-        replicas rejoin the ISR (``election.expand_isr``)."""
+        replicas on dead brokers leave the ISR, and (``isr_follows_liveness``) live ones rejoin it
+        (``election.expand_isr``)."""
         electable = self._electable_brokers()
         created: dict[str, dict[int, PartitionRecord]] = {}
         changes: dict[TopicPartition, PartitionRecord] = {}
@@ -724,8 +729,10 @@ class KafkaController:
                     steps.append(partial(election.offline, live=electable, unclean=self._unclean_allowed(topic.name)))
                     # No replica could take over from a dead leader: the partition is offline.
                     steps.append(partial(election.without_dead_leader, live=self.live_brokers))
+                # Replicas on brokers that are not alive leave the ISR (Kafka's OfflineReplica transition, which
+                # a new controller applies to the failures it did not see happen).
+                steps.append(partial(election.shrink_isr, live=self.live_brokers))
                 if self.isr_follows_liveness:
-                    steps.append(partial(election.shrink_isr, live=self.live_brokers))
                     steps.append(partial(election.expand_isr, live=electable))
                 updated = election.compose(record, *steps)
                 if updated is not None:

@@ -120,6 +120,8 @@ class ZkControllerService(Service):
             channels=ControllerChannelManager(reactor=reactor, controller_id=broker_id,
                                               timeout_ms=config["controller.socket.timeout.ms"], config=config))
         self.controller.on_resign = self._resigned
+        # The brokers replicate: leaders keep their ISR with AlterPartition.
+        self.controller.isr_follows_liveness = False
         self.local = LocalControllerClient(self.controller)
         #: ``/controller`` as last seen: the active controller's broker id, or None.
         self.controller_id: int | None = None

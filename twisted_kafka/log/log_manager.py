@@ -17,9 +17,13 @@ start:
   never honour a ``flush.ms`` unless the scheduler interval were also set;
   here setting ``flush.ms`` alone is enough;
 * ``recovery-point-offset-checkpoint`` every
-  ``log.flush.offset.checkpoint.interval.ms`` and
+  ``log.flush.offset.checkpoint.interval.ms``,
   ``log-start-offset-checkpoint`` every
-  ``log.flush.start.offset.checkpoint.interval.ms``;
+  ``log.flush.start.offset.checkpoint.interval.ms`` and the high watermarks'
+  ``replication-offset-checkpoint`` every
+  ``replica.high.watermark.checkpoint.interval.ms`` (loaded at start-up, so
+  a restarted replica does not take its log end for committed; a partition
+  with one replica moves it back to its log end when it becomes leader);
 * idempotent producers idle for ``producer.id.expiration.ms`` are forgotten
   every ``producer.id.expiration.check.interval.ms`` (``producer_state``).
 
@@ -82,6 +86,7 @@ from twisted_kafka.log.layout import (
     LOG_SUFFIX,
     PARTITION_METADATA,
     RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
     TIME_INDEX_SUFFIX,
     TMP_SUFFIX,
     delete_dir_name,
@@ -143,6 +148,14 @@ def _remove_new_dir(path: str) -> None:
         os.rmdir(path)
 
 
+#: What each offset checkpoint of a log dir holds, per log.
+CHECKPOINTED: dict[str, Callable[[Any], int]] = {
+    RECOVERY_POINT_CHECKPOINT: lambda log_: log_.recovery_point,
+    LOG_START_OFFSET_CHECKPOINT: lambda log_: log_.log_start_offset,
+    REPLICATION_OFFSET_CHECKPOINT: lambda log_: log_.high_watermark,
+}
+
+
 class _DirScan:
     """What a log dir holds at start-up (read in the thread pool)."""
 
@@ -154,6 +167,8 @@ class _DirScan:
                                           "its logs are recovered from their first segment")
         self.log_start_offsets = self._read(LOG_START_OFFSET_CHECKPOINT,
                                             "its logs start at their first segment")
+        self.high_watermarks = self._read(REPLICATION_OFFSET_CHECKPOINT,
+                                          "its high watermarks start at their log ends")
         self.partitions: list[tuple[str, int, str]] = []
         self.delete_dirs: list[str] = []
         for name in sorted(os.listdir(path)):
@@ -346,10 +361,10 @@ class LogManager(Service):
                                        f"partition {key[0]}-{key[1]} is also in {self._dir_of[key]}; move the "
                                        f"stale copy out of log.dirs and start again")
                 self._register(loaded, scan.path)
-            rewritten = gatherResults([self._write_checkpoints(
-                name, (lambda log_: log_.recovery_point) if name == RECOVERY_POINT_CHECKPOINT
-                else (lambda log_: log_.log_start_offset), [scan.path]) for name in scan.damaged],
-                consumeErrors=True)
+                if key in scan.high_watermarks:
+                    loaded.high_watermark = scan.high_watermarks[key]     # clamped to the log
+            rewritten = gatherResults([self._write_checkpoints(name, CHECKPOINTED[name], [scan.path])
+                                       for name in scan.damaged], consumeErrors=True)
             if scan.clean:
                 rewritten.addCallback(lambda _: self._blocking(self._remove_marker, scan.path))
             elif scan.partitions:
@@ -424,6 +439,8 @@ class LogManager(Service):
              config_value(self.config, "log.flush.offset.checkpoint.interval.ms", 60000)),
             (self.checkpoint_log_start_offsets,
              config_value(self.config, "log.flush.start.offset.checkpoint.interval.ms", 60000)),
+            (self.checkpoint_high_watermarks,
+             config_value(self.config, "replica.high.watermark.checkpoint.interval.ms", 5000)),
             (self.check_full_dirs, CHECK_INTERVAL_SECONDS * 1000),
             (self.remove_expired_producers,
              config_value(self.config, "producer.id.expiration.check.interval.ms",
@@ -690,6 +707,9 @@ class LogManager(Service):
     def checkpoint_log_start_offsets(self) -> Deferred:
         return self._write_checkpoints(LOG_START_OFFSET_CHECKPOINT, lambda log_: log_.log_start_offset)
 
+    def checkpoint_high_watermarks(self) -> Deferred:
+        return self._write_checkpoints(REPLICATION_OFFSET_CHECKPOINT, lambda log_: log_.high_watermark)
+
     def _checkpoint_recovery_point_of(self, log_dir: str) -> None:
         """A finished segment of a log in ``log_dir`` is on disk: checkpoint the dir's
         recovery points, so a crash does not make recovery re-read it.  Requests
@@ -743,6 +763,7 @@ class LogManager(Service):
             steps.addCallback(lambda _: self._flush_all())
             steps.addCallback(lambda _: self.checkpoint_recovery_points())
             steps.addCallback(lambda _: self.checkpoint_log_start_offsets())
+            steps.addCallback(lambda _: self.checkpoint_high_watermarks())
             steps.addCallback(lambda _: self._finish_deletes())
             steps.addCallback(lambda _: self._close_all())
             steps.addCallback(lambda _: self._blocking(self._write_markers))

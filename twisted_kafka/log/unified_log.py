@@ -252,6 +252,36 @@ class UnifiedLog:
         committed.addCallback(self._after_commit)
         return committed
 
+    def append_as_follower(self, records) -> LogAppendInfo:
+        """Append a leader's batches as they are (offsets, epochs and timestamps kept), on the reactor.
+
+        A follower appends what one fetch returned for the partition --
+        ``replica.fetch.max.bytes`` at most -- so the write is done inline;
+        raises ``KafkaError`` as ``Log.append_as_follower`` does.
+        """
+        space = self.space
+        if space is not None and space.full:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                             f"the log dir {space.path} is full ({space.reason}); replication resumes once "
+                             f"space is freed")
+        try:
+            return self.local_log.append_as_follower(records, self._now_ms())
+        except Exception as e:
+            self._check_space(e)
+            raise
+
+    @property
+    def has_writes_in_flight(self) -> bool:
+        return self.local_log.has_writes_in_flight
+
+    def truncate_to(self, offset: int) -> bool:
+        """Follower truncation (KIP-101): drop everything from ``offset`` on; True if anything went."""
+        return self.local_log.truncate_to(offset, self._now_ms())
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """A follower behind the leader's log start: drop the whole log and continue at ``offset``."""
+        self.local_log.truncate_fully_and_start_at(offset, self._now_ms())
+
     def _check_space(self, error: BaseException | None) -> None:
         if self.space is not None and is_out_of_space(error):
             self.space.mark_full(f"writing {self.topic}-{self.partition}: {error}")

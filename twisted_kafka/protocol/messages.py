@@ -4,7 +4,7 @@ The message layouts come from kafka-python 3.0.12 (``kafka.protocol``), whose
 classes are generated from Apache Kafka's own JSON message definitions and
 compile a decoder/encoder per (message, version); docs/architecture.md records
 why the project depends on it rather than generating its own. The four
-ZooKeeper-mode controller APIs kafka-python does not ship are defined by this
+ZooKeeper-mode controller APIs (and AlterPartition) kafka-python does not ship are defined by this
 project's schema files in ``schemas/`` and loaded through the same machinery
 (``load_json=``), so every message -- client-facing or inter-broker -- is the
 same kind of object with the same encode/decode entry points.
@@ -135,6 +135,14 @@ class ControlledShutdownResponse(ApiMessage, load_json=_schemas):  # type: ignor
     pass
 
 
+class AlterPartitionRequest(ApiMessage, load_json=_schemas):  # type: ignore[call-arg]
+    """Partition leader -> controller: a new ISR (api key 56, KIP-497)."""
+
+
+class AlterPartitionResponse(ApiMessage, load_json=_schemas):  # type: ignore[call-arg]
+    pass
+
+
 #: api_key -> (request class, response class), for every API this codec can carry.
 MESSAGE_CLASSES: dict[int, tuple[type[ApiMessage], type[ApiMessage]]] = {
     cls.API_KEY: (cls, resp) for cls, resp in (
@@ -180,6 +188,7 @@ MESSAGE_CLASSES: dict[int, tuple[type[ApiMessage], type[ApiMessage]]] = {
         (DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse),
         (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
         (DescribeClusterRequest, DescribeClusterResponse),
+        (AlterPartitionRequest, AlterPartitionResponse),
     )
 }
 

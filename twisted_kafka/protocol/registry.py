@@ -40,6 +40,8 @@ brokers: they are served from the first version that carries the receiving
 (or, for ControlledShutdown, the sending) broker's epoch -- LeaderAndIsr v2,
 StopReplica v1, UpdateMetadata v5, ControlledShutdown v2 (KIP-380) -- since
 a request without one cannot be checked against the broker it is meant for.
+AlterPartition (56) 0-1, from partition leaders to the controller, is one
+of them too (v1 carries the leader recovery state, KIP-704).
 
 ElectLeaders 0-2, AlterPartitionReassignments 0-1 (v1:
 ``allow_replication_factor_change``, KIP-860) and ListPartitionReassignments
@@ -178,12 +180,13 @@ ADVERTISED_RANGES: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
+    ApiKey.ALTER_PARTITION: (0, 1),
 }
 
 #: APIs whose requests are exchanged between the controller and brokers only.
 CONTROLLER_API_KEYS = frozenset({
     ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA,
-    ApiKey.UPDATE_METADATA, ApiKey.CONTROLLED_SHUTDOWN,
+    ApiKey.UPDATE_METADATA, ApiKey.CONTROLLED_SHUTDOWN, ApiKey.ALTER_PARTITION,
 })
 
 

@@ -38,6 +38,7 @@ from .handlers.delete_topics import DeleteTopicsHandler
 from .handlers.client_quotas import AlterClientQuotasHandler, DescribeClientQuotasHandler
 from .handlers.describe_cluster import DescribeClusterHandler
 from .handlers.describe_configs import DescribeConfigsHandler
+from .handlers.alter_partition import AlterPartitionHandler
 from .handlers.elect_leaders import ElectLeadersHandler
 from .handlers.fetch import FetchHandler
 from .handlers.find_coordinator import FindCoordinatorHandler
@@ -96,6 +97,7 @@ def _handlers(*, advertised_keys, replica_manager, metadata_cache, admin_manager
                               authorization),
         StopReplicaHandler(replica_manager, controller_guard),
         ControlledShutdownHandler(controller),
+        AlterPartitionHandler(controller),
         CreateTopicsHandler(admin_manager),
         DeleteTopicsHandler(admin_manager, dynamic_config),
         CreatePartitionsHandler(admin_manager),

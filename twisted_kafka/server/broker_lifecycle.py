@@ -12,7 +12,8 @@ Stopping it is the beginning of Kafka's shutdown, in order:
    (``controlled.shutdown.enable``, retried ``controlled.shutdown.max.retries``
    times ``controlled.shutdown.retry.backoff.ms`` apart);
 2. stop accepting connections on every listener;
-3. stop reading requests, answer waiting fetches now, and wait -- without
+3. stop reading requests, stop the replica fetchers, answer waiting
+   fetches and acks=all produces now, and wait -- without
    polling, at most ``DRAIN_TIMEOUT_SECONDS`` -- until every request already
    read has been answered.
 
@@ -53,6 +54,8 @@ class BrokerLifecycleManager(Service):
 
     def startService(self) -> None:
         super().startService()
+        if self.replica_manager.isr_manager is not None:
+            self.replica_manager.isr_manager.start()
         self.socket_server.enable_request_processing("data")
 
     def stopService(self) -> Deferred:
@@ -63,7 +66,7 @@ class BrokerLifecycleManager(Service):
         await self._controlled_shutdown()
         await self.socket_server.stop_accepting()
         self.socket_server.stop_processing_requests()
-        self.replica_manager.purgatory.complete_all()
+        self.replica_manager.shutdown()
         if not await fired_within(self.reactor, self.socket_server.drained(), DRAIN_TIMEOUT_SECONDS):
             self.log.warn("{count} request(s) still in flight after {timeout}s; closing anyway",
                           count=self.socket_server.inflight_count(), timeout=DRAIN_TIMEOUT_SECONDS)

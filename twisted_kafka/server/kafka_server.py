@@ -98,6 +98,8 @@ from .descriptor_budget import descriptor_budget, raise_open_file_limit
 from .dynamic_config import ConnectionLimits, DynamicBrokerConfig, ListenerTls, LogDefaults, ProducerIdExpiration
 from .kafka_apis import KafkaApis
 from .metadata_cache import MetadataCache
+from .isr_manager import IsrManager
+from .replica_fetcher_manager import ReplicaFetcherManager
 from .replica_manager import ReplicaManager
 from .request_handler import DATA_PLANE_TURN_BUDGET, KafkaRequestHandlerPool
 from .startup import debug_enabled, failure_line
@@ -185,6 +187,7 @@ class KafkaServer(MultiService):
                                       max_open_files=self.descriptors.log_files)
         self.replica_manager = ReplicaManager(broker_id=broker_id, log_manager=self.log_manager, reactor=reactor,
                                               topic_overrides=self.config_repository.topic_overrides)
+        self.replica_manager.register_metrics(self.metrics)
 
         # SCRAM credentials (salted) in the first log dir; the file is written on the I/O pool.
         try:
@@ -214,6 +217,14 @@ class KafkaServer(MultiService):
             controller = self.controller_service.client
         self.controller_client = controller
         self.authorization = Authorization(AclAuthorizer.from_config(config))
+        if cluster:
+            # Replication: followers fetch from leaders; leaders change their ISR through the controller.
+            self.replica_manager.fetchers = ReplicaFetcherManager(
+                broker_id=broker_id, config=config, reactor=reactor, metadata_cache=self.metadata_cache,
+                replica_manager=self.replica_manager)
+            self.replica_manager.isr_manager = IsrManager(
+                broker_id=broker_id, broker_epoch=lambda: self.broker_epoch, config=config, reactor=reactor,
+                controller=controller, replica_manager=self.replica_manager, metrics=self.metrics)
         self.controller_guard = ControllerRequestGuard(
             broker_id=broker_id, cluster_id=self.broker.cluster_id, broker_epoch=self.broker_epoch,
             known_controller=lambda: controller.controller_id, refresh=refresh, authorization=self.authorization,

@@ -16,6 +16,15 @@ of a ``__consumer_offsets`` partition when this broker becomes its leader
 and unloads them when it stops leading it.  The replica manager calls the
 listeners; it knows nothing about what they do.
 
+Replication (a partition with more than one replica): on becoming a
+follower the partition is handed to the ``ReplicaFetcherManager``, which
+fetches from the leader and appends through ``append_as_follower``; on
+becoming leader it is taken from it.  As leader, every follower's fetch
+(``follower_fetched``) moves its position and maybe the high watermark,
+which completes acks=all produces waiting in the ``ProducePurgatory`` and
+wakes consumers' fetches; the ``IsrManager`` (when set) hears of each
+fetch, to add caught-up followers to the ISR.
+
 Clients may not write to internal topics (INVALID_TOPIC_EXCEPTION, as in
 Kafka); only the broker's own coordinators append to them.
 """
@@ -24,16 +33,18 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
 from twisted_kafka.controller.topic_names import INTERNAL_TOPICS
 from twisted_kafka.log import AppendOrigin, LogConfig
+from twisted_kafka.metrics.registry import MetricName
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
 from .delayed_fetch import FetchPurgatory
+from .delayed_produce import ProducePurgatory
 from .partition import Partition
 
 
@@ -74,7 +85,11 @@ class ReplicaManager:
         self.topic_overrides = topic_overrides  # topic name -> its config overrides (from the controller's store)
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.purgatory = FetchPurgatory(reactor)
+        self.produce_purgatory = ProducePurgatory(reactor)
         self._listeners: list[LeadershipListener] = []
+        #: Set by the server in a cluster: the ``ReplicaFetcherManager`` and the ``IsrManager``.
+        self.fetchers: Any = None
+        self.isr_manager: Any = None
 
     def add_leadership_listener(self, listener: LeadershipListener) -> None:
         self._listeners.append(listener)
@@ -138,22 +153,33 @@ class ReplicaManager:
         else:
             log = self.log_manager.create_log(change.topic, change.partition, change.topic_id,
                                               self.topic_overrides(change.topic))
-            partition = Partition(change.topic, change.partition, change.topic_id, log, self.broker_id)
+            partition = Partition(change.topic, change.partition, change.topic_id, log, self.broker_id,
+                                  clock=self.reactor)
             self.partitions[key] = partition
         if change.leader == self.broker_id:
+            if self.fetchers is not None:
+                self.fetchers.remove_partition(partition)
             partition.make_leader(change.leader_epoch, change.partition_epoch, change.replicas, change.isr)
             self._notify("on_leader", partition)
         else:
             partition.make_follower(change.leader, change.leader_epoch, change.partition_epoch, change.replicas,
                                     change.isr)
+            if self.fetchers is not None:
+                self.fetchers.add_partition(partition)
             self._notify("on_follower", partition)
         self.purgatory.partition_changed(*key)
+        self.produce_purgatory.check(*key)
         return ErrorCode.NONE
 
     def stop_replica(self, topic: str, partition: int, *, delete: bool) -> Deferred | None:
         """Stop hosting a partition; with ``delete`` its log is removed too."""
         hosted = self.partitions.pop((topic, partition), None)
+        if hosted is not None and self.fetchers is not None:
+            self.fetchers.remove_partition(hosted)
+        if hosted is not None:
+            hosted.leader_id = -1
         self.purgatory.partition_changed(topic, partition)
+        self.produce_purgatory.check(topic, partition)
         if hosted is not None:
             self._notify("on_stopped", topic, partition, delete)
         if delete and self.log_manager.get_log(topic, partition) is not None:
@@ -186,10 +212,11 @@ class ReplicaManager:
         return partition
 
     def append(self, partition: Partition, records, produce_version: int | None, acks: int = 1, *,
-               origin: AppendOrigin = AppendOrigin.CLIENT) -> Deferred:
+               origin: AppendOrigin = AppendOrigin.CLIENT, timeout_ms: int = 30000) -> Deferred:
         """Append records as leader; fires with the LogAppendInfo once durable as configured.
 
-        acks=all needs ``min.insync.replicas`` in-sync replicas (Kafka checks before appending).
+        acks=all needs ``min.insync.replicas`` in-sync replicas (Kafka checks before appending),
+        and waits -- at most ``timeout_ms`` -- until every in-sync replica has the records.
         Clients (``origin`` CLIENT) may not write to internal topics; coordinators do.
         """
         if origin is AppendOrigin.CLIENT and partition.topic in INTERNAL_TOPICS:
@@ -203,12 +230,78 @@ class ReplicaManager:
         d = partition.log.append_as_leader(records, partition.leader_epoch, produce_version=produce_version,
                                            origin=origin)
         d.addCallback(self._appended, partition)
+        if acks == -1 and partition.followers:
+            d.addCallback(self._wait_for_isr, partition, timeout_ms)
         return d
 
     def _appended(self, info, partition: Partition):
         if info.num_records:
-            self.purgatory.appended(partition.topic, partition.index, info.valid_bytes)
+            if partition.followers:
+                self.purgatory.appended(partition.topic, partition.index, info.valid_bytes, followers_only=True)
+                if partition.maybe_increase_high_watermark():     # an ISR of the leader alone
+                    self._high_watermark_moved(partition, info.valid_bytes)
+            else:
+                self.purgatory.appended(partition.topic, partition.index, info.valid_bytes)
         return info
+
+    def _wait_for_isr(self, info, partition: Partition, timeout_ms: int):
+        if info.num_records == 0:
+            return info
+        return self.produce_purgatory.wait(partition, info.last_offset + 1, info, timeout_ms)
+
+    def _high_watermark_moved(self, partition: Partition, nbytes: int) -> None:
+        self.purgatory.high_watermark_moved(partition.topic, partition.index, nbytes)
+        self.produce_purgatory.check(partition.topic, partition.index)
+
+    # -- replication ----------------------------------------------------------------------
+
+    def register_metrics(self, metrics) -> None:
+        """Kafka's ``kafka.server:type=ReplicaManager`` gauges."""
+        def gauge(name: str, read) -> None:
+            metrics.gauge(MetricName("kafka.server", "ReplicaManager", name), read)
+
+        def led() -> list[Partition]:
+            return [p for p in self.partitions.values() if p.is_leader]
+
+        gauge("PartitionCount", lambda: len(self.partitions))
+        gauge("LeaderCount", lambda: len(led()))
+        gauge("UnderReplicatedPartitions", lambda: sum(1 for p in led() if len(p.isr) < len(p.replicas)))
+        gauge("UnderMinIsrPartitionCount",
+              lambda: sum(1 for p in led() if len(p.isr) < p.log.config.min_insync_replicas))
+        gauge("AtMinIsrPartitionCount",
+              lambda: sum(1 for p in led() if len(p.isr) == p.log.config.min_insync_replicas))
+
+    def follower_fetched(self, partition: Partition, replica_id: int, fetch_offset: int) -> None:
+        """Leader: follower ``replica_id`` fetched from ``fetch_offset`` (its log end)."""
+        now_ms = int(self.reactor.seconds() * 1000)
+        if partition.update_follower(replica_id, fetch_offset, now_ms):
+            self._high_watermark_moved(partition, 1)
+        if self.isr_manager is not None:
+            self.isr_manager.follower_fetched(partition, replica_id)
+
+    def isr_changed(self, partition: Partition) -> None:
+        """Leader: the controller accepted a new ISR (the high watermark may move, waits may end)."""
+        if partition.maybe_increase_high_watermark():
+            self.purgatory.high_watermark_moved(partition.topic, partition.index, 1)
+        self.produce_purgatory.check(partition.topic, partition.index)
+
+    def append_as_follower(self, partition: Partition, records, leader_high_watermark: int):
+        """Follower: append the leader's batches as they are and take its high watermark."""
+        info = partition.log.append_as_follower(records) if records else None
+        log = partition.log
+        hw = min(leader_high_watermark, log.committed_end_offset)
+        if hw > log.high_watermark:
+            log.high_watermark = hw
+        return info
+
+    def shutdown(self) -> None:
+        """Stop following, answer every waiting produce and fetch (the broker is stopping)."""
+        if self.fetchers is not None:
+            self.fetchers.shutdown()
+        if self.isr_manager is not None:
+            self.isr_manager.stop()
+        self.produce_purgatory.complete_all()
+        self.purgatory.complete_all()
 
     def read(self, partition: Partition, fetch_offset: int, max_bytes: int, *, max_offset: int,
              min_one_message: bool) -> Deferred:

@@ -161,13 +161,13 @@ def test_a_failed_read_is_a_storage_error_for_that_partition(node, monkeypatch):
 
 
 @pytest.mark.parametrize("version", [6, 12])
-def test_replica_fetches_are_refused_as_a_whole(node, version):
+def test_a_replica_fetch_from_a_broker_that_is_not_a_replica_is_refused(node, version):
     node.create_topic("t")
     request = fetch({"t": {0: 0}})
     request.replica_id = 1
     body = node.call(request, version)
     assert partitions(body)[("t", 0)].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
-    assert body.error_code == (ErrorCode.NOT_LEADER_OR_FOLLOWER if version >= 7 else ErrorCode.NONE)
+    assert body.error_code == ErrorCode.NONE
 
 
 def test_incremental_sessions_are_not_offered(node):

@@ -138,10 +138,10 @@ def test_a_storage_failure_is_a_storage_error_for_that_partition(node, monkeypat
     node.create_topic("t", 2)
     real_append = node.replica_manager.append
 
-    def append(partition, records_, version, acks=1):
+    def append(partition, records_, version, acks=1, **kwargs):
         if partition.index == 1:
             return fail(OSError(5, "Input/output error"))
-        return real_append(partition, records_, version, acks)
+        return real_append(partition, records_, version, acks, **kwargs)
 
     monkeypatch.setattr(node.replica_manager, "append", append)
     body = node.call(produce({"t": {0: records(b"a"), 1: records(b"b")}}), 9)

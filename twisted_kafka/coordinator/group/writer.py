@@ -36,7 +36,7 @@ class ReplicaAppender(Protocol):
     def leader_partition(self, topic: str, index: int): ...
 
     def append(self, partition, records, produce_version: int | None, acks: int = 1, *,
-               origin: AppendOrigin = AppendOrigin.CLIENT) -> Deferred: ...
+               origin: AppendOrigin = AppendOrigin.CLIENT, timeout_ms: int = 30000) -> Deferred: ...
 
 
 class CoordinatorWriter:
@@ -59,7 +59,8 @@ class CoordinatorWriter:
             partition = self.replica_manager.leader_partition(self.topic, partition_index)
             batch = build_batch([(key, value, None, timestamp_ms) for key, value in records],
                                 compression=self.compression)
-            appended = self.replica_manager.append(partition, batch, None, -1, origin=AppendOrigin.COORDINATOR)
+            appended = self.replica_manager.append(partition, batch, None, -1, origin=AppendOrigin.COORDINATOR,
+                                                   timeout_ms=self.timeout_ms)
         except KafkaError as exc:
             result.errback(Failure(exc))
             return result

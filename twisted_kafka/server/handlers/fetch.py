@@ -12,7 +12,10 @@ transactions (librdkafka reads with read_committed by default and hides
 records at or beyond a smaller last stable offset).  When less
 than ``min_bytes`` is available the fetch waits in the purgatory, freeing its
 handler, and is read again as soon as appends bring enough bytes or the wait
-expires.  Incremental fetch sessions (KIP-227) are not offered: the answer's
+expires.  A follower's fetch (``replica_id`` >= 0, KIP-392's replica
+fetch) reads up to the log end instead, and each partition's fetch offset
+tells the leader where the follower's log ends (``ReplicaManager.follower_fetched``):
+the high watermark in its answer already counts it.  Incremental fetch sessions (KIP-227) are not offered: the answer's
 ``session_id`` is 0, which every client accepts as "full fetches only".
 
 Authorization (Kafka's ``handleFetchRequest``): a consumer needs READ on each
@@ -60,13 +63,15 @@ class FetchHandler(ApiHandler):
         replicas = self.replicas
         remaining = min(body.max_bytes if request.api_version >= 3 else 2**31 - 1, self.config["fetch.max.bytes"])
         read_committed = request.api_version >= 4 and body.isolation_level == READ_COMMITTED
+        follower = body.replica_id if body.replica_id >= 0 else None
         total = 0
         any_error = False
         topics = []
         auth = self.authorization
         for topic in body.topics:
             name = self._topic_name(request, topic)
-            denied = auth.enabled and name is not None and not auth.allowed(
+            # A follower is authorized as a whole (CLUSTER_ACTION, in ``handle``), a consumer per topic.
+            denied = follower is None and auth.enabled and name is not None and not auth.allowed(
                 request.context, AclOperation.READ, TOPIC, name)
             entries = []
             for wanted in topic.partitions:
@@ -83,15 +88,21 @@ class FetchHandler(ApiHandler):
                     partition = replicas.leader_partition(name, wanted.partition)
                     if request.api_version >= 9:
                         partition.check_leader_epoch(wanted.current_leader_epoch)
+                    if follower is not None:
+                        replicas.follower_fetched(partition, follower, wanted.fetch_offset)
                     entry.high_watermark = partition.high_watermark
                     entry.last_stable_offset = partition.last_stable_offset
                     entry.log_start_offset = partition.log_start_offset
                     limit = min(wanted.partition_max_bytes, remaining)
                     if limit > 0 or total == 0:
-                        info = await self._read(
-                            partition, wanted.fetch_offset, max(limit, 0),
-                            max_offset=partition.last_stable_offset if read_committed else partition.high_watermark,
-                            min_one_message=total == 0)
+                        if follower is not None:
+                            max_offset = partition.log.committed_end_offset
+                        elif read_committed:
+                            max_offset = partition.last_stable_offset
+                        else:
+                            max_offset = partition.high_watermark
+                        info = await self._read(partition, wanted.fetch_offset, max(limit, 0),
+                                                max_offset=max_offset, min_one_message=total == 0)
                         if info.size:
                             entry.records = info.records
                             total += info.size
@@ -127,12 +138,12 @@ class FetchHandler(ApiHandler):
             return FetchResponseData(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0)
         if body.replica_id >= 0:
             self.authorization.require(request.context, AclOperation.CLUSTER_ACTION, CLUSTER)
-            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "Replica fetching is not available yet")
         topics, total, any_error = await self._read_all(request)
         if total < body.min_bytes and body.max_wait_ms > 0 and not any_error:
             watched = [(self._topic_name(request, t), p.partition) for t in body.topics for p in t.partitions]
             request.mark_local_complete()
-            await self.replicas.purgatory.wait(watched, body.min_bytes, total, body.max_wait_ms)
+            await self.replicas.purgatory.wait(watched, body.min_bytes, total, body.max_wait_ms,
+                                               replica=body.replica_id >= 0)
             topics, total, any_error = await self._read_all(request)
         return FetchResponseData(responses=topics, throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0)
 

@@ -114,7 +114,7 @@ class ProduceHandler(ApiHandler):
                     partition = replicas.leader_partition(topic.name, data.index)
                     if data.records is None:
                         raise KafkaError(ErrorCode.INVALID_RECORD, "Produce request without records")
-                    d = replicas.append(partition, data.records, version, body.acks)
+                    d = replicas.append(partition, data.records, version, body.acks, timeout_ms=body.timeout_ms)
                 except KafkaError as exc:
                     slot[2] = exc
                     continue
