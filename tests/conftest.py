@@ -14,6 +14,13 @@
   ``zookeeper.connect_string(zk_chroot)``.
 
 Tests using ``broker``, ``broker_factory`` or ``zookeeper`` are marked ``integration``.
+
+Under pytest-xdist (``make test``: ``--dist loadfile``) each test file goes to
+one worker, except that every Spark test goes to the same worker: a local
+Spark session is a JVM with two cores of its own, and two or three of them on
+a 2-core machine starve each other and every broker.  The Spark files and
+the ZooKeeper cluster files are collected first, so the longest units start
+first instead of finishing last.
 """
 
 from __future__ import annotations
@@ -26,11 +33,30 @@ from tests.support.broker_process import BrokerProcess
 from tests.support.zookeeper import ZooKeeperServer
 
 
+SPARK_TESTS = "tests/integration/spark/"
+LONG_FIRST = (SPARK_TESTS, "tests/integration/cluster/")
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         if {"broker", "broker_factory", "zookeeper"} & fixtures or "/integration/" in str(item.path):
             item.add_marker(pytest.mark.integration)
+    items.sort(key=lambda item: not item.nodeid.startswith(LONG_FIRST))      # stable: file order kept
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile``, with all of tests/integration/spark/ as one unit of work."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class LoadFileSparkTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return SPARK_TESTS if nodeid.startswith(SPARK_TESTS) else super()._split_scope(nodeid)
+
+    return LoadFileSparkTogether(config, log)
 
 
 @pytest.fixture
