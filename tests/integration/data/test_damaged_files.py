@@ -23,11 +23,10 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
-import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from tests.support.reading import read_to_end
 from tests.support.broker_process import BrokerExited
 from tests.support.raw_client import RawClient
 from twisted_kafka.protocol.errors import ErrorCode
@@ -65,24 +64,8 @@ def produce_some(broker, start: int = 0, batches: int = BATCHES) -> None:
 
 def read_partition(broker, topic: str, partition: int, timeout: float = 20) -> list:
     """[(offset, key)] of one partition, from offset 0 to its end."""
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused", "enable.auto.commit": False,
-                         "enable.partition.eof": True, "fetch.wait.max.ms": 50})
-    consumer.assign([TopicPartition(topic, partition, 0)])
-    out: list = []
-    deadline = time.monotonic() + timeout
-    try:
-        while True:
-            assert time.monotonic() < deadline, f"did not reach the end of {topic}-{partition}"
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error() is not None:
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    return out
-                raise KafkaException(msg.error())
-            out.append((msg.offset(), msg.key()))
-    finally:
-        consumer.close()
+    return [(offset, key) for offset, key, _ in read_to_end(broker.bootstrap, topic, [partition],
+                                                            timeout=timeout)[partition]]
 
 
 def contents(broker, skip=()) -> dict:

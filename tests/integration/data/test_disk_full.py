@@ -22,9 +22,10 @@ import subprocess
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.support.reading import read_to_end
 from tests.support.raw_client import RawClient
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.records.builder import build_batch
@@ -70,24 +71,7 @@ def small_disk_broker(broker_factory):
 
 def read_from(bootstrap: str, topic: str, offset: int, timeout: float = 20) -> list:
     """(offset, key, value) of partition 0 of ``topic`` from ``offset`` to its end."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False,
-                         "enable.partition.eof": True, "fetch.wait.max.ms": 50})
-    consumer.assign([TopicPartition(topic, 0, offset)])
-    out: list = []
-    deadline = time.monotonic() + timeout
-    try:
-        while True:
-            assert time.monotonic() < deadline, f"did not reach the end of {topic}"
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error() is not None:
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    return out
-                raise KafkaException(msg.error())
-            out.append((msg.offset(), msg.key(), msg.value()))
-    finally:
-        consumer.close()
+    return read_to_end(bootstrap, topic, [0], start=offset, timeout=timeout)[0]
 
 
 def fill_up(path: str) -> None:

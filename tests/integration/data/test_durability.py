@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Producer
 
+from tests.support.reading import read_to_end
 from tests.support.raw_client import RawClient
 from tests.support.wait import wait_until
 from twisted_kafka.protocol import messages as m
@@ -55,26 +55,7 @@ def topic_state(broker, topic: str) -> tuple:
 
 def read_all(bootstrap: str, topic: str, partitions: int, timeout: float = 20) -> dict[int, list]:
     """Every (offset, key, value) of each partition, read to its high watermark."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False,
-                         "enable.partition.eof": True, "fetch.wait.max.ms": 50})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    out: dict[int, list] = {p: [] for p in range(partitions)}
-    at_end: set[int] = set()
-    deadline = time.monotonic() + timeout
-    try:
-        while len(at_end) < partitions:
-            assert time.monotonic() < deadline, f"did not reach the end of every partition: {at_end}"
-            for msg in consumer.consume(10_000, timeout=0.5):
-                if msg.error() is not None:
-                    if msg.error().code() == -191:          # _PARTITION_EOF
-                        at_end.add(msg.partition())
-                        continue
-                    raise KafkaException(msg.error())
-                at_end.discard(msg.partition())
-                out[msg.partition()].append((msg.offset(), msg.key(), msg.value()))
-    finally:
-        consumer.close()
-    return out
+    return read_to_end(bootstrap, topic, partitions, timeout=timeout)
 
 
 def log_end_offsets(broker, topic: str, partitions: int) -> dict[int, int]:

@@ -8,17 +8,11 @@ TLS listener settings of tests/integration/security and SASL's own keys.
 
 from __future__ import annotations
 
-import asyncio
-import subprocess
-
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.helpers import create_ssl_context
-from aiokafka.structs import TopicPartition as AioTopicPartition
-from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
-from kafka import KafkaConsumer, KafkaProducer
-from kafka import TopicPartition as KpTopicPartition
+
+from tests.support import round_trips
 
 from tests.integration.security import tls_support
 from tests.support.broker_process import BrokerProcess
@@ -76,37 +70,17 @@ def test_confluent_kafka(tls_broker, mechanism):
             "ssl.ca.location": pki.ca_file, "sasl.mechanism": mechanism, "sasl.username": user,
             "sasl.password": password}
     topic = f"ssl-confluent-{mechanism.lower()}"
-    producer = Producer(conf)
-    for value in messages(topic):
-        producer.produce(topic, value)
-    assert producer.flush(30) == 0
-    consumer = Consumer({**conf, "group.id": f"g-{topic}", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    got = []
-    try:
-        while len(got) < N:
-            message = consumer.poll(10)
-            assert message is not None and message.error() is None, message and message.error()
-            got.append(message.value())
-    finally:
-        consumer.close()
-    assert got == messages(topic)
+    assert round_trips.confluent_kafka(conf, topic, messages(topic)) == messages(topic)
 
 
 def test_kcat(tls_broker, mechanism):
     broker, pki = tls_broker
     user, password = USERS[mechanism]
     topic = f"ssl-kcat-{mechanism.lower()}"
-    common = ["-b", f"localhost:{broker.port('SASL_SSL')}", "-X", "security.protocol=SASL_SSL",
-              "-X", f"ssl.ca.location={pki.ca_file}", "-X", f"sasl.mechanisms={mechanism}",
-              "-X", f"sasl.username={user}", "-X", f"sasl.password={password}", "-t", topic]
-    produced = subprocess.run(["kcat", "-P", *common], input=b"\n".join(messages(topic)) + b"\n",
-                              capture_output=True, timeout=60)
-    assert produced.returncode == 0, produced.stderr
-    consumed = subprocess.run(["kcat", "-C", *common, "-o", "beginning", "-e", "-q"], capture_output=True,
-                              timeout=60)
-    assert consumed.returncode == 0, consumed.stderr
-    assert consumed.stdout.splitlines() == messages(topic)
+    args = ["-b", f"localhost:{broker.port('SASL_SSL')}", "-X", "security.protocol=SASL_SSL",
+            "-X", f"ssl.ca.location={pki.ca_file}", "-X", f"sasl.mechanisms={mechanism}",
+            "-X", f"sasl.username={user}", "-X", f"sasl.password={password}"]
+    assert round_trips.kcat(args, topic, messages(topic)) == messages(topic)
 
 
 def test_kafka_python(tls_broker, mechanism):
@@ -116,47 +90,7 @@ def test_kafka_python(tls_broker, mechanism):
             "ssl_cafile": pki.ca_file, "sasl_mechanism": mechanism, "sasl_plain_username": user,
             "sasl_plain_password": password}
     topic = f"ssl-kafka-python-{mechanism.lower()}"
-    producer = KafkaProducer(enable_idempotence=False, **conf)
-    try:
-        futures = [producer.send(topic, value) for value in messages(topic)]
-        producer.flush(30)
-        assert [future.get(timeout=10).offset for future in futures] == list(range(N))
-    finally:
-        producer.close()
-    consumer = KafkaConsumer(group_id=None, enable_auto_commit=False, auto_offset_reset="earliest", **conf)
-    got: list[bytes] = []
-    try:
-        consumer.assign([KpTopicPartition(topic, 0)])
-        while len(got) < N:
-            batch = consumer.poll(timeout_ms=10_000)
-            assert batch, f"nothing within 10 s; got {len(got)}"
-            got.extend(record.value for records in batch.values() for record in records)
-    finally:
-        consumer.close()
-    assert got == messages(topic)
-
-
-async def aiokafka_round_trip(conf: dict, topic: str) -> list[bytes]:
-    producer = AIOKafkaProducer(**conf)
-    await producer.start()
-    try:
-        for value in messages(topic):
-            await producer.send(topic, value)
-        await producer.flush()
-    finally:
-        await producer.stop()
-    consumer = AIOKafkaConsumer(group_id=None, enable_auto_commit=False, auto_offset_reset="earliest", **conf)
-    await consumer.start()
-    got: list[bytes] = []
-    try:
-        consumer.assign([AioTopicPartition(topic, 0)])
-        while len(got) < N:
-            batch = await consumer.getmany(timeout_ms=10_000)
-            assert batch, f"nothing within 10 s; got {len(got)}"
-            got.extend(record.value for records in batch.values() for record in records)
-    finally:
-        await consumer.stop()
-    return got
+    assert round_trips.kafka_python(conf, topic, messages(topic)) == messages(topic)
 
 
 def test_aiokafka(tls_broker, mechanism):
@@ -166,4 +100,4 @@ def test_aiokafka(tls_broker, mechanism):
             "ssl_context": create_ssl_context(cafile=pki.ca_file), "sasl_mechanism": mechanism,
             "sasl_plain_username": user, "sasl_plain_password": password}
     topic = f"ssl-aiokafka-{mechanism.lower()}"
-    assert asyncio.run(aiokafka_round_trip(conf, topic)) == messages(topic)
+    assert round_trips.aiokafka(conf, topic, messages(topic)) == messages(topic)
