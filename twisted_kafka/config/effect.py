@@ -18,7 +18,7 @@ from __future__ import annotations
 
 SECURITY = "this security feature is not built (GSSAPI, OAUTHBEARER, pluggable classes)"
 TRANSACTIONS = "transactions are not built yet (idempotent producers are)"
-REPLICATION = "replication between brokers is not built yet (cluster issue)"
+REPLICATION = "the broker's own client connections (controller channels, replica fetchers) do not apply it yet"
 SOCKET_BUFFERS = "the broker's client connections use the operating system's socket buffer sizes"
 ZOOKEEPER = ("the ZooKeeper client (kazoo) pipelines requests without a limit of its own; the session "
              "keys (zookeeper.connect, zookeeper.session.timeout.ms, zookeeper.connection.timeout.ms, "

@@ -73,10 +73,10 @@ def write_atomically(path: str, data: bytes, *, fsync: bool = True, space=None) 
         _write_atomically(path, data, fsync)
 
 
-def _write_atomically(path: str, data: bytes, fsync: bool) -> None:
+def _write_atomically(path: str, data: bytes, fsync: bool, mode: int = 0o644) -> None:
     tmp = path + TMP_SUFFIX
     try:
-        fd = OPEN_FILES.os_open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        fd = OPEN_FILES.os_open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
         try:
             view = memoryview(data)
             while view:
@@ -239,3 +239,9 @@ def write_partition_metadata(path: str, topic_id: uuid.UUID, *, fsync: bool = Tr
 def write_clean_shutdown_marker(path: str, broker_epoch: int = -1, *, space=None) -> None:
     write_atomically(path, json.dumps({"version": 0, "brokerEpoch": broker_epoch},
                                       separators=(",", ":")).encode(), space=space)
+
+
+def write_private_atomically(path: str, data: bytes) -> None:
+    """Replace ``path`` with ``data``, readable by the broker's user only (mode 0600: secrets such as
+    salted credentials), so a crash leaves the old content or the new. BLOCKING."""
+    _write_atomically(path, data, True, 0o600)

@@ -27,7 +27,6 @@ interface; until it exists each broker of a cluster keeps its own file.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from abc import ABC, abstractmethod
@@ -35,7 +34,7 @@ from collections.abc import Iterable, Mapping
 
 from twisted.internet.defer import DeferredLock
 
-from twisted_kafka.log.layout import TMP_SUFFIX, fsync_dir
+from twisted_kafka.log.checkpoints import write_private_atomically
 
 from .scram_credentials import MECHANISMS, ScramCredential
 
@@ -110,26 +109,6 @@ def decode(data: bytes, path: str) -> dict[str, dict[str, ScramCredential]]:
         raise ValueError(f"{path}: unreadable SCRAM credentials file: {exc}") from None
 
 
-def write_private_atomically(path: str, data: bytes) -> None:
-    """Replace ``path`` with ``data`` (mode 0600) so a crash leaves the old content or the new. BLOCKING."""
-    tmp = path + TMP_SUFFIX
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    fsync_dir(os.path.dirname(path) or ".")
-
-
 class FileScramCredentialStore(InMemoryScramCredentialStore):
     """``scram-credentials.json`` in a log directory (see the module docstring).
 
@@ -169,5 +148,4 @@ class FileScramCredentialStore(InMemoryScramCredentialStore):
             self._writing.release()
 
 
-__all__ = ["ScramCredentialStore", "InMemoryScramCredentialStore", "FileScramCredentialStore", "STORE_FILE",
-           "write_private_atomically"]
+__all__ = ["ScramCredentialStore", "InMemoryScramCredentialStore", "FileScramCredentialStore", "STORE_FILE"]
