@@ -6,8 +6,10 @@ the same whatever the transport: PLAINTEXT and SASL_PLAINTEXT connect over
 plain TCP (``tcp:host=...:port=...``), and SSL/SASL_SSL wrap that endpoint in
 TLS (``wrapClientTLS``) with the listener's trust store, client certificate
 and host name check (``network.tls.ClientTls``) -- another endpoint, not
-other code.  (SASL authentication itself is a conversation
-over the connection, not a property of the transport.)
+other code.  SASL authentication is a conversation over the connection, not
+a property of the transport: with ``sasl`` given, ``connect`` runs it
+(``twisted_kafka.client.sasl``) before handing the connection over, so a
+caller only ever sees authenticated connections.
 
 ``tcp:`` serves IPv6 literals too (Twisted's TCP client recognises them), so
 there is no separate ``tcp6:`` description; Twisted has no client parser for
@@ -22,7 +24,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from twisted.internet.defer import CancelledError, Deferred
+from twisted.internet.defer import CancelledError, Deferred, ensureDeferred
 from twisted.internet.endpoints import clientFromString, quoteStringArgument, wrapClientTLS
 from twisted.internet.error import ConnectingCancelledError
 from twisted.internet.interfaces import IStreamClientEndpoint
@@ -30,14 +32,18 @@ from twisted.python.failure import Failure
 
 from twisted_kafka.network.tls import ClientTls
 from twisted_kafka.protocol.client_connection import DEFAULT_MAX_RESPONSE_SIZE
+from twisted_kafka.sasl.client import SaslClientConfig
 
 from .errors import ConnectFailed
-from .protocol import KafkaClientFactory, describe_address
+from .protocol import KafkaClientFactory, KafkaClientProtocol, describe_address
+from .sasl import authenticate
 
 #: Security protocols whose connections are TLS-wrapped (Kafka's SecurityProtocol).
 TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
 #: Security protocols over plain TCP.
 PLAIN_PROTOCOLS = frozenset({"PLAINTEXT", "SASL_PLAINTEXT"})
+#: Security protocols whose connections authenticate with SASL first.
+SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
 
 
 def endpoint_description(host: str, port: int, *, timeout: float | None = None) -> str:
@@ -73,20 +79,30 @@ def client_endpoint(reactor, host: str, port: int, *, security_protocol: str = "
 
 def connect(reactor, host: str, port: int, *, client_id: str | None, timeout: float,
             security_protocol: str = "PLAINTEXT", name: str | None = None,
-            max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE, tls: ClientTls | None = None) -> Deferred:
+            max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE, tls: ClientTls | None = None,
+            sasl: SaslClientConfig | None = None) -> Deferred:
     """Connect to the broker at ``host:port``; the Deferred fires with a connected ``KafkaClientProtocol``.
 
-    ``name`` (``"broker 2"``) goes into every error and log line about the
-    connection.  The Deferred fails with ``ConnectFailed`` if the connection
-    is refused or not made within ``timeout`` seconds; cancelling it
-    abandons the attempt (it then fails with Twisted's ``ConnectingCancelledError``).
+    SASL_PLAINTEXT and SASL_SSL need ``sasl``: the connection authenticates
+    with it first, and a refusal fails the Deferred with
+    ``SaslAuthenticationFailed`` (a ``ConnectFailed``) after closing it.
+    The timeout covers the connection, TLS and SASL together.  ``name``
+    (``"broker 2"``) goes into every error and log line about the connection.
+    The Deferred fails with ``ConnectFailed`` if the connection is refused
+    or not made within ``timeout`` seconds; cancelling it abandons the
+    attempt (it then fails with Twisted's ``ConnectingCancelledError``).
     """
     peer = describe_address(host, port, name)
     # Any: mypy cannot check calls through a zope Interface (IStreamClientEndpoint) without a plugin.
     endpoint: Any = client_endpoint(reactor, host, port, security_protocol=security_protocol, timeout=timeout,
                                     tls=tls)
+    if security_protocol in SASL_PROTOCOLS and sasl is None:
+        raise ValueError(f"cannot connect to {peer}: {security_protocol} needs SASL settings")
     factory = KafkaClientFactory(client_id=client_id, peer=peer, max_response_size=max_response_size)
     d = endpoint.connect(factory)
+    if security_protocol in SASL_PROTOCOLS:
+        assert sasl is not None
+        d.addCallback(_authenticated, sasl)
 
     def timed_out(result, timeout: float):
         raise ConnectFailed(peer, f"no connection within {timeout:g} s")
@@ -100,4 +116,24 @@ def connect(reactor, host: str, port: int, *, client_id: str | None, timeout: fl
     return d.addErrback(failed)
 
 
-__all__ = ["connect", "client_endpoint", "endpoint_description", "TLS_PROTOCOLS", "PLAIN_PROTOCOLS"]
+def _authenticated(client: KafkaClientProtocol, sasl: SaslClientConfig) -> Deferred:
+    """``client`` once SASL has succeeded; on any failure (or cancellation) the connection is closed."""
+    def settle(result):
+        if isinstance(result, Failure):
+            client.close()
+        if outer.called:
+            return None          # cancelled meanwhile: the caller has had its CancelledError
+        if isinstance(result, Failure):
+            outer.errback(result)
+        else:
+            outer.callback(client)
+        return None
+
+    # Cancelling closes the connection; the exchange then fails and settle() finds ``outer`` called.
+    outer: Deferred = Deferred(lambda _: client.close())
+    ensureDeferred(authenticate(client, sasl)).addBoth(settle)
+    return outer
+
+
+__all__ = ["connect", "client_endpoint", "endpoint_description", "TLS_PROTOCOLS", "PLAIN_PROTOCOLS",
+           "SASL_PROTOCOLS"]

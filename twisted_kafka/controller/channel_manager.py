@@ -3,7 +3,9 @@
 Kafka's controller keeps one connection and one send thread per broker
 (``ControllerChannelManager`` / ``RequestSendThread``) and sends
 LeaderAndIsr, UpdateMetadata and StopReplica one at a time, in order,
-retrying on connection failure.  The same holds here -- including for the
+retrying on connection failure.  A SASL control listener is authenticated to
+with ``sasl.mechanism.inter.broker.protocol`` and the listener's JAAS
+credentials, as Kafka's controller does; a refusal is a failed attempt.  The same holds here -- including for the
 controller's own broker, which it reaches over its control-plane listener
 like any other, so a single node exercises exactly the path a cluster uses.
 
@@ -30,9 +32,11 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from twisted_kafka.client import ConnectionLost, KafkaClientProtocol, ProtocolViolationError, connect
-from twisted_kafka.client.connector import TLS_PROTOCOLS
+from twisted_kafka.client.connector import SASL_PROTOCOLS, TLS_PROTOCOLS
 from twisted_kafka.config import ConfigError
 from twisted_kafka.network.tls import ClientTls
+from twisted_kafka.sasl.client import SaslClientConfig
+from twisted_kafka.sasl.listener_config import sasl_client_config
 
 RECONNECT_BACKOFF_SECONDS = 0.1
 
@@ -50,9 +54,11 @@ class BrokerChannel:
     log = Logger(namespace="twisted_kafka.controller.BrokerChannel")
 
     def __init__(self, *, reactor, broker_id: int, host: str, port: int, controller_id: int, timeout: float,
-                 security_protocol: str = "PLAINTEXT", tls: Callable[[], ClientTls] | None = None):
+                 security_protocol: str = "PLAINTEXT", tls: Callable[[], ClientTls] | None = None,
+                 sasl: Callable[[], SaslClientConfig] | None = None):
         self.reactor = reactor
         self.tls = tls       # the TLS settings of an SSL control listener, built per connection attempt
+        self.sasl = sasl     # the SASL settings of a SASL control listener, likewise
         self.broker_id = broker_id
         self.host = host
         self.port = port
@@ -141,9 +147,10 @@ class BrokerChannel:
         try:
             # Built at each attempt: a key store reloaded in place is used by the next connection.
             tls = self.tls() if self.tls is not None else None
+            sasl = self.sasl() if self.sasl is not None else None
             self._connecting = connect(self.reactor, self.host, self.port, client_id=self.client_id,
                                        timeout=self.timeout, security_protocol=self.security_protocol,
-                                       name=f"broker {self.broker_id}", tls=tls)
+                                       name=f"broker {self.broker_id}", tls=tls, sasl=sasl)
         except (ConfigError, ValueError) as exc:
             self._connect_failed(Failure(exc))
             return
@@ -212,9 +219,17 @@ class ControllerChannelManager:
 
             def tls() -> ClientTls:
                 return ClientTls.from_config(config, listener)
+        sasl = None
+        if security_protocol in SASL_PROTOCOLS:
+            sasl_config, sasl_listener = self.config, listener_name or security_protocol
+            if sasl_config is None:
+                raise ValueError(f"broker {broker_id}: {security_protocol} control listener without SASL settings")
+
+            def sasl() -> SaslClientConfig:
+                return sasl_client_config(sasl_config, sasl_listener)
         self.channels[broker_id] = BrokerChannel(reactor=self.reactor, broker_id=broker_id, host=host, port=port,
                                                  controller_id=self.controller_id, timeout=self.timeout,
-                                                 security_protocol=security_protocol, tls=tls)
+                                                 security_protocol=security_protocol, tls=tls, sasl=sasl)
 
     def remove_broker(self, broker_id: int) -> None:
         channel = self.channels.pop(broker_id, None)

@@ -10,12 +10,18 @@ Kafka's keys, resolved per listener as Kafka resolves them:
   ``user_<name>="<password>"`` options are PLAIN's users -- required when
   PLAIN is enabled, as Kafka requires a JAAS section for it;
 * SCRAM's credentials are the broker's ``ScramCredentialStore``; the
-  ``scram-sha-*.sasl.jaas.config`` (ScramLoginModule) is accepted but not
-  needed, since no option of it is read by a broker.
+  ``scram-sha-*.sasl.jaas.config`` (ScramLoginModule) holds only the broker's
+  own client credentials (below).
 
-The listener the controller connects to (``control.plane.listener.name``, or
-``inter.broker.listener.name``) cannot be a SASL listener yet: the broker's
-own client does not authenticate yet (Kafka's ``sasl.mechanism.inter.broker.protocol``).
+The broker's own connections (the controller's channels to the control-plane
+listener -- ``control.plane.listener.name``, else the inter-broker one -- and
+the replica fetchers to ``inter.broker.listener.name``) authenticate as Kafka's
+do when that listener is SASL: with ``sasl.mechanism.inter.broker.protocol``,
+which must be implemented here and enabled on the listener, and the
+``username``/``password`` options of the listener's JAAS configuration for that
+mechanism, ``listener.name.<l>.<mechanism lower case>.sasl.jaas.config``
+(PlainLoginModule or ScramLoginModule).  ``sasl_client_config`` builds those
+settings; ``sasl_server_configs`` checks them at startup.
 """
 
 from __future__ import annotations
@@ -23,8 +29,12 @@ from __future__ import annotations
 from twisted_kafka.config import ConfigError
 
 from .authenticator import SUPPORTED_MECHANISMS, SaslServerConfig
+from .client import SaslClientConfig
 from .credential_store import ScramCredentialStore
-from .plain import PLAIN, plain_users
+from .plain import PLAIN, PLAIN_LOGIN_MODULE, parse_jaas_options, plain_users
+
+SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+INTER_BROKER_MECHANISM = "sasl.mechanism.inter.broker.protocol"
 
 SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
 
@@ -38,10 +48,6 @@ def sasl_server_configs(config, listeners, scram_store: ScramCredentialStore | N
         if endpoint.security_protocol not in SASL_PROTOCOLS:
             continue
         name = endpoint.listener_name
-        if name in (controller_listener, listeners.inter_broker_listener_name):
-            raise ConfigError("inter.broker.listener.name",
-                              f"listener {name} carries the controller's or inter-broker connections, which "
-                              f"cannot authenticate with SASL yet: use a PLAINTEXT (or SSL) listener for them")
         mechanisms = tuple(config.listener_effective(name, "sasl.enabled.mechanisms"))
         key = f"listener.name.{name.lower()}.sasl.enabled.mechanisms"
         if not mechanisms:
@@ -62,9 +68,46 @@ def sasl_server_configs(config, listeners, scram_store: ScramCredentialStore | N
                 users = plain_users(jaas.value)
             except ValueError as exc:
                 raise ConfigError(jaas_key, str(exc)) from None
+        if name in (controller_listener, listeners.inter_broker_listener_name):
+            sasl_client_config(config, name)      # the broker's own connections to it can authenticate
         configs[name] = SaslServerConfig(listener_name=name, enabled_mechanisms=mechanisms, plain_users=users,
                                          scram_store=scram_store)
     return configs
 
 
-__all__ = ["sasl_server_configs", "SASL_PROTOCOLS"]
+def sasl_client_config(config, listener_name: str) -> SaslClientConfig:
+    """How the broker's own connections authenticate to SASL listener ``listener_name``; ``ConfigError``
+    naming the key at fault if they cannot."""
+    mechanism = config[INTER_BROKER_MECHANISM]
+    if mechanism not in SUPPORTED_MECHANISMS:
+        raise ConfigError(INTER_BROKER_MECHANISM,
+                          f"listener {listener_name} carries the broker's own (controller or inter-broker) "
+                          f"connections and is a SASL listener, so they authenticate with this mechanism; "
+                          f"this broker implements {', '.join(SUPPORTED_MECHANISMS)}", mechanism)
+    enabled = tuple(config.listener_effective(listener_name, "sasl.enabled.mechanisms"))
+    if mechanism not in enabled:
+        raise ConfigError(INTER_BROKER_MECHANISM,
+                          f"{mechanism} is not enabled on listener {listener_name} (sasl.enabled.mechanisms: "
+                          f"{', '.join(enabled) or 'none'}), which carries the broker's own connections", mechanism)
+    jaas_key = f"listener.name.{listener_name.lower()}.{mechanism.lower()}.sasl.jaas.config"
+    jaas = config.listener_value(listener_name, "sasl.jaas.config", mechanism.lower())
+    if jaas is None:
+        raise ConfigError(jaas_key, f"the broker's own connections to listener {listener_name} authenticate "
+                                    f"with {mechanism}, but no login module configuration gives their "
+                                    'username="..." password="..."')
+    expected_module = PLAIN_LOGIN_MODULE if mechanism == PLAIN else SCRAM_LOGIN_MODULE
+    try:
+        module, options = parse_jaas_options(jaas.value)
+    except ValueError as exc:
+        raise ConfigError(jaas_key, str(exc)) from None
+    if module != expected_module:
+        raise ConfigError(jaas_key, f"{mechanism} needs {expected_module}, not {module}")
+    missing = [option for option in ("username", "password") if not options.get(option)]
+    if missing:
+        raise ConfigError(jaas_key, f"the {' and '.join(missing)} option(s) of the broker's own connections "
+                                    f"to listener {listener_name} are missing")
+    return SaslClientConfig(listener_name=listener_name, mechanism=mechanism, username=options["username"],
+                            password=options["password"])
+
+
+__all__ = ["sasl_server_configs", "sasl_client_config", "SASL_PROTOCOLS", "SCRAM_LOGIN_MODULE"]

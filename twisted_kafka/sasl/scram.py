@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import hmac
 import re
 import secrets
 
 from .credential_store import ScramCredentialStore
 from .errors import AuthenticationFailed
-from .scram_credentials import ScramCredential, ScramMechanism
+from .scram_credentials import ScramCredential, ScramMechanism, scram_hash, scram_hmac
 
 _SASLNAME = r"(?:[\x01-\x2b\x2d-\x3c\x3e-\x7f]|=2C|=3D)+"
 _PRINTABLE = r"[\x21-\x2b\x2d-\x7e]+"
@@ -81,7 +80,7 @@ class ScramServer:
         raise self._failed("unexpected message after the exchange ended")
 
     def _hmac(self, key: bytes, message: bytes) -> bytes:
-        return hmac.new(key, message, self._mechanism.hash_name).digest()
+        return scram_hmac(self._mechanism, key, message)
 
     def _client_first(self, message: str) -> bytes:
         match = CLIENT_FIRST.fullmatch(message)
@@ -127,7 +126,7 @@ class ScramServer:
         if len(proof) != len(client_signature):
             raise self._failed(f"invalid proof length from user {self.user!r}")
         client_key = bytes(a ^ b for a, b in zip(proof, client_signature, strict=True))
-        if not hmac.compare_digest(hashlib.new(self._mechanism.hash_name, client_key).digest(), credential.stored_key):
+        if not hmac.compare_digest(scram_hash(self._mechanism, client_key), credential.stored_key):
             raise self._failed(f"invalid proof for user {self.user!r} (wrong password)")
         server_signature = self._hmac(credential.server_key, auth_message)
         self._step = 2

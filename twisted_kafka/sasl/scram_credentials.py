@@ -79,12 +79,31 @@ def salted_password(mechanism: ScramMechanism, password: str, salt: bytes, itera
     return hashlib.pbkdf2_hmac(mechanism.hash_name, password.encode("utf-8"), salt, iterations)
 
 
+def scram_hmac(mechanism: ScramMechanism, key: bytes, message: bytes) -> bytes:
+    """HMAC(key, message) of RFC 5802 with the mechanism's hash."""
+    return hmac.new(key, message, mechanism.hash_name).digest()
+
+
+def scram_hash(mechanism: ScramMechanism, data: bytes) -> bytes:
+    """H(data) of RFC 5802 with the mechanism's hash."""
+    return hashlib.new(mechanism.hash_name, data).digest()
+
+
+def client_key(mechanism: ScramMechanism, salted: bytes) -> bytes:
+    """ClientKey = HMAC(SaltedPassword, "Client Key")."""
+    return scram_hmac(mechanism, salted, b"Client Key")
+
+
+def server_key(mechanism: ScramMechanism, salted: bytes) -> bytes:
+    """ServerKey = HMAC(SaltedPassword, "Server Key")."""
+    return scram_hmac(mechanism, salted, b"Server Key")
+
+
 def credential_from_salted_password(mechanism: ScramMechanism, salt: bytes, salted: bytes,
                                     iterations: int) -> ScramCredential:
-    client_key = hmac.new(salted, b"Client Key", mechanism.hash_name).digest()
-    stored_key = hashlib.new(mechanism.hash_name, client_key).digest()
-    server_key = hmac.new(salted, b"Server Key", mechanism.hash_name).digest()
-    return ScramCredential(salt=salt, stored_key=stored_key, server_key=server_key, iterations=iterations)
+    stored_key = scram_hash(mechanism, client_key(mechanism, salted))
+    return ScramCredential(salt=salt, stored_key=stored_key, server_key=server_key(mechanism, salted),
+                           iterations=iterations)
 
 
 def credential_from_password(mechanism: ScramMechanism, password: str, iterations: int = DEFAULT_ITERATIONS,
@@ -96,4 +115,5 @@ def credential_from_password(mechanism: ScramMechanism, password: str, iteration
 
 
 __all__ = ["ScramMechanism", "ScramCredential", "SCRAM_SHA_256", "SCRAM_SHA_512", "MECHANISMS", "BY_TYPE",
-           "DEFAULT_ITERATIONS", "salted_password", "credential_from_salted_password", "credential_from_password"]
+           "DEFAULT_ITERATIONS", "salted_password", "scram_hmac", "scram_hash", "client_key", "server_key",
+           "credential_from_salted_password", "credential_from_password"]

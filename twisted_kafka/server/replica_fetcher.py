@@ -61,11 +61,12 @@ class ReplicaFetcher:
     log = Logger(namespace="twisted_kafka.server.ReplicaFetcher")
 
     def __init__(self, *, source_broker: int, fetcher_id: int, broker_id: int, config, reactor,
-                 endpoint, replica_manager, tls=None):
+                 endpoint, replica_manager, tls=None, sasl=None):
         """``endpoint(broker_id)``: the leader's (host, port, security protocol) on the replication
         listener, or None while it is not known; ``tls(security_protocol)``: the ``ClientTls`` of an
-        SSL listener (None: plain)."""
+        SSL listener (None: plain); ``sasl(security_protocol)``: the ``SaslClientConfig`` of a SASL one."""
         self.tls = tls
+        self.sasl = sasl
         self.source_broker = source_broker
         self.fetcher_id = fetcher_id
         self.broker_id = broker_id
@@ -173,11 +174,13 @@ class ReplicaFetcher:
             return None
         host, port, security_protocol = where
         tls = self.tls(security_protocol) if self.tls is not None else None
+        sasl = self.sasl(security_protocol) if self.sasl is not None else None
         self._client = await connect(self.reactor, host, port, client_id=f"broker-{self.broker_id}-fetcher-"
                                      f"{self.fetcher_id}", timeout=self.config["replica.socket.timeout.ms"] / 1000,
                                      security_protocol=security_protocol, name=f"broker {self.source_broker}",
                                      max_response_size=self.config["replica.fetch.response.max.bytes"]
-                                     + self.config["replica.fetch.max.bytes"] + 1024 * 1024, tls=tls)
+                                     + self.config["replica.fetch.max.bytes"] + 1024 * 1024, tls=tls,
+                                     sasl=sasl)
         return self._client
 
     async def _request(self, client: KafkaClientProtocol, body, version: int):

@@ -7,7 +7,8 @@ connections, and a leader change moves the partition to another fetcher.
 Fetchers without partitions are stopped.  Leaders are reached on their
 replication listener: ``inter.broker.listener.name``, else the listener
 named by ``security.inter.broker.protocol``, as registered and announced in
-the controller's UpdateMetadata.
+the controller's UpdateMetadata; a SASL one with
+``sasl.mechanism.inter.broker.protocol`` and that listener's JAAS credentials.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from __future__ import annotations
 from twisted.internet.defer import gatherResults
 from twisted.logger import Logger
 
-from twisted_kafka.client.connector import TLS_PROTOCOLS
+from twisted_kafka.client.connector import SASL_PROTOCOLS, TLS_PROTOCOLS
 from twisted_kafka.network.tls import ClientTls
+from twisted_kafka.sasl.client import SaslClientConfig
+from twisted_kafka.sasl.listener_config import sasl_client_config
 
 from .metadata_cache import MetadataCache
 from .partition import Partition
@@ -50,6 +53,13 @@ class ReplicaFetcherManager:
             return None
         return ClientTls.from_config(self.config, self.listener_name)
 
+    def client_sasl(self, security_protocol: str) -> SaslClientConfig | None:
+        """How a connection to a SASL replication listener authenticates
+        (``sasl.mechanism.inter.broker.protocol`` and the listener's JAAS credentials), else None."""
+        if security_protocol not in SASL_PROTOCOLS:
+            return None
+        return sasl_client_config(self.config, self.listener_name)
+
     def fetcher_id(self, topic: str, index: int) -> int:
         return (hash(topic) * 31 + index) % max(1, self.config["num.replica.fetchers"])
 
@@ -63,7 +73,8 @@ class ReplicaFetcherManager:
         if fetcher is None:
             fetcher = self.fetchers[key] = ReplicaFetcher(
                 source_broker=partition.leader_id, fetcher_id=key[1], broker_id=self.broker_id, config=self.config,
-                reactor=self.reactor, endpoint=self.endpoint, replica_manager=self.replicas, tls=self.client_tls)
+                reactor=self.reactor, endpoint=self.endpoint, replica_manager=self.replicas, tls=self.client_tls,
+                sasl=self.client_sasl)
             fetcher.start()
         fetcher.add_partition(partition)
         self._by_partition[(partition.topic, partition.index)] = fetcher
