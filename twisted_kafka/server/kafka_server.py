@@ -77,7 +77,7 @@ from twisted_kafka.network.request import ANONYMOUS
 from twisted_kafka.network.socket_server import SocketServer
 from twisted_kafka.network.ssl_principal import NoMatchingRule
 from twisted_kafka.sasl.credential_store import FileScramCredentialStore
-from twisted_kafka.sasl.listener_config import sasl_server_configs
+from twisted_kafka.sasl.listener_config import SASL_PROTOCOLS, sasl_client_config, sasl_server_configs
 from twisted_kafka.zk import data as zk_data
 from twisted_kafka.zk import registration as zk_registration
 from twisted_kafka.zk.admin import ZkAdmin
@@ -394,9 +394,14 @@ class KafkaServer(MultiService):
         else ``inter.broker.listener.name``): on SSL its key store certificate's subject through the
         listener's ``ssl.principal.mapping.rules`` (when the listener asks for client certificates;
         ``ssl.client.auth=none``: ``User:ANONYMOUS``), on PLAINTEXT ``User:ANONYMOUS``; None if no mapping
-        rule applies (such a certificate cannot authenticate at all)."""
+        rule applies (such a certificate cannot authenticate at all).  On SASL_PLAINTEXT and SASL_SSL it is
+        ``User:<username>`` of the listener's JAAS configuration for ``sasl.mechanism.inter.broker.protocol``:
+        the SASL identity wins over a certificate there, as in Kafka."""
         listeners = self.listeners
         listener = listeners.control_plane_listener_name or listeners.inter_broker_listener_name
+        if any(endpoint.listener_name == listener and endpoint.security_protocol in SASL_PROTOCOLS
+               for endpoint in listeners.listeners):
+            return f"User:{sasl_client_config(self.config, listener).username}"
         tls = self.socket_server.tls.get(listener)
         if tls is None or tls.settings.client_auth == "none":
             return ANONYMOUS

@@ -108,3 +108,17 @@ def test_an_inter_broker_mechanism_the_listener_does_not_enable_is_refused_at_st
     with pytest.raises(BrokerExited):
         broker.start()
     assert "sasl.mechanism.inter.broker.protocol" in broker.log_text()
+
+
+def test_with_an_authorizer_the_controllers_sasl_user_is_the_brokers_own_principal(broker_factory):
+    """No ACL names User:broker and nothing is allowed without one, yet the controller's requests (over
+    SCRAM as ``broker``) are accepted on the control plane: that user is the broker's own principal there."""
+    broker = broker_factory({**scram_overrides("broker-secret"),
+                             "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                             "allow.everyone.if.no.acl.found": "false", "super.users": "User:ANONYMOUS",
+                             "offsets.topic.replication.factor": "1"}, start=False)
+    add_scram_user(broker, "broker", "broker-secret")
+    broker.start()
+    produce_and_consume({"bootstrap.servers": broker.bootstrap}, "authorized")
+    assert "Refused" not in broker.log_text()
+    assert broker.stop() == 0, broker.log_text()[-4000:]
