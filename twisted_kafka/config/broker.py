@@ -337,14 +337,18 @@ _define("sasl.enabled.mechanisms", LIST, "GSSAPI", MEDIUM,
         "replaced there).",
         mode=PER_BROKER, listener=True)
 _define("sasl.mechanism.inter.broker.protocol", STRING, "GSSAPI", MEDIUM,
-        "SASL mechanism brokers use with each other; must be enabled on the "
-        "inter-broker listener.",
+        "SASL mechanism of the broker's own connections (the controller's, the "
+        "replica fetchers') to a SASL control-plane or inter-broker listener: "
+        "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, enabled on that listener; the "
+        "credentials are the username/password options of that listener's "
+        "listener.name.<l>.<mechanism>.sasl.jaas.config.",
         mode=PER_BROKER)
 _define("sasl.jaas.config", PASSWORD, None, MEDIUM,
         "JAAS login settings. Brokers read it only per listener and mechanism: "
         "listener.name.<l>.<mechanism>.sasl.jaas.config, mechanism in lower case. "
         "For PLAIN, the PlainLoginModule's user_<name>=\"<password>\" options "
-        "are the users.",
+        "are the users; the username/password options of the module for "
+        "sasl.mechanism.inter.broker.protocol are the broker's own credentials.",
         mode=PER_BROKER, mechanism=True)
 _define("sasl.server.callback.handler.class", CLASS, None, MEDIUM,
         "Pluggable server-side SASL callback handler, set per listener and "

@@ -24,8 +24,9 @@ ZOOKEEPER = ("the ZooKeeper client (kazoo) pipelines requests without a limit of
              "keys (zookeeper.connect, zookeeper.session.timeout.ms, zookeeper.connection.timeout.ms, "
              "zookeeper.set.acl) take effect")
 SASL = ("SASL offers PLAIN and SCRAM-SHA-256/512 (sasl.enabled.mechanisms, the PLAIN users of "
-        "listener.name.<l>.plain.sasl.jaas.config, sasl.server.max.receive.size); GSSAPI, OAUTHBEARER, pluggable "
-        "SASL classes and the broker's own SASL client (inter-broker) are not built")
+        "listener.name.<l>.plain.sasl.jaas.config, sasl.server.max.receive.size), and the broker's own "
+        "connections authenticate with them (sasl.mechanism.inter.broker.protocol); GSSAPI, OAUTHBEARER and "
+        "pluggable SASL classes are not built")
 METRICS = "metrics are kept under Kafka's names; reporters and sampling are not configurable yet"
 REACTOR = ("the reactor's single thread does all socket I/O, so there are no network threads to size "
            "(docs/architecture.md, 'num.network.threads')")
@@ -93,7 +94,8 @@ def deprecation(name: str) -> str | None:
 # Read although a prefix above matches: the ZooKeeper session's keys (cluster mode) and SASL's.
 _EFFECTIVE = frozenset({"zookeeper.connect", "zookeeper.session.timeout.ms", "zookeeper.connection.timeout.ms",
                         "zookeeper.set.acl",
-                        "sasl.enabled.mechanisms", "sasl.jaas.config", "sasl.server.max.receive.size"})
+                        "sasl.enabled.mechanisms", "sasl.jaas.config", "sasl.server.max.receive.size",
+                        "sasl.mechanism.inter.broker.protocol"})
 
 
 def not_effective_reason(name: str) -> str | None:
