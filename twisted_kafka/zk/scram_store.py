@@ -122,26 +122,34 @@ class ZkScramCredentialStore(InMemoryScramCredentialStore):
     async def _changes(self, children: list[str] | None) -> None:
         await self._reloading.acquire()
         try:
-            for child in children or ():
-                if not child.startswith(z.CONFIG_CHANGE_PREFIX):
-                    continue
-                sequence = z.config_change_sequence(child)
-                if sequence <= self._last_change:
-                    continue
-                data, _ = await self._zk.get_or_none(f"{z.CONFIG_CHANGES}/{child}")
-                self._last_change = sequence
-                if data is None:
-                    continue
-                try:
-                    entity_type, entity = z.decode_config_change(data)
-                except (ValueError, KeyError, TypeError):
-                    self.log.warn("Ignoring an unreadable config change notification {name}", name=child)
-                    continue
-                # ``<user>/clients/<client>`` and ``<default>`` are quota entities, not credentials.
-                if entity_type == USER_CONFIG and "/" not in entity and entity != z.DEFAULT_ENTITY:
-                    await self._reload(desanitize(entity))
+            await self._process(children)
+        except KazooException:
+            if self._watch is None:
+                return          # stopped (the session closes) while a reload was under way
+            raise
         finally:
             self._reloading.release()
+
+    async def _process(self, children: list[str] | None) -> None:
+        """Reload the users named by notifications newer than the last one handled."""
+        for child in children or ():
+            if not child.startswith(z.CONFIG_CHANGE_PREFIX):
+                continue
+            sequence = z.config_change_sequence(child)
+            if sequence <= self._last_change:
+                continue
+            data, _ = await self._zk.get_or_none(f"{z.CONFIG_CHANGES}/{child}")
+            self._last_change = sequence
+            if data is None:
+                continue
+            try:
+                entity_type, entity = z.decode_config_change(data)
+            except (ValueError, KeyError, TypeError):
+                self.log.warn("Ignoring an unreadable config change notification {name}", name=child)
+                continue
+            # ``<user>/clients/<client>`` and ``<default>`` are quota entities, not credentials.
+            if entity_type == USER_CONFIG and "/" not in entity and entity != z.DEFAULT_ENTITY:
+                await self._reload(desanitize(entity))
 
     async def _reload(self, user: str) -> None:
         data, _ = await self._zk.get_or_none(user_path(user))

@@ -4,6 +4,7 @@ notifications that refresh another broker's store, Kafka's user-name sanitizing.
 from __future__ import annotations
 
 import json
+import os
 
 from twisted.internet import reactor
 from twisted.internet.task import deferLater
@@ -14,6 +15,8 @@ from twisted_kafka.zk.registration import ensure_persistent_paths
 from twisted_kafka.zk.scram_store import ZkScramCredentialStore, desanitize, sanitize
 
 from .helpers import ZkTestCase
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 ALICE_256 = credential_from_password(SCRAM_SHA_256, "alice-secret", 4096, salt=b"0123456789abcdef")
 ALICE_512 = credential_from_password(SCRAM_SHA_512, "alice-secret", 8192, salt=b"fedcba9876543210")
@@ -109,3 +112,28 @@ class ZkScramCredentialStoreTest(ZkTestCase):
         second = self.store()
         assert second.get("alice", "SCRAM-SHA-256") == ALICE_256
         assert second._last_change == 0
+
+    async def test_the_tool_writes_zookeeper_and_running_stores_reload(self):
+        """``bin/twisted-kafka-scram --zookeeper``: Kafka's ``kafka-configs.sh --zookeeper`` for users."""
+        store = self.store()
+        connect = self.zookeeper.connect_string(self.chroot)
+        added = await tool("--zookeeper", connect, "--alter", "--entity-type", "users", "--entity-name", "erin",
+                           "--add-config", "SCRAM-SHA-512=[iterations=8192,password=erin-secret]")
+        assert added == (0, f"Completed updating config for user erin in ZooKeeper {connect}.\n"), added
+        await until(lambda: store.get("erin", "SCRAM-SHA-512") is not None)
+        assert store.get("erin", "SCRAM-SHA-512").iterations == 8192
+        described = await tool("--zookeeper", connect, "--describe", "--entity-name", "erin")
+        assert described == (0, "SCRAM credential configs for user-principal 'erin' are "
+                                "SCRAM-SHA-512=iterations=8192\n"), described
+        assert (await tool("--zookeeper", connect, "--alter", "--entity-name", "erin",
+                           "--delete-config", "SCRAM-SHA-512"))[0] == 0
+        await until(lambda: store.users() == {})
+
+
+async def tool(*args: str) -> tuple[int, str]:
+    """Run bin/twisted-kafka-scram (its own process: it runs a reactor); (exit status, stdout)."""
+    from twisted.internet.utils import getProcessOutputAndValue
+
+    out, err, code = await getProcessOutputAndValue(os.path.join(ROOT, "bin", "twisted-kafka-scram"), args,
+                                                    env=dict(os.environ), reactor=reactor)
+    return code, out.decode() + err.decode()
