@@ -21,8 +21,8 @@ A ZooKeeper cluster keeps credentials where Kafka does, one znode per user:
 ``/config/users/<user>`` holding ``{"version":1,"config":{"SCRAM-SHA-256":
 "<credential text>", ...}}``, with a change notification under
 ``/config/changes/config_change_<seq>`` (``{"version":2,"entity_path":
-"users/<user>"}``) so every broker reloads it.  That store implements this
-interface; until it exists each broker of a cluster keeps its own file.
+"users/<user>"}``) so every broker reloads it: ``ZkScramCredentialStore``
+(``twisted_kafka.zk.scram_store``) implements this interface there.
 """
 
 from __future__ import annotations
