@@ -56,6 +56,11 @@ class ScramCredentialStore(ABC):
     def users(self) -> Credentials:
         """Every user with at least one credential (a snapshot)."""
 
+    async def refresh(self, users: Iterable[str]) -> None:
+        """Bring ``users`` up to date from a store shared with other brokers before they are checked
+        (nothing to do for a store of this broker's own); raises ``OSError`` if it cannot be read."""
+        return None
+
     @abstractmethod
     async def alter(self, upsertions: Iterable[tuple[str, str, ScramCredential]],
                     deletions: Iterable[tuple[str, str]]) -> None:

@@ -76,6 +76,7 @@ from twisted_kafka.network.listeners import parse_listeners
 from twisted_kafka.network.request import ANONYMOUS
 from twisted_kafka.network.socket_server import SocketServer
 from twisted_kafka.network.ssl_principal import NoMatchingRule
+from twisted_kafka.sasl.credential_store import STORE_FILE as SCRAM_STORE_FILE
 from twisted_kafka.sasl.credential_store import FileScramCredentialStore, ScramCredentialStore
 from twisted_kafka.sasl.listener_config import sasl_server_configs
 from twisted_kafka.zk import data as zk_data
@@ -202,6 +203,10 @@ class KafkaServer(MultiService):
                                    f"cannot read SCRAM credentials: {exc!r}") from None
             zk_store.start()
             self.scram_store = zk_store
+            leftover = os.path.join(self.log_dirs[0], SCRAM_STORE_FILE)
+            if os.path.exists(leftover):
+                self.log.warn("{path} is not read in a ZooKeeper cluster (credentials live in ZooKeeper's "
+                              "/config/users); add its users with twisted-kafka-scram --zookeeper", path=leftover)
         else:
             try:
                 self.scram_store = FileScramCredentialStore(

@@ -161,6 +161,15 @@ class ZkScramCredentialStore(InMemoryScramCredentialStore):
             credentials.pop(user, None)
         self._credentials = credentials
 
+    async def refresh(self, users) -> None:
+        """Read ``users`` from ZooKeeper now (AlterUserScramCredentials checks deletions against what
+        ZooKeeper holds, as Kafka's ``ZkAdminManager`` does, not against a notification still on its way)."""
+        try:
+            for user in dict.fromkeys(users):
+                await self._reload(user)
+        except KazooException as exc:
+            raise OSError(f"ZooKeeper: {type(exc).__name__} {exc}") from exc
+
     # -- writing ----------------------------------------------------------------------------
 
     async def alter(self, upsertions, deletions) -> None:

@@ -137,3 +137,21 @@ async def tool(*args: str) -> tuple[int, str]:
     out, err, code = await getProcessOutputAndValue(os.path.join(ROOT, "bin", "twisted-kafka-scram"), args,
                                                     env=dict(os.environ), reactor=reactor)
     return code, out.decode() + err.decode()
+
+
+class ZkScramRefreshTest(ZkTestCase):
+    def setUp(self):
+        with self.zookeeper.client(self.chroot) as raw:
+            ensure_persistent_paths(raw)
+
+    async def test_refresh_reads_a_user_without_waiting_for_the_notification(self):
+        unwatched = ZkScramCredentialStore(self.connect())      # loaded, never started: no watch
+        unwatched.load_now()
+        writer = ZkScramCredentialStore(self.connect())
+        await writer.alter([("frank", "SCRAM-SHA-256", ALICE_256)], [])
+        assert unwatched.get("frank", "SCRAM-SHA-256") is None
+        await unwatched.refresh(["frank"])
+        assert unwatched.get("frank", "SCRAM-SHA-256") == ALICE_256
+        await writer.alter([], [("frank", "SCRAM-SHA-256")])
+        await unwatched.refresh(["frank", "frank"])
+        assert unwatched.users() == {}
