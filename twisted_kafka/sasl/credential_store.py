@@ -21,8 +21,8 @@ A ZooKeeper cluster keeps credentials where Kafka does, one znode per user:
 ``/config/users/<user>`` holding ``{"version":1,"config":{"SCRAM-SHA-256":
 "<credential text>", ...}}``, with a change notification under
 ``/config/changes/config_change_<seq>`` (``{"version":2,"entity_path":
-"users/<user>"}``) so every broker reloads it.  That store implements this
-interface; until it exists each broker of a cluster keeps its own file.
+"users/<user>"}``) so every broker reloads it: ``ZkScramCredentialStore``
+(``twisted_kafka.zk.scram_store``) implements this interface there.
 """
 
 from __future__ import annotations
@@ -55,6 +55,11 @@ class ScramCredentialStore(ABC):
     @abstractmethod
     def users(self) -> Credentials:
         """Every user with at least one credential (a snapshot)."""
+
+    async def refresh(self, users: Iterable[str]) -> None:
+        """Bring ``users`` up to date from a store shared with other brokers before they are checked
+        (nothing to do for a store of this broker's own); raises ``OSError`` if it cannot be read."""
+        return None
 
     @abstractmethod
     async def alter(self, upsertions: Iterable[tuple[str, str, ScramCredential]],

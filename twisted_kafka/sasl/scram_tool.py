@@ -20,19 +20,29 @@ credential file directly, for a broker that is stopped -- how the first
 user is created before any listener requires authentication (Kafka's
 ``kafka-storage.sh format --add-scram`` plays that part).  It takes the
 broker's lock on the directory, so a running broker's file is not touched.
+
+``--zookeeper HOST:PORT[/chroot]`` changes the credentials of a ZooKeeper
+cluster in ZooKeeper (``/config/users/<user>`` and a change notification,
+as Kafka's ``kafka-configs.sh --zookeeper``): running brokers reload them,
+and a cluster's first user can be added before any broker is started.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import sys
 
 from twisted.internet.defer import ensureDeferred
+from twisted.python.failure import Failure
 
-from .credential_store import FileScramCredentialStore
+from .credential_store import FileScramCredentialStore, ScramCredentialStore
 from .plain import parse_jaas_options
 from .scram_credentials import DEFAULT_ITERATIONS, MECHANISMS, credential_from_password
+
+#: Kafka's zookeeper.session.timeout.ms default, for --zookeeper.
+ZK_SESSION_TIMEOUT_MS = 18000
 
 _ENTRY = re.compile(r"\s*(?P<mechanism>SCRAM-SHA-(?:256|512))\s*=\s*\[(?P<options>[^\]]*)\]\s*(?:,|$)")
 
@@ -136,6 +146,48 @@ def _offline(args) -> int:
 
 
 def _offline_commands(args, store: FileScramCredentialStore) -> int:
+    # The file store without a thread pool writes in the caller: the coroutine is done on return.
+    results: list = []
+    ensureDeferred(_commands(args, store, store.path)).addBoth(results.append)
+    if isinstance(results[0], Failure):
+        results[0].raiseException()
+    return results[0]
+
+
+def _zookeeper(args) -> int:
+    """``--zookeeper``: the credentials of a ZooKeeper cluster, changed in ZooKeeper itself (as Kafka's
+    ``kafka-configs.sh --zookeeper`` did); every broker reloads them from the change notification."""
+    from twisted.internet import task
+
+    from twisted_kafka.zk.client import KazooException, ZkClient, ZkConnectError
+    from twisted_kafka.zk.scram_store import ZkScramCredentialStore
+
+    results: list[int] = []
+
+    async def run(reactor) -> None:
+        try:
+            zk = ZkClient.connect(args.zookeeper, session_timeout_ms=ZK_SESSION_TIMEOUT_MS,
+                                  connection_timeout_ms=ZK_SESSION_TIMEOUT_MS, reactor=reactor)
+        except ZkConnectError as exc:
+            print(exc, file=sys.stderr)
+            results.append(1)
+            return
+        try:
+            store = ZkScramCredentialStore(zk)
+            store.load_now()
+            results.append(await _commands(args, store, f"ZooKeeper {args.zookeeper}"))
+        except (KazooException, OSError) as exc:
+            print(f"ZooKeeper {args.zookeeper}: {exc!r}", file=sys.stderr)
+            results.append(1)
+        finally:
+            await zk.close()
+
+    with contextlib.suppress(SystemExit):
+        task.react(lambda reactor: ensureDeferred(run(reactor)))
+    return results[0] if results else 1
+
+
+async def _commands(args, store: ScramCredentialStore, where: str) -> int:
     if args.describe:
         for user, by_mechanism in sorted(store.users().items()):
             if args.entity_name and user != args.entity_name:
@@ -156,11 +208,8 @@ def _offline_commands(args, store: FileScramCredentialStore) -> int:
     upsertions = [(args.entity_name, mechanism, credential_from_password(MECHANISMS[mechanism], password, iterations))
                   for mechanism, (password, iterations) in args.added.items()]
     deletions = [(args.entity_name, mechanism) for mechanism in args.deleted]
-    failures: list = []
-    ensureDeferred(store.alter(upsertions, deletions)).addErrback(failures.append)
-    if failures:
-        failures[0].raiseException()
-    print(f"Completed updating config for user {args.entity_name} in {store.path}.")
+    await store.alter(upsertions, deletions)
+    print(f"Completed updating config for user {args.entity_name} in {where}.")
     return 0
 
 
@@ -169,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--bootstrap-server", help="HOST:PORT of a running broker")
     where.add_argument("--log-dirs", help="the log.dirs of a stopped broker (its first directory is used)")
+    where.add_argument("--zookeeper", help="the zookeeper.connect of a ZooKeeper cluster (HOST:PORT[/chroot])")
     parser.add_argument("--command-config", help="client properties (security.protocol, sasl.mechanism, "
                                                  "sasl.jaas.config) for --bootstrap-server")
     action = parser.add_mutually_exclusive_group(required=True)
@@ -188,7 +238,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--alter needs --entity-name")
     if args.alter and not (args.added or args.deleted):
         parser.error("--alter needs --add-config or --delete-config")
-    return _online(args) if args.bootstrap_server else _offline(args)
+    if args.bootstrap_server:
+        return _online(args)
+    return _zookeeper(args) if args.zookeeper else _offline(args)
 
 
 if __name__ == "__main__":

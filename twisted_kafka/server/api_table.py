@@ -66,7 +66,7 @@ def broker_handlers(*, advertised_keys: Callable[[RequestContext], list[int]], r
                     scram_store: ScramCredentialStore | None = None) -> list[ApiHandler]:
     """Every handler, each holding ``authorization`` (what its requests may do).  Without
     ``scram_store`` SCRAM credentials live in memory only (tests that do not care about them); the
-    broker passes its ``FileScramCredentialStore``."""
+    broker passes its ``FileScramCredentialStore`` (``ZkScramCredentialStore`` in a cluster)."""
     if scram_store is None:
         scram_store = InMemoryScramCredentialStore()
     handlers = _handlers(advertised_keys=advertised_keys, replica_manager=replica_manager,

@@ -76,14 +76,16 @@ from twisted_kafka.network.listeners import parse_listeners
 from twisted_kafka.network.request import ANONYMOUS
 from twisted_kafka.network.socket_server import SocketServer
 from twisted_kafka.network.ssl_principal import NoMatchingRule
-from twisted_kafka.sasl.credential_store import FileScramCredentialStore
+from twisted_kafka.sasl.credential_store import STORE_FILE as SCRAM_STORE_FILE
+from twisted_kafka.sasl.credential_store import FileScramCredentialStore, ScramCredentialStore
 from twisted_kafka.sasl.listener_config import SASL_PROTOCOLS, sasl_client_config, sasl_server_configs
 from twisted_kafka.zk import data as zk_data
 from twisted_kafka.zk import registration as zk_registration
 from twisted_kafka.zk.admin import ZkAdmin
-from twisted_kafka.zk.client import ZkClient, ZkConnectError
+from twisted_kafka.zk.client import KazooException, ZkClient, ZkConnectError
 from twisted_kafka.zk.data import RegisteredEndpoint
 from twisted_kafka.zk.registration import BrokerRegistration
+from twisted_kafka.zk.scram_store import ZkScramCredentialStore
 
 from .admin_manager import AdminManager
 from .api_table import broker_handlers
@@ -189,13 +191,29 @@ class KafkaServer(MultiService):
                                               topic_overrides=self.config_repository.topic_overrides)
         self.replica_manager.register_metrics(self.metrics)
 
-        # SCRAM credentials (salted) in the first log dir; the file is written on the I/O pool.
-        try:
-            self.scram_store = FileScramCredentialStore(
-                self.log_dirs[0],
-                run_blocking=lambda function, *args: deferToThreadPool(reactor, pool, function, *args))
-        except (OSError, ValueError) as exc:
-            raise StartupError("log.dirs", self.log_dirs[0], str(exc)) from None
+        # SCRAM credentials (salted): in ZooKeeper for a cluster (every broker sees them, Kafka's
+        # /config/users), else in the first log dir, the file written on the I/O pool.
+        self.scram_store: ScramCredentialStore
+        if self.zk is not None:
+            zk_store = ZkScramCredentialStore(self.zk)
+            try:
+                zk_store.load_now()
+            except KazooException as exc:
+                raise StartupError("zookeeper.connect", config["zookeeper.connect"],
+                                   f"cannot read SCRAM credentials: {exc!r}") from None
+            zk_store.start()
+            self.scram_store = zk_store
+            leftover = os.path.join(self.log_dirs[0], SCRAM_STORE_FILE)
+            if os.path.exists(leftover):
+                self.log.warn("{path} is not read in a ZooKeeper cluster (credentials live in ZooKeeper's "
+                              "/config/users); add its users with twisted-kafka-scram --zookeeper", path=leftover)
+        else:
+            try:
+                self.scram_store = FileScramCredentialStore(
+                    self.log_dirs[0],
+                    run_blocking=lambda function, *args: deferToThreadPool(reactor, pool, function, *args))
+            except (OSError, ValueError) as exc:
+                raise StartupError("log.dirs", self.log_dirs[0], str(exc)) from None
         sasl_configs = sasl_server_configs(config, self.listeners, self.scram_store)
 
         self.apis = KafkaApis()

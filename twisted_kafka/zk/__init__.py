@@ -10,7 +10,8 @@
   epoch, kept through session expiry;
 * ``admin`` -- what any broker's admin writes for the controller to act on
   (Kafka's ``AdminZkClient``): topic assignments, deletion requests, new
-  partitions, configs and their change notifications.
+  partitions, configs and their change notifications;
+* ``scram_store`` -- SCRAM credentials in ``/config/users`` for every broker.
 
 The controller's own state (``ZkMetadataStore``) and the controller election
 live in ``twisted_kafka/controller``, which owns that state.

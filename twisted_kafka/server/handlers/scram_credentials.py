@@ -124,6 +124,11 @@ class AlterUserScramCredentialsHandler(ApiHandler):
             if count > 1:
                 fail(user, ErrorCode.DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same "
                                                          "request")
+        try:
+            # A store shared by the cluster's brokers is read afresh for the users deleted here.
+            await self.credentials.refresh(d.name for d in body.deletions if d.name not in errors)
+        except OSError as exc:
+            self.log.warn("Could not refresh SCRAM credentials: {error}", error=exc)
         for deletion in body.deletions:
             if deletion.name in errors:
                 continue
