@@ -15,7 +15,8 @@ Two kinds of operations, as in Kafka's ZooKeeper mode:
   ElectLeaders, AlterPartitionReassignments and ListPartitionReassignments:
   called directly when this broker is the active controller, otherwise sent
   over the network to the controller's control plane (its inter-broker
-  listener without one), found through ``/controller`` and its
+  listener without one; authenticated as the controller's channels are on a
+  SASL one), found through ``/controller`` and its
   ``/brokers/ids`` registration, and the answer passed back.  Without a
   controller: NOT_CONTROLLER, which clients retry.
 """
@@ -29,10 +30,11 @@ from twisted.internet.task import deferLater
 from twisted.logger import Logger
 
 from twisted_kafka.client import KafkaConnectionError, KafkaClientProtocol, connect
-from twisted_kafka.client.connector import TLS_PROTOCOLS
+from twisted_kafka.client.connector import SASL_PROTOCOLS, TLS_PROTOCOLS
 from twisted_kafka.config import ConfigError
 from twisted_kafka.config.topic import validate_topic_overrides
 from twisted_kafka.network.tls import ClientTls
+from twisted_kafka.sasl.listener_config import sasl_client_config
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.security.acl import AclBinding, AclBindingFilter
@@ -63,7 +65,8 @@ class ControllerLink:
     def __init__(self, *, reactor, admin: ZkAdmin, listener_name: str, client_id: str, timeout: float,
                  config=None):
         self.reactor = reactor
-        self.config = config     # for the listener's ssl.* keys when the controller's listener is SSL / SASL_SSL
+        # for the listener's ssl.* keys (SSL / SASL_SSL) and SASL credentials (SASL_PLAINTEXT / SASL_SSL)
+        self.config = config
         self.admin = admin
         self.listener_name = listener_name
         self.client_id = client_id
@@ -92,12 +95,14 @@ class ControllerLink:
             raise KafkaError(ErrorCode.NOT_CONTROLLER, f"controller {controller_id} has no listener "
                                                        f"{self.listener_name}")
         try:
-            tls = None
+            tls = sasl = None
             if endpoint.security_protocol in TLS_PROTOCOLS and self.config is not None:
                 tls = ClientTls.from_config(self.config, self.listener_name)
+            if endpoint.security_protocol in SASL_PROTOCOLS and self.config is not None:
+                sasl = sasl_client_config(self.config, self.listener_name)
             client = await connect(self.reactor, endpoint.host, endpoint.port, client_id=self.client_id,
                                    timeout=self.timeout, security_protocol=endpoint.security_protocol,
-                                   name=f"controller {controller_id}", tls=tls)
+                                   name=f"controller {controller_id}", tls=tls, sasl=sasl)
         except (KafkaConnectionError, ConfigError, ValueError) as exc:
             raise KafkaError(ErrorCode.NOT_CONTROLLER, f"cannot reach controller {controller_id}: {exc}") from None
         self._client, self._controller_id = client, controller_id

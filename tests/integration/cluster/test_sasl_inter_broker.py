@@ -40,3 +40,8 @@ def test_followers_replicate_over_a_sasl_inter_broker_listener(tmp_path, zookeep
     finally:
         statuses = cluster.stop()
     assert set(statuses.values()) == {0}, statuses
+    # The brokers that are not the controller asked it over its SASL control plane.
+    succeeded = [b for b, broker in cluster.brokers.items() if "Controlled shutdown succeeded" in broker.log_text()]
+    assert len(succeeded) >= 2, {b: broker.log_text()[-3000:] for b, broker in cluster.brokers.items()}
+    for broker in cluster.brokers.values():
+        assert "cannot reach controller" not in broker.log_text()
