@@ -122,3 +122,30 @@ def test_with_an_authorizer_the_controllers_sasl_user_is_the_brokers_own_princip
     produce_and_consume({"bootstrap.servers": broker.bootstrap}, "authorized")
     assert "Refused" not in broker.log_text()
     assert broker.stop() == 0, broker.log_text()[-4000:]
+
+
+def test_sasl_ssl_control_plane_authenticates_inside_tls(broker_factory, tmp_path):
+    """SASL_SSL: the controller's connection does the TLS handshake with the listener's ssl.* keys, then
+    SCRAM-SHA-512 inside it; with an authorizer its SASL user (not its certificate) is the own principal."""
+    from tests.integration.security.tls_support import Pki
+
+    pki = Pki(tmp_path / "pki")
+    jaas = SCRAM_JAAS.format(password="broker-secret")
+    broker = broker_factory({
+        "listeners": "PLAINTEXT://127.0.0.1:{port:PLAINTEXT},CONTROLLER://127.0.0.1:{port:CONTROLLER}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_SSL",
+        "inter.broker.listener.name": "PLAINTEXT", "control.plane.listener.name": "CONTROLLER",
+        "listener.name.controller.ssl.keystore.type": "PEM",
+        "listener.name.controller.ssl.keystore.location": pki.server_keystore("localhost", "127.0.0.1"),
+        "listener.name.controller.ssl.truststore.type": "PEM",
+        "listener.name.controller.ssl.truststore.location": pki.ca_file,
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512", "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+        "listener.name.controller.scram-sha-512.sasl.jaas.config": jaas,
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "allow.everyone.if.no.acl.found": "false", "super.users": "User:ANONYMOUS",
+        "offsets.topic.replication.factor": "1", "num.partitions": "1"}, start=False)
+    add_scram_user(broker, "broker", "broker-secret")
+    broker.start()
+    produce_and_consume({"bootstrap.servers": broker.bootstrap}, "sasl-ssl-controlled")
+    assert "Refused" not in broker.log_text() and "Controller cannot reach" not in broker.log_text()
+    assert broker.stop() == 0, broker.log_text()[-4000:]
