@@ -26,11 +26,25 @@ first instead of finishing last.
 from __future__ import annotations
 
 import re
+import resource
 
 import pytest
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.zookeeper import ZooKeeperServer
+
+
+def pytest_configure(config):
+    """Raise this process's open-file soft limit to its hard limit, as the broker does at start.
+
+    A worker runs hundreds of in-process broker harnesses, clients and
+    ZooKeeper sessions one after the other; the default soft limit of 1024
+    is a limit of the machine's defaults, not of anything a test checks
+    (the descriptor tests set their own limits on the brokers they start).
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 1 << 20, hard))
 
 
 SPARK_TESTS = "tests/integration/spark/"

@@ -42,6 +42,13 @@ from twisted_kafka.protocol.messages import ApiVersionsRequest, MetadataRequest
 __all__ = ["RawClient", "Closed", "api_versions_frame", "frame"]
 
 
+
+def readable_within(sock, seconds: float) -> bool:
+    """Whether ``sock`` has data or EOF within ``seconds`` (``poll``: any descriptor number, unlike ``select``)."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(seconds * 1000))
+
 class Closed(Exception):
     """The broker closed the connection (EOF or reset) while a frame was expected."""
 
@@ -238,8 +245,7 @@ class RawClient:
         """The broker has neither closed nor reset this connection (non-blocking check)."""
         if self.sock is None:
             return False
-        readable, _, _ = select.select([self.sock], [], [], 0)
-        if not readable:
+        if not readable_within(self.sock, 0):
             return True
         try:
             chunk = self.sock.recv(1 << 16, socket.MSG_PEEK)
@@ -251,5 +257,4 @@ class RawClient:
 
     def no_response_within(self, seconds: float) -> bool:
         """True if nothing at all arrives (no frame, no EOF) within ``seconds``."""
-        readable, _, _ = select.select([self.sock], [], [], seconds)
-        return not readable and not len(self._frames)
+        return not readable_within(self.sock, seconds) and not len(self._frames)
