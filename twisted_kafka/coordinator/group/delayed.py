@@ -30,6 +30,7 @@ The coordinator's operations:
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Hashable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from .group import GroupMetadata
 
 
-class DelayedOperation:
+class DelayedOperation(ABC):
     """An operation completed by its condition or by its timeout, exactly once."""
 
     def __init__(self, timeout_ms: int):
@@ -48,15 +49,17 @@ class DelayedOperation:
         self._purgatory: Purgatory | None = None
         self._keys: tuple[Hashable, ...] = ()
 
+    @abstractmethod
     def try_complete(self) -> bool:
         """Check the condition; when it holds, ``force_complete()`` and return its result."""
-        raise NotImplementedError
 
     def on_complete(self) -> None:
-        """The operation is done (condition met or timed out)."""
+        """The operation is done (condition met or timed out); nothing by default."""
+        return None
 
     def on_expiration(self) -> None:
-        """The timeout passed first (runs after ``on_complete``)."""
+        """The timeout passed first (runs after ``on_complete``); nothing by default."""
+        return None
 
     def force_complete(self) -> bool:
         """Complete now; False if it had already completed."""

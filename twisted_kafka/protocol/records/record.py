@@ -210,6 +210,71 @@ def scan_records(data, start: int, end: int, count: int) -> None:
         raise _invalid(f"{end - p} bytes remain after the declared {count} records")
 
 
+class RecordSpan(NamedTuple):
+    """Where one record sits in a (decompressed) payload, with what a log cleaner decides on
+    (offset and timestamp deltas, key, tombstone): it copies kept records by their spans."""
+
+    start: int              # first byte of the record (its length varint)
+    end: int                # one past its last byte
+    offset_delta: int
+    timestamp_delta: int
+    key: bytes | None
+    tombstone: bool         # null value
+    body: int               # first byte after the offset delta (the key length)
+    attributes: int = 0
+
+
+def record_spans(data, start: int, end: int, count: int) -> list[RecordSpan]:
+    """The ``count`` records in ``data[start:end]``; raises InvalidRecordBatch on bad framing."""
+    spans = []
+    p = start
+    try:
+        for index in range(count):
+            b = data[p]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                q = p + 1
+            else:
+                length, q = read_varint(data, p)
+            rec_end = q + length
+            if length < 6 or rec_end > end:
+                raise _invalid(f"invalid record size {length} at record {index}")
+            attributes = data[q]
+            ts_delta, q = read_varint(data, q + 1, 10)
+            b = data[q]
+            if b < 0x80:
+                offset_delta = (b >> 1) ^ -(b & 1)
+                q += 1
+            else:
+                offset_delta, q = read_varint(data, q)
+            body = q
+            b = data[q]
+            if b < 0x80:
+                key_len = (b >> 1) ^ -(b & 1)
+                q += 1
+            else:
+                key_len, q = read_varint(data, q)
+            if key_len < 0:
+                key = None
+            else:
+                if q + key_len > rec_end:
+                    raise _invalid(f"key length {key_len} overruns record {index}")
+                key = bytes(data[q:q + key_len])
+                q += key_len
+            b = data[q]
+            if b < 0x80:
+                value_len = (b >> 1) ^ -(b & 1)
+            else:
+                value_len, _ = read_varint(data, q)
+            spans.append(RecordSpan(p, rec_end, offset_delta, ts_delta, key, value_len < 0, body, attributes))
+            p = rec_end
+    except IndexError:
+        raise _invalid(f"premature end of records in record {len(spans)} of {count}") from None
+    if p != end:
+        raise _invalid(f"{end - p} bytes remain after the declared {count} records")
+    return spans
+
+
 def keyless_records(data, start: int, end: int, count: int) -> list[int]:
     """The indexes (in the batch) of the records in ``data[start:end]`` whose key is null.
 
