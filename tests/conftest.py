@@ -32,6 +32,7 @@ import pytest
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.zookeeper import ZooKeeperServer
+from twisted_kafka.log.file_handles import OPEN_FILES
 
 
 def pytest_configure(config):
@@ -45,6 +46,21 @@ def pytest_configure(config):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 1 << 20, hard))
+
+
+@pytest.fixture(autouse=True)
+def close_idle_segment_files():
+    """Close the idle descriptors of the process-wide segment file cache after each test.
+
+    Many unit tests drop a ``Log`` without closing it; the cache
+    (``twisted_kafka.log.file_handles.OPEN_FILES``) keeps its files open
+    until evicted, and its capacity is half this session's raised open-file
+    limit, so a worker would otherwise hold every segment file of hundreds
+    of tests.  A closed idle descriptor is reopened on its next use, so a
+    module-scoped log is unaffected.
+    """
+    yield
+    OPEN_FILES.close_idle()
 
 
 SPARK_TESTS = "tests/integration/spark/"

@@ -49,6 +49,8 @@ import sys
 import time
 from pathlib import Path
 
+from tests.support.readiness import ready_within
+
 _CLIENT_ID = b"load"
 _HEADER = struct.Struct(">ihhih")   # size, api_key, api_version, correlation_id, client_id length
 API_KEYS = {"api_versions": (18, 0, b""), "metadata": (3, 1, struct.pack(">i", -1)), "produce": (0, 3, None)}
@@ -129,7 +131,7 @@ def pipeline(host: str, port: int, connections: int, depth: int, duration: float
             try:
                 n = conn.sock.send(view)
             except BlockingIOError:  # the broker is not reading: wait for room in the socket buffer
-                select.select([], [conn.sock], [], 1.0)
+                ready_within(conn.sock, select.POLLOUT, 1.0)
                 continue
             except (BrokenPipeError, ConnectionResetError):
                 return               # closed by the broker: the next read sees it and counts what is lost
@@ -320,7 +322,7 @@ def nonreader(host: str, port: int, duration: float, api: str, receive_buffer: i
         try:
             n = sock.send(view[offset:])
         except (BlockingIOError, InterruptedError):
-            select.select([], [sock], [], 0.05)
+            ready_within(sock, select.POLLOUT, 0.05)
             continue
         except OSError:          # reset or broken pipe: the broker closed it
             closed_after = time.monotonic() - start
@@ -357,8 +359,7 @@ def _wait_for(process: subprocess.Popen, event: str, timeout: float) -> None:
     while True:
         line = b""
         while not line.endswith(b"\n"):      # byte by byte: what follows is left for collect()
-            readable, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
-            if not readable:
+            if not ready_within(fd, select.POLLIN, deadline - time.monotonic()):
                 raise TimeoutError(f"the load generator did not report {event!r} within {timeout}s")
             byte = os.read(fd, 1)
             if not byte:

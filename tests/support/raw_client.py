@@ -28,7 +28,6 @@ client certificate for an mTLS listener).
 from __future__ import annotations
 
 import errno
-import select
 import socket
 import ssl
 import struct
@@ -39,15 +38,11 @@ from twisted_kafka.protocol.codec import decode_response, encode_request
 from twisted_kafka.protocol.framing import SIZE_PREFIX, FrameBuffer
 from twisted_kafka.protocol.messages import ApiVersionsRequest, MetadataRequest
 
+from tests.support.readiness import readable_within
+
 __all__ = ["RawClient", "Closed", "api_versions_frame", "frame"]
 
 
-
-def readable_within(sock, seconds: float) -> bool:
-    """Whether ``sock`` has data or EOF within ``seconds`` (``poll``: any descriptor number, unlike ``select``)."""
-    poller = select.poll()
-    poller.register(sock, select.POLLIN)
-    return bool(poller.poll(seconds * 1000))
 
 class Closed(Exception):
     """The broker closed the connection (EOF or reset) while a frame was expected."""

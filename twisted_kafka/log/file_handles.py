@@ -98,6 +98,13 @@ class FileHandleCache:
         with self._lock:
             return self._evict_locked(max(8, len(self._open) // 8))
 
+    def close_idle(self) -> int:
+        """Close every descriptor nobody is using (they reopen on their next use); returns how
+        many were closed.  The cache holds its files strongly, so a ``Log`` dropped without
+        ``close()`` keeps its descriptors here until they are evicted or closed by this."""
+        with self._lock:
+            return self._evict_locked(len(self._open))
+
     # -- with the lock held --------------------------------------------------
 
     def _make_room_locked(self) -> None:

@@ -58,8 +58,7 @@ def open_files():
     """The process's cache, emptied of idle descriptors (so running out cannot be helped by
     closing some) and given back its capacity afterwards."""
     capacity = OPEN_FILES.capacity
-    while OPEN_FILES.shed():
-        pass
+    OPEN_FILES.close_idle()
     yield OPEN_FILES
     OPEN_FILES.resize(capacity)
 
@@ -114,6 +113,18 @@ def test_a_descriptor_in_use_is_never_closed(tmp_path):
     assert c.fd is None and fds_under(tmp_path) == 1
     with pytest.raises(OSError):
         c.acquire()
+
+
+def test_close_idle_closes_all_but_the_pinned_and_they_reopen(tmp_path):
+    cache = FileHandleCache(10)
+    handles = [cache.file(p, os.O_RDONLY) for p in _files(tmp_path, 4)]
+    for handle in handles:
+        _read(handle)
+    pinned = handles[2].acquire()
+    assert cache.close_idle() == 3
+    assert [h.fd for h in handles] == [None, None, pinned, None] and fds_under(tmp_path) == 1
+    handles[2].release()
+    assert _read(handles[0]) == b"file 0" and fds_under(tmp_path) == 2
 
 
 def test_a_renamed_file_is_reopened_under_its_new_name(tmp_path):
@@ -173,8 +184,7 @@ def test_a_log_with_more_segments_than_descriptors(tmp_path, open_files):
 def test_an_append_without_a_descriptor_fails_alone(tmp_path, open_files):
     log = new_log(tmp_path)
     log.append_as_leader(batch(1), 0, NOW)
-    while open_files.shed():
-        pass
+    open_files.close_idle()
     assert log.active_segment.fd is None
     with no_descriptor_left(), pytest.raises(KafkaError) as raised:
         log.append_as_leader(batch(1), 0, NOW)
@@ -229,8 +239,7 @@ def test_a_read_without_a_descriptor_fails_alone(tmp_path, open_files):
     clock = InlineReactor()
     unified = UnifiedLog(new_log(tmp_path), reactor=clock, threadpool=SyncThreadPool())
     unified.local_log.append_as_leader(batch(1), 0, NOW)
-    while open_files.shed():
-        pass
+    open_files.close_idle()
     failures = []
     with no_descriptor_left():
         unified.read(0, 1 << 20).addErrback(failures.append)      # not open: goes to the pool, fails there

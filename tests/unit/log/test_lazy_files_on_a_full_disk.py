@@ -36,8 +36,7 @@ ENOSPC = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 def open_files():
     """The process's cache with no idle descriptor, given back its capacity afterwards."""
     capacity = OPEN_FILES.capacity
-    while OPEN_FILES.shed():
-        pass
+    OPEN_FILES.close_idle()
     yield OPEN_FILES
     OPEN_FILES.resize(capacity)
 
