@@ -31,6 +31,9 @@ anyone consumes.  ``--poll-ms`` is the poll timeout (100 ms),
 ``--max-messages N`` makes it exit cleanly after N messages,
 ``--commit-every N`` commits every N messages instead of after every batch
 (the benchmark's consumers), and ``--quiet`` leaves out the ``MSG`` lines.
+
+With ``GROUP_MEMBER_DEBUG_DIR`` set, kafka-python's and aiokafka's DEBUG logs
+go to ``<dir>/<name>.log``.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import sys
@@ -192,6 +196,15 @@ def run_kafka_python(args, report: Reporter) -> None:
     if args.instance_id:
         conf["group_instance_id"] = args.instance_id
     consumer = KafkaConsumer(**conf)
+    # kafka-python 3.0.12 can lose a rejoin: a leader whose first assignment ran before
+    # the topic's partitions reached it rejoins when they arrive; if a poll's timeout
+    # returns while that JoinGroup/SyncGroup is in flight, the leader's new assignment has
+    # already made ``need_rejoin()`` false, so no later poll awaits the join's end and
+    # heartbeats stay disabled for good: the broker expels the member at its session
+    # timeout and it never rejoins.  With the topic's partitions known before
+    # ``subscribe()``, the first assignment already has them and no such rejoin happens.
+    if not consumer.partitions_for_topic(args.topic):
+        raise SystemExit(f"no partitions of {args.topic} in the metadata")
     consumer.subscribe([args.topic])
     out("READY")
     pending: dict[int, int] = {}
@@ -292,6 +305,10 @@ def main(argv=None) -> int:
     parser.add_argument("--hold", action="store_true")
     parser.add_argument("--heartbeat-ms", type=int, default=0, help="default: a quarter of the session timeout")
     args = parser.parse_args(argv)
+    debug_dir = os.environ.get("GROUP_MEMBER_DEBUG_DIR")
+    if debug_dir:        # the Python clients' own DEBUG logs, one file per member, for a stalled group
+        logging.basicConfig(filename=os.path.join(debug_dir, f"{args.name}.log"), level=logging.DEBUG,
+                            format="%(asctime)s %(threadName)s %(name)s %(levelname)s %(message)s")
     signal.signal(signal.SIGTERM, _on_term)
     report = Reporter(args)
     began = time.monotonic()

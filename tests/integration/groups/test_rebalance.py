@@ -107,6 +107,7 @@ SCENARIOS = {
     "confluent-range": (["confluent"], "range"),
     "confluent-roundrobin": (["confluent"], "roundrobin"),
     "confluent-cooperative-sticky": (["confluent"], "cooperative-sticky"),
+    "kafka-python": (["kafka-python"], None),
     "aiokafka": (["aiokafka"], None),
     "mixed": (["aiokafka", "confluent", "kafka-python", "confluent"], None),
 }
@@ -129,13 +130,8 @@ def test_confluent_group(scenarios, assignor):
     assert group.protocols == [assignor, assignor]
 
 
-# An all-kafka-python group runs alone, in `make test-slow`: in two of the stop's full parallel
-# runs a kafka-python 3.0.12 member stopped heartbeating right after a rebalance, was expelled by
-# its session timeout and never rejoined (an open investigation; the mixed group keeps a
-# kafka-python member in the default run).
-@pytest.mark.slow
-def test_kafka_python_group(group_broker):
-    group = run_scenario(group_broker, ["kafka-python"], group_id="kafka-python")
+def test_kafka_python_group(scenarios):
+    group = outcome(scenarios, "kafka-python")
     assert group.protocols == ["range", "range"]        # kafka-python prefers range, then roundrobin
 
 

@@ -37,10 +37,7 @@ def quiet(broker, group_id: str, period: float = 2.0, timeout: float = 30) -> in
     return last["count"]
 
 
-# kafka-python's variant runs in `make test-slow`: in one of seven full runs its three members
-# settle with one of them holding no partition (an open investigation), which a default run must
-# not turn into a failed build; the librdkafka variant stays in the default run.
-@pytest.mark.parametrize("client", ["confluent", pytest.param("kafka-python", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("client", ["confluent", "kafka-python"])
 def test_static_member_restart_causes_no_rebalance(group_broker, client):
     group_id = f"static-{client}"
     topic = f"{group_id}-topic"
