@@ -196,16 +196,17 @@ def run_kafka_python(args, report: Reporter) -> None:
     if args.instance_id:
         conf["group_instance_id"] = args.instance_id
     consumer = KafkaConsumer(**conf)
-    # kafka-python 3.0.12 can lose a rejoin: a leader whose first assignment ran before
-    # the topic's partitions reached it rejoins when they arrive; if a poll's timeout
-    # returns while that JoinGroup/SyncGroup is in flight, the leader's new assignment has
-    # already made ``need_rejoin()`` false, so no later poll awaits the join's end and
-    # heartbeats stay disabled for good: the broker expels the member at its session
-    # timeout and it never rejoins.  With the topic's partitions known before
-    # ``subscribe()``, the first assignment already has them and no such rejoin happens.
-    if not consumer.partitions_for_topic(args.topic):
-        raise SystemExit(f"no partitions of {args.topic} in the metadata")
     consumer.subscribe([args.topic])
+    # kafka-python 3.0.12 can lose a rejoin.  A leader compares the partitions it assigned
+    # with those its metadata listener has seen for the subscription since ``subscribe()``;
+    # when the first assignment runs before any metadata update, the next update starts a
+    # rejoin.  If a poll's timeout returns while that JoinGroup/SyncGroup is in flight, the
+    # leader's new assignment has already made ``need_rejoin()`` false, so no later poll
+    # awaits the join's end and heartbeats stay disabled for good: the broker expels the
+    # member at its session timeout and it never rejoins.  A blocking metadata update
+    # after ``subscribe()`` (``topics()``) lets the first assignment match what is known.
+    if args.topic not in consumer.topics():
+        raise SystemExit(f"{args.topic} is not in the metadata")
     out("READY")
     pending: dict[int, int] = {}
     batch: list[tuple[int, int]] = []
