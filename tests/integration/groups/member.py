@@ -33,7 +33,7 @@ anyone consumes.  ``--poll-ms`` is the poll timeout (100 ms),
 (the benchmark's consumers), and ``--quiet`` leaves out the ``MSG`` lines.
 
 With ``GROUP_MEMBER_DEBUG_DIR`` set, kafka-python's and aiokafka's DEBUG logs
-go to ``<dir>/<name>.log``.
+go to ``<dir>/<group>.<name>.log``.
 """
 
 from __future__ import annotations
@@ -308,7 +308,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     debug_dir = os.environ.get("GROUP_MEMBER_DEBUG_DIR")
     if debug_dir:        # the Python clients' own DEBUG logs, one file per member, for a stalled group
-        logging.basicConfig(filename=os.path.join(debug_dir, f"{args.name}.log"), level=logging.DEBUG,
+        logging.basicConfig(filename=os.path.join(debug_dir, f"{args.group}.{args.name}.log"), level=logging.DEBUG,
                             format="%(asctime)s %(threadName)s %(name)s %(levelname)s %(message)s")
     signal.signal(signal.SIGTERM, _on_term)
     report = Reporter(args)
