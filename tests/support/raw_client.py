@@ -43,7 +43,6 @@ from tests.support.readiness import readable_within
 __all__ = ["RawClient", "Closed", "api_versions_frame", "frame"]
 
 
-
 class Closed(Exception):
     """The broker closed the connection (EOF or reset) while a frame was expected."""
 
