@@ -172,7 +172,9 @@ def document(listener_names=()) -> dict:
                                         "content": {"application/json": {"schema": _ref("QuotasUpdate")}}},
                         "responses": {"200": _json("The quotas now in force", "Quotas"),
                                       "400": _json("Refused", "Error"),
-                                      "413": _json("Body too large", "Error"), **_ERRORS}}},
+                                      "413": _json("Body over admin.rest.request.max.bytes (refused on the "
+                                                   "headers when Content-Length says so)", "Error"),
+                                      **_ERRORS}}},
             "/v1/tls/reload": {"post": {
                 "summary": "Re-read the key and trust stores of every TLS listener and of this endpoint",
                 "security": [{"bearer": []}],

@@ -178,3 +178,15 @@ def test_tls_keys_are_every_declared_admin_ssl_key():
     from twisted_kafka.config import BROKER_CONFIG
 
     assert set(TLS_KEYS) == {k for k in BROKER_CONFIG if k.startswith(TLS_PREFIX + "ssl.")}
+
+
+def test_request_limits_are_read_from_their_keys():
+    from twisted_kafka.config import ConfigError
+
+    default = settings()
+    assert (default.max_request_bytes, default.request_timeout) == (65536, 10.0)
+    tuned = settings(admin_rest_request_max_bytes="1024", admin_rest_request_timeout_ms="1500")
+    assert (tuned.max_request_bytes, tuned.request_timeout) == (1024, 1.5)
+    for key in ("admin.rest.request.max.bytes", "admin.rest.request.timeout.ms"):
+        with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+            KafkaConfig.from_props({key: "0"})
