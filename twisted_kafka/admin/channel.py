@@ -8,8 +8,8 @@ An unauthenticated client could therefore make the broker read and store
 gigabytes before its 401, fill the disk the logs live on, and hold
 connections open by trickling bytes.  Here:
 
-* when the headers have arrived, ``AdminResource.check`` (token, route,
-  method) and the announced ``Content-Length`` against
+* when the headers have arrived, ``AdminResource.check`` (``Host``, token,
+  route, method) and the announced ``Content-Length`` against
   ``admin.rest.request.max.bytes`` decide before a byte of the body is read
   -- and before ``100 Continue`` is sent; a refusal is answered at once
   (JSON, ``Connection: close``) and the connection closed, and nothing it

@@ -28,6 +28,7 @@ from twisted_kafka.config import ConfigError, StartupError
 from twisted_kafka.network.tls import ServerTls
 
 from .channel import AdminSite
+from .hosts import HostRule
 from .settings import LISTENER_KEY, TLS_PREFIX, AdminRestSettings
 from .web import AdminBackend, AdminResource
 
@@ -43,7 +44,7 @@ class AdminRestService(Service):
         self.settings = settings
         self.backend = backend
         self.reactor = reactor
-        self.resource = AdminResource(backend, settings.token)
+        self.resource = AdminResource(backend, settings.token, HostRule(settings.host, settings.allowed_hosts))
         self.site = AdminSite(self.resource, max_request_bytes=settings.max_request_bytes,
                               request_timeout=settings.request_timeout, reactor=reactor)
         self.port = None

@@ -7,6 +7,8 @@ method -- is ``AdminResource.check``, which the HTTP channel calls as soon as
 the headers have arrived (``channel.py``), so a refused request never has its
 body read:
 
+* without a token, a ``Host`` that is not one of the endpoint's own names
+  is refused with 421 (DNS rebinding, see ``hosts.py``);
 * health checks (``/v1/health/*``) are always open: orchestrators probe them;
   so is the dashboard page (``/``), which holds no data;
 * with ``admin.rest.auth.token`` set, every other call needs
@@ -34,6 +36,7 @@ from twisted.web.server import NOT_DONE_YET
 from twisted_kafka.protocol.errors import KafkaError
 
 from . import dashboard, openapi, prometheus, quotas, views
+from .hosts import HostRule
 
 #: The challenge of a 401 (RFC 6750).
 WWW_AUTHENTICATE = 'Bearer realm="twisted-kafka-admin"'
@@ -80,17 +83,26 @@ class AdminResource(Resource):
     isLeaf = True
     log = Logger(namespace="twisted_kafka.admin.AdminResource")
 
-    def __init__(self, backend: AdminBackend, token: str | None):
+    def __init__(self, backend: AdminBackend, token: str | None, hosts: HostRule):
         super().__init__()
         self.backend = backend
         self.token = token
+        self.hosts = hosts
 
     # -- dispatch -----------------------------------------------------------------------
 
     def check(self, method: str, path: str, headers: Headers, local_address: str) -> Callable[[Any], Any]:
-        """Everything decided on the request line and headers alone -- token, route, method -- as
+        """Everything decided on the request line and headers alone -- ``Host``, token, route, method -- as
         the handler to call with the request, or ``HttpError``.  The channel calls it when the headers have
         arrived, before any body is read (``channel.AdminChannel``), and ``render`` again with the request."""
+        if self.token is None:
+            hosts = headers.getRawHeaders(b"host") or []
+            if len(hosts) > 1:
+                raise HttpError(400, "BAD_REQUEST", "more than one Host header")
+            if hosts and not self.hosts.allows(hosts[0].decode("latin-1"), local_address):
+                raise HttpError(421, "MISDIRECTED_REQUEST",
+                                f"this endpoint does not answer to Host {hosts[0].decode('latin-1')!r} without "
+                                f"admin.rest.auth.token; add the name to admin.rest.allowed.hosts to serve it")
         authorization = headers.getRawHeaders(b"authorization") or [b""]
         return self._route(method, path, authorization[0].decode("latin-1"))
 

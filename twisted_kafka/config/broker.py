@@ -789,6 +789,15 @@ _define("admin.rest.request.timeout.ms", INT, 10000, MEDIUM,
         "with 408 if part of a request had arrived. An idle keep-alive "
         "connection is closed after the same time.",
         validator=at_least(1), extension=True)
+_define("admin.rest.allowed.hosts", LIST, "", MEDIUM,
+        "Further names the admin REST endpoint answers to when it has no "
+        "admin.rest.auth.token (the Host header's name, the port ignored). "
+        "Without a token, a request is served only when its Host names the "
+        "endpoint's own address (the listener's host or the address the "
+        "connection reached), localhost, or one of these names; any other is "
+        "refused with 421 before any work, which keeps web pages from reading "
+        "the endpoint through DNS rebinding. Not used with a token.",
+        extension=True)
 
 #: Per-mechanism keys a Kafka broker reads *only* in the form
 #: listener.name.<l>.<mechanism>.<key>; the listener-level form is ignored.

@@ -17,6 +17,7 @@ from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 
 from twisted_kafka.admin.channel import AdminChannel, AdminSite
+from twisted_kafka.admin.hosts import HostRule, host_name
 from twisted_kafka.admin.web import AdminBackend, AdminResource
 from twisted_kafka.config import KafkaConfig
 from twisted_kafka.metrics import MetricsRegistry
@@ -57,7 +58,7 @@ def connect(token: str | None = "secret", admin_manager=None):
     backend = AdminBackend(socket_server=SocketServer(), admin_manager=admin_manager,
                            dynamic_config=DynamicConfig(), metrics=MetricsRegistry(), broker_id=0,
                            readiness=lambda: {"ready": True})
-    site = AdminSite(AdminResource(backend, token), max_request_bytes=LIMIT,
+    site = AdminSite(AdminResource(backend, token, HostRule("127.0.0.1")), max_request_bytes=LIMIT,
                      request_timeout=TIMEOUT, reactor=clock)
     channel = site.buildProtocol(IPv4Address("TCP", "127.0.0.1", 50000))
     assert isinstance(channel, AdminChannel)
@@ -180,3 +181,39 @@ def test_a_head_request_refused_gets_no_body():
     response = transport.value()
     assert status_of(transport) == 401 and response.endswith(b"\r\n\r\n")
     assert b"Content-Length: " in response
+
+
+def test_without_a_token_a_foreign_host_is_421_on_the_headers():
+    _, channel, transport = connect(token=None)
+    channel.dataReceived(head("GET", "/v1/connections/live", host="attacker.example:9644"))
+    assert status_of(transport) == 421 and body_of(transport)["error_code"] == "MISDIRECTED_REQUEST"
+    assert transport.disconnecting
+    _, channel, transport = connect(token=None)
+    channel.dataReceived(head("GET", "/v1/health/live", host="localhost:9644"))
+    assert status_of(transport) == 200 and not transport.disconnecting
+
+
+# -- Host names -----------------------------------------------------------------------------------
+
+
+def test_host_names():
+    assert host_name("Example.COM:9644") == "example.com"
+    assert host_name("[::1]:9644") == "::1" and host_name("[::1]") == "::1"
+    assert host_name("localhost.") == "localhost"
+    assert host_name("127.0.0.1:x") == "127.0.0.1:x"
+
+
+def test_the_host_rule():
+    rule = HostRule("127.0.0.1", ["broker-0.internal", " ", "Admin.Example:443"])
+    for host in ("127.0.0.1:9644", "localhost", "LOCALHOST:1", "broker-0.internal", "admin.example:9644",
+                 "[::ffff:127.0.0.1]:9644"):
+        assert rule.allows(host, "127.0.0.1"), host
+    for host in ("attacker.example", "127.0.0.2", "0.0.0.0:9644", "[::1]:9644", "127.0.0.1.attacker.example", ""):
+        assert not rule.allows(host, "127.0.0.1"), host
+    wildcard = HostRule("0.0.0.0")
+    assert wildcard.allows("10.1.2.3:9644", "10.1.2.3") and not wildcard.allows("10.1.2.4", "10.1.2.3")
+    assert not wildcard.allows("0.0.0.0:9644", "10.1.2.3")
+    named = HostRule("admin.internal")
+    assert named.allows("admin.internal:9644", "10.1.2.3") and named.allows("10.1.2.3", "10.1.2.3")
+    v6 = HostRule("::1")
+    assert v6.allows("[::1]:9644", "::1") and v6.allows("[0:0::1]", "::1")
