@@ -57,7 +57,7 @@ class HostRule:
     def allows(self, host: str, local_address: str) -> bool:
         """Whether a ``Host`` value names this endpoint, reached on ``local_address``."""
         name = host_name(host)
-        if name in self.names:
+        if name in self.names or name == local_address:     # the usual cases, without parsing an address
             return True
         address = _address(name)
         return address is not None and (address in self.addresses or address == _address(local_address))

@@ -88,6 +88,7 @@ class AdminResource(Resource):
         self.backend = backend
         self.token = token
         self.hosts = hosts
+        self.reads = self._reads()
 
     # -- dispatch -----------------------------------------------------------------------
 
@@ -137,7 +138,8 @@ class AdminResource(Resource):
         self._finish(request, self._error(request, exc))
 
     def _reads(self) -> dict[str, Callable[[Any], Any]]:
-        socket_server = self.backend.socket_server
+        """The read-only routes: path -> handler of the request (built once; ``check`` runs twice a request)."""
+        backend = self.backend
         return {
             "/": lambda request: self._html(request, dashboard.PAGE),
             "/metrics": self._metrics,
@@ -145,18 +147,18 @@ class AdminResource(Resource):
             "/v1/health/live": lambda request: self._json(request, {"status": "live"}),
             "/v1/health/ready": self._ready,
             "/v1/connections": lambda request: self._json(request, views.connections(
-                socket_server, listener=_query(request, "listener"), ip=_query(request, "ip"))),
-            "/v1/connections/ips": lambda request: self._json(request, views.ips(socket_server,
+                backend.socket_server, listener=_query(request, "listener"), ip=_query(request, "ip"))),
+            "/v1/connections/ips": lambda request: self._json(request, views.ips(backend.socket_server,
                                                                                   ip=_query(request, "ip"))),
             "/v1/connections/live": lambda request: self._json(request, views.live(
-                socket_server, listener=_query(request, "listener"), ip=_query(request, "ip"))),
+                backend.socket_server, listener=_query(request, "listener"), ip=_query(request, "ip"))),
             "/v1/quotas": lambda request: self._json(request, self._quotas()),
-            "/v1/planes": lambda request: self._json(request, views.planes(socket_server, self.backend.metrics)),
+            "/v1/planes": lambda request: self._json(request, views.planes(backend.socket_server, backend.metrics)),
         }
 
     def _route(self, method: str, path: str, authorization: str) -> Callable[[Any], Any]:
         path = path.rstrip("/") or "/"
-        read = self._reads()
+        read = self.reads
         if path == "/" and method in ("GET", "HEAD"):
             return read[path]     # the static dashboard page: its script sends the token
         if path.startswith("/v1/health/"):
