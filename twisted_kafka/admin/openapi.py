@@ -144,6 +144,18 @@ def _as_json_schema(node: Any) -> Any:
     return node
 
 
+#: Every operation's answer when the endpoint has no token and ``Host`` is not one of its names (hosts.py).
+_MISDIRECTED = _json("Host is not one of this endpoint's names (only without admin.rest.auth.token; "
+                     "see admin.rest.allowed.hosts)", "Error")
+
+
+def _with_misdirected(paths: dict) -> dict:
+    for operations in paths.values():
+        for operation in operations.values():
+            operation["responses"].setdefault("421", _MISDIRECTED)
+    return paths
+
+
 def document(listener_names=()) -> dict:
     """The OpenAPI (3.1) document of a broker with these listeners."""
     return _as_json_schema({
@@ -154,7 +166,7 @@ def document(listener_names=()) -> dict:
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
         "security": [{"bearer": []}],
-        "paths": {
+        "paths": _with_misdirected({
             "/v1/connections": _get("Connections per listener and plane, by reason", "Connections", _FILTERS),
             "/v1/connections/ips": _get("Connections per client IP with its limit", "IpConnections", _FILTERS[1:]),
             "/v1/connections/live": _get("Every open connection", "LiveConnections", _FILTERS),
@@ -172,7 +184,9 @@ def document(listener_names=()) -> dict:
                                         "content": {"application/json": {"schema": _ref("QuotasUpdate")}}},
                         "responses": {"200": _json("The quotas now in force", "Quotas"),
                                       "400": _json("Refused", "Error"),
-                                      "413": _json("Body too large", "Error"), **_ERRORS}}},
+                                      "413": _json("Body over admin.rest.request.max.bytes (refused on the "
+                                                   "headers when Content-Length says so)", "Error"),
+                                      **_ERRORS}}},
             "/v1/tls/reload": {"post": {
                 "summary": "Re-read the key and trust stores of every TLS listener and of this endpoint",
                 "security": [{"bearer": []}],
@@ -193,5 +207,5 @@ def document(listener_names=()) -> dict:
             "/": {"get": {"summary": "Dashboard (HTML)", "security": [],
                           "responses": {"200": {"description": "The dashboard page",
                                                 "content": {"text/html": {"schema": _STR}}}}}},
-        },
+        }),
     })

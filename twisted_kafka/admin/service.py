@@ -23,20 +23,14 @@ from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import SSL4ServerEndpoint, TCP4ServerEndpoint, TCP6ServerEndpoint
 from twisted.internet.error import CannotListenError
 from twisted.logger import Logger
-from twisted.web.server import Site
 
 from twisted_kafka.config import ConfigError, StartupError
 from twisted_kafka.network.tls import ServerTls
 
+from .channel import AdminSite
+from .hosts import HostRule
 from .settings import LISTENER_KEY, TLS_PREFIX, AdminRestSettings
 from .web import AdminBackend, AdminResource
-
-
-class QuietSite(Site):
-    """A Site without access-log lines: the dashboard polls every second, and would flood the broker's log."""
-
-    def log(self, request) -> None:
-        pass
 
 
 class AdminRestService(Service):
@@ -50,10 +44,9 @@ class AdminRestService(Service):
         self.settings = settings
         self.backend = backend
         self.reactor = reactor
-        self.resource = AdminResource(backend, settings.token)
-        self.site = QuietSite(self.resource)
-        self.site.noisy = False
-        self.site.displayTracebacks = False
+        self.resource = AdminResource(backend, settings.token, HostRule(settings.host, settings.allowed_hosts))
+        self.site = AdminSite(self.resource, max_request_bytes=settings.max_request_bytes,
+                              request_timeout=settings.request_timeout, reactor=reactor)
         self.port = None
         self.tls: ServerTls | None = None
         if settings.scheme == "https":

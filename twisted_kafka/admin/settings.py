@@ -21,6 +21,9 @@ TOKEN_KEY = "admin.rest.auth.token"
 TOKEN_FILE_KEY = "admin.rest.auth.token.file"
 KEYSTORE_KEY = "admin.rest.ssl.keystore.location"
 TRUSTSTORE_KEY = "admin.rest.ssl.truststore.location"
+MAX_BYTES_KEY = "admin.rest.request.max.bytes"
+TIMEOUT_KEY = "admin.rest.request.timeout.ms"
+ALLOWED_HOSTS_KEY = "admin.rest.allowed.hosts"
 #: https is read by the TLS listeners' loader with this prefix (``network.tls``): these keys.
 TLS_PREFIX = "admin.rest."
 TLS_KEYS = ("admin.rest.ssl.keystore.type", KEYSTORE_KEY, "admin.rest.ssl.keystore.password",
@@ -45,6 +48,12 @@ class AdminRestSettings:
     token: str | None
     keystore: str | None
     truststore: str | None
+    #: ``admin.rest.request.max.bytes``: the largest body, checked on the headers (``channel``).
+    max_request_bytes: int = 65536
+    #: ``admin.rest.request.timeout.ms``, in seconds: the time to send a whole request (``channel``).
+    request_timeout: float = 10.0
+    #: ``admin.rest.allowed.hosts``: further ``Host`` names served without a token (``hosts``).
+    allowed_hosts: tuple[str, ...] = ()
 
     @property
     def url(self) -> str:
@@ -74,7 +83,9 @@ class AdminRestSettings:
             raise StartupError(LISTENER_KEY, listener,
                                f"a non-loopback admin endpoint needs {TOKEN_KEY} (or {TOKEN_FILE_KEY}) "
                                f"or https ({KEYSTORE_KEY})")
-        return cls(parts.scheme, host, port, token, keystore, truststore)
+        return cls(parts.scheme, host, port, token, keystore, truststore,
+                   max_request_bytes=config[MAX_BYTES_KEY], request_timeout=config[TIMEOUT_KEY] / 1000.0,
+                   allowed_hosts=tuple(name.strip() for name in config[ALLOWED_HOSTS_KEY] if name.strip()))
 
 
 def _token(config) -> str | None:

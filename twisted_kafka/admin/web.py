@@ -1,8 +1,14 @@
 """The admin endpoint's ``twisted.web`` resource: routing, authentication, JSON in and out.
 
 One leaf resource routes every path (the set is small and fixed, see
-``ROUTES``), so authentication and errors are handled in one place:
+``_route``), so authentication and errors are handled in one place.  What
+can be decided on the request line and headers -- ``Host``, token, route,
+method -- is ``AdminResource.check``, which the HTTP channel calls as soon as
+the headers have arrived (``channel.py``), so a refused request never has its
+body read:
 
+* without a token, a ``Host`` that is not one of the endpoint's own names
+  is refused with 421 (DNS rebinding, see ``hosts.py``);
 * health checks (``/v1/health/*``) are always open: orchestrators probe them;
   so is the dashboard page (``/``), which holds no data;
 * with ``admin.rest.auth.token`` set, every other call needs
@@ -20,19 +26,20 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote
 
 from twisted.internet.defer import ensureDeferred
 from twisted.logger import Logger
+from twisted.web.http_headers import Headers
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 
 from twisted_kafka.protocol.errors import KafkaError
 
 from . import dashboard, openapi, prometheus, quotas, views
+from .hosts import HostRule
 
-#: Largest request body accepted (a quotas document is a few hundred bytes).
-MAX_BODY_BYTES = 64 * 1024
+#: The challenge of a 401 (RFC 6750).
+WWW_AUTHENTICATE = 'Bearer realm="twisted-kafka-admin"'
 
 
 class HttpError(Exception):
@@ -58,23 +65,54 @@ class AdminBackend:
     reload_certificates: Callable[[], dict[str, str]] | None = None
 
 
+def path_of(postpath: list[bytes]) -> str:
+    """The path routed on, from the request's (already unquoted) path segments."""
+    return "/" + "/".join(segment.decode("utf-8", "replace") for segment in postpath)
+
+
+def error_body(exc: HttpError) -> bytes:
+    return json.dumps({"error_code": exc.code, "message": exc.message}).encode("utf-8")
+
+
+def _query(request, name: str) -> str | None:
+    values = request.args.get(name.encode())
+    return values[0].decode("utf-8", "replace") if values else None
+
+
 class AdminResource(Resource):
     isLeaf = True
     log = Logger(namespace="twisted_kafka.admin.AdminResource")
 
-    def __init__(self, backend: AdminBackend, token: str | None):
+    def __init__(self, backend: AdminBackend, token: str | None, hosts: HostRule):
         super().__init__()
         self.backend = backend
         self.token = token
+        self.hosts = hosts
+        self.reads = self._reads()
 
     # -- dispatch -----------------------------------------------------------------------
 
+    def check(self, method: str, path: str, headers: Headers, local_address: str) -> Callable[[Any], Any]:
+        """Everything decided on the request line and headers alone -- ``Host``, token, route, method -- as
+        the handler to call with the request, or ``HttpError``.  The channel calls it when the headers have
+        arrived, before any body is read (``channel.AdminChannel``), and ``render`` again with the request."""
+        if self.token is None:
+            hosts = headers.getRawHeaders(b"host") or []
+            if len(hosts) > 1:
+                raise HttpError(400, "BAD_REQUEST", "more than one Host header")
+            if hosts and not self.hosts.allows(hosts[0].decode("latin-1"), local_address):
+                raise HttpError(421, "MISDIRECTED_REQUEST",
+                                f"this endpoint does not answer to Host {hosts[0].decode('latin-1')!r} without "
+                                f"admin.rest.auth.token; add the name to admin.rest.allowed.hosts to serve it")
+        authorization = headers.getRawHeaders(b"authorization") or [b""]
+        return self._route(method, path, authorization[0].decode("latin-1"))
+
     def render(self, request):
-        path = "/" + "/".join(unquote(segment.decode("utf-8", "replace")) for segment in request.postpath)
+        path = path_of(request.postpath)
         method = request.method.decode("ascii", "replace")
         try:
-            handler = self._route(method, path, request)
-            result = handler()
+            handler = self.check(method, path, request.requestHeaders, request.getHost().host)
+            result = handler(request)
         except HttpError as exc:
             return self._error(request, exc)
         except Exception:
@@ -99,26 +137,28 @@ class AdminResource(Resource):
             exc = HttpError(500, "INTERNAL_ERROR", "the broker failed to answer")
         self._finish(request, self._error(request, exc))
 
-    def _route(self, method: str, path: str, request) -> Callable[[], Any]:
-        path = path.rstrip("/") or "/"
-        query = {key.decode(): values[0].decode("utf-8", "replace") for key, values in request.args.items()
-                 if values}
-        read: dict[str, Callable[[], Any]] = {
-            "/": lambda: self._html(request, dashboard.PAGE),
-            "/metrics": lambda: self._metrics(request),
-            "/v1/openapi.json": lambda: self._json(request, openapi.document(self._listener_names())),
-            "/v1/health/live": lambda: self._json(request, {"status": "live"}),
-            "/v1/health/ready": lambda: self._ready(request),
-            "/v1/connections": lambda: self._json(request, views.connections(
-                self.backend.socket_server, listener=query.get("listener"), ip=query.get("ip"))),
-            "/v1/connections/ips": lambda: self._json(request, views.ips(self.backend.socket_server,
-                                                                          ip=query.get("ip"))),
-            "/v1/connections/live": lambda: self._json(request, views.live(
-                self.backend.socket_server, listener=query.get("listener"), ip=query.get("ip"))),
-            "/v1/quotas": lambda: self._json(request, self._quotas()),
-            "/v1/planes": lambda: self._json(request, views.planes(self.backend.socket_server,
-                                                                    self.backend.metrics)),
+    def _reads(self) -> dict[str, Callable[[Any], Any]]:
+        """The read-only routes: path -> handler of the request (built once; ``check`` runs twice a request)."""
+        backend = self.backend
+        return {
+            "/": lambda request: self._html(request, dashboard.PAGE),
+            "/metrics": self._metrics,
+            "/v1/openapi.json": lambda request: self._json(request, openapi.document(self._listener_names())),
+            "/v1/health/live": lambda request: self._json(request, {"status": "live"}),
+            "/v1/health/ready": self._ready,
+            "/v1/connections": lambda request: self._json(request, views.connections(
+                backend.socket_server, listener=_query(request, "listener"), ip=_query(request, "ip"))),
+            "/v1/connections/ips": lambda request: self._json(request, views.ips(backend.socket_server,
+                                                                                  ip=_query(request, "ip"))),
+            "/v1/connections/live": lambda request: self._json(request, views.live(
+                backend.socket_server, listener=_query(request, "listener"), ip=_query(request, "ip"))),
+            "/v1/quotas": lambda request: self._json(request, self._quotas()),
+            "/v1/planes": lambda request: self._json(request, views.planes(backend.socket_server, backend.metrics)),
         }
+
+    def _route(self, method: str, path: str, authorization: str) -> Callable[[Any], Any]:
+        path = path.rstrip("/") or "/"
+        read = self.reads
         if path == "/" and method in ("GET", "HEAD"):
             return read[path]     # the static dashboard page: its script sends the token
         if path.startswith("/v1/health/"):
@@ -127,22 +167,23 @@ class AdminResource(Resource):
             raise self._not_found_or_method(path, read)
         if path == "/v1/tls/reload":
             if method != "POST":
-                self._authorize(request, mutating=False)
+                self._authorize(authorization, mutating=False)
                 raise HttpError(405, "METHOD_NOT_ALLOWED", f"only POST is allowed on {path}")
-            self._authorize(request, mutating=True)
-            return lambda: self._reload_tls(request)
+            self._authorize(authorization, mutating=True)
+            return self._reload_tls
         if path == "/v1/quotas" and method == "PUT":
-            self._authorize(request, mutating=True)
-            return lambda: self._put_quotas(request)
+            self._authorize(authorization, mutating=True)
+            return self._put_quotas
         prefix = "/v1/connections/"
         if method == "DELETE" and path.startswith(prefix) and path[len(prefix):] not in ("", "ips", "live"):
-            self._authorize(request, mutating=True)
-            return lambda: self._close(request, path[len(prefix):])
+            self._authorize(authorization, mutating=True)
+            connection_id = path[len(prefix):]
+            return lambda request: self._close(request, connection_id)
         if path in read and method in ("GET", "HEAD"):
-            self._authorize(request, mutating=False)
+            self._authorize(authorization, mutating=False)
             return read[path]
         if path in read or path.startswith(prefix):
-            self._authorize(request, mutating=False)
+            self._authorize(authorization, mutating=False)
             raise HttpError(405, "METHOD_NOT_ALLOWED", f"{method} is not allowed on {path}")
         raise HttpError(404, "NOT_FOUND", f"no such resource: {path}")
 
@@ -152,13 +193,12 @@ class AdminResource(Resource):
             return HttpError(405, "METHOD_NOT_ALLOWED", f"only GET is allowed on {path}")
         return HttpError(404, "NOT_FOUND", f"no such resource: {path}")
 
-    def _authorize(self, request, *, mutating: bool) -> None:
+    def _authorize(self, authorization: str, *, mutating: bool) -> None:
         if self.token is None:
             if mutating:
                 raise HttpError(401, "UNAUTHORIZED", "changes need admin.rest.auth.token, which is not set")
             return
-        header = (request.getHeader("authorization") or "").strip()
-        scheme, _, given = header.partition(" ")
+        scheme, _, given = authorization.strip().partition(" ")
         if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.token.encode()):
             raise HttpError(401, "UNAUTHORIZED", "a valid 'Authorization: Bearer <token>' header is required")
 
@@ -179,8 +219,11 @@ class AdminResource(Resource):
 
     def _error(self, request, exc: HttpError) -> bytes:
         if exc.status == 401:
-            request.setHeader("www-authenticate", 'Bearer realm="twisted-kafka-admin"')
-        return self._json(request, {"error_code": exc.code, "message": exc.message}, exc.status)
+            request.setHeader("www-authenticate", WWW_AUTHENTICATE)
+        request.setResponseCode(exc.status)
+        request.setHeader("content-type", "application/json")
+        request.setHeader("cache-control", "no-store")
+        return error_body(exc)
 
     def _metrics(self, request) -> bytes:
         request.setHeader("content-type", "text/plain; version=0.0.4; charset=utf-8")
@@ -215,9 +258,8 @@ class AdminResource(Resource):
         return quotas.describe(self.backend.dynamic_config.current, self._listener_names())
 
     async def _put_quotas(self, request) -> bytes:
-        raw = request.content.read(MAX_BODY_BYTES + 1) if request.content is not None else b""
-        if len(raw) > MAX_BODY_BYTES:
-            raise HttpError(413, "PAYLOAD_TOO_LARGE", f"the body is larger than {MAX_BODY_BYTES} bytes")
+        # The channel has refused a body over admin.rest.request.max.bytes and holds this one in memory.
+        raw = request.content.read() if request.content is not None else b""
         try:
             body = json.loads(raw or b"null")
         except ValueError as exc:

@@ -774,6 +774,30 @@ _define("admin.rest.ssl.truststore.location", STRING, None, MEDIUM,
 _define("admin.rest.ssl.truststore.password", PASSWORD, None, MEDIUM,
         "Password of a PKCS12 admin.rest.ssl.truststore.location.",
         extension=True)
+_define("admin.rest.request.max.bytes", INT, 65536, MEDIUM,
+        "Largest request body the admin REST endpoint accepts, in bytes. A "
+        "Content-Length over it is refused with 413 on the request's headers, "
+        "before any of the body is read; a chunked body is refused with 413 "
+        "once it passes the limit. Bodies are held in memory, never in a file. "
+        "The connection is closed after a refusal.",
+        validator=at_least(1), extension=True)
+_define("admin.rest.request.timeout.ms", INT, 10000, MEDIUM,
+        "Time a client of the admin REST endpoint has to send a whole request "
+        "(request line, headers and body), counted from the moment the "
+        "connection opens or its previous response has been written, not from "
+        "the last byte received. When it passes, the connection is closed, "
+        "with 408 if part of a request had arrived. An idle keep-alive "
+        "connection is closed after the same time.",
+        validator=at_least(1), extension=True)
+_define("admin.rest.allowed.hosts", LIST, "", MEDIUM,
+        "Further names the admin REST endpoint answers to when it has no "
+        "admin.rest.auth.token (the Host header's name, the port ignored). "
+        "Without a token, a request is served only when its Host names the "
+        "endpoint's own address (the listener's host or the address the "
+        "connection reached), localhost, or one of these names; any other is "
+        "refused with 421 before any work, which keeps web pages from reading "
+        "the endpoint through DNS rebinding. Not used with a token.",
+        extension=True)
 
 #: Per-mechanism keys a Kafka broker reads *only* in the form
 #: listener.name.<l>.<mechanism>.<key>; the listener-level form is ignored.

@@ -10,6 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from twisted.web.test.requesthelper import DummyRequest
 
 from twisted_kafka.admin import quotas
+from twisted_kafka.admin.hosts import HostRule
 from twisted_kafka.admin.prometheus import prometheus_name, render
 from twisted_kafka.admin.settings import AdminRestSettings, is_loopback
 from twisted_kafka.admin.web import AdminBackend, AdminResource
@@ -127,7 +128,7 @@ def call(resource, method: str, path: str, token: str | None = None, body: bytes
 def resource(token):
     backend = AdminBackend(socket_server=FakeSocketServer(), admin_manager=None, dynamic_config=None,
                            metrics=MetricsRegistry(), broker_id=0, readiness=lambda: {"log_recovered": False})
-    return AdminResource(backend, token)
+    return AdminResource(backend, token, HostRule("127.0.0.1"))
 
 
 def test_routing_authentication_and_json_errors():
@@ -163,7 +164,8 @@ def test_tls_reload_needs_the_token_and_answers_per_listener():
     backend = AdminBackend(socket_server=FakeSocketServer(), admin_manager=None, dynamic_config=None,
                            metrics=MetricsRegistry(), broker_id=0, readiness=dict,
                            reload_certificates=reload_certificates)
-    secured, open_ = AdminResource(backend, "secret"), AdminResource(backend, None)
+    hosts = HostRule("127.0.0.1")
+    secured, open_ = AdminResource(backend, "secret", hosts), AdminResource(backend, None, hosts)
     for res, token in ((secured, None), (secured, "wrong"), (open_, None)):
         assert call(res, "POST", "/v1/tls/reload", token)[0] == 401
     assert reloads == []
@@ -178,3 +180,17 @@ def test_tls_keys_are_every_declared_admin_ssl_key():
     from twisted_kafka.config import BROKER_CONFIG
 
     assert set(TLS_KEYS) == {k for k in BROKER_CONFIG if k.startswith(TLS_PREFIX + "ssl.")}
+
+
+def test_request_limits_and_allowed_hosts_are_read_from_their_keys():
+    from twisted_kafka.config import ConfigError
+
+    default = settings()
+    assert (default.max_request_bytes, default.request_timeout, default.allowed_hosts) == (65536, 10.0, ())
+    tuned = settings(admin_rest_request_max_bytes="1024", admin_rest_request_timeout_ms="1500",
+                     admin_rest_allowed_hosts="a.internal, b.internal:9644,")
+    assert (tuned.max_request_bytes, tuned.request_timeout, tuned.allowed_hosts) == (
+        1024, 1.5, ("a.internal", "b.internal:9644"))
+    for key in ("admin.rest.request.max.bytes", "admin.rest.request.timeout.ms"):
+        with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+            KafkaConfig.from_props({key: "0"})

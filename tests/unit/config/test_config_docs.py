@@ -61,7 +61,8 @@ def test_twisted_kafka_keys_are_marked_as_not_kafkas():
                                           "admin.rest.ssl.keystore.location", "admin.rest.ssl.keystore.password",
                                           "admin.rest.ssl.key.password", "admin.rest.ssl.truststore.type",
                                           "admin.rest.ssl.truststore.location",
-                                          "admin.rest.ssl.truststore.password"]
+                                          "admin.rest.ssl.truststore.password", "admin.rest.request.max.bytes",
+                                          "admin.rest.request.timeout.ms", "admin.rest.allowed.hosts"]
     for key in ours:
         section = text.split(f"### `{key.name}`", 1)[1].split("###", 1)[0]
         assert "not an Apache Kafka key" in section
