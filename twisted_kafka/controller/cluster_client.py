@@ -40,10 +40,8 @@ from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.security.acl import AclBinding, AclBindingFilter
 from twisted_kafka.zk.admin import ZkAdmin
 
-from .client import (
-    ControllerClient, ElectionOutcome, IsrResult, LocalControllerClient, NewTopic, ReassignmentState, TopicResult,
-    forwarding_client_id,
-)
+from .client import ControllerClient, LocalControllerClient, forwarding_client_id
+from .interface import ElectionOutcome, IsrResult, NewTopic, ReassignmentState, TopicResult
 from .topic_names import collision_key
 from .topic_planner import plan_partitions, plan_topic
 

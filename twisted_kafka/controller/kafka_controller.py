@@ -49,7 +49,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 
 from twisted.internet.defer import Deferred, DeferredLock, ensureDeferred, gatherResults
@@ -66,10 +66,11 @@ from twisted_kafka.security.acl import AccessControlEntry, AclBinding, AclBindin
 
 from . import election
 from .channel_manager import ControllerChannelManager
-from .client import (
-    MAX_PARTITIONS_PER_REQUEST, ElectionOutcome, NewTopic, ReassignmentState, TopicResult, excessive_batch_error,
-)
 from .election import ElectionType
+from .interface import (
+    LEADER_DURING_DELETE, MAX_PARTITIONS_PER_REQUEST, ElectionOutcome, IsrChange, LiveBroker, NewTopic,
+    ReassignmentState, TopicResult, excessive_batch_error,
+)
 from .metadata_store import (
     NO_LEADER, NO_STATE, RECOVERED, RECOVERING, ClusterMetadataStore, ControllerMovedError, PartitionRecord,
     TopicRecord, topic_record,
@@ -77,7 +78,6 @@ from .metadata_store import (
 from .topic_names import collision_key
 from .topic_planner import check_assignment, plan_partitions, plan_topic
 
-LEADER_DURING_DELETE = -2  # Kafka's LeaderAndIsr.LeaderDuringDelete: "this partition is being deleted"
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 LEADER_AND_ISR_VERSION = 7
@@ -90,35 +90,6 @@ FIRST_REBALANCE_CHECK_SECONDS = 5.0
 TopicPartition = tuple[str, int]
 #: One step of a partition's state change (``election.compose``).
 Step = Callable[[PartitionRecord], "PartitionRecord | None"]
-
-
-@dataclass(frozen=True)
-class IsrChange:
-    """One partition of a leader's AlterPartition: the epochs it saw, and the ISR it wants."""
-
-    leader_epoch: int
-    partition_epoch: int
-    isr: tuple[int, ...]
-    leader_recovery_state: int = 0
-
-
-@dataclass(frozen=True)
-class LiveBroker:
-    """A registered broker: what the controller needs to reach and describe it."""
-
-    broker_id: int
-    epoch: int
-    endpoints: tuple  # advertised EndPoints (listener_name, host, port, security_protocol)
-    control_listener: str  # listener the controller talks to (control plane, else inter-broker)
-    rack: str | None = None
-    #: Most partitions the broker takes on (derived from its open-file limit); None: no limit.
-    partition_budget: int | None = None
-
-    def endpoint(self, listener_name: str):
-        for ep in self.endpoints:
-            if ep.listener_name == listener_name:
-                return ep
-        return None
 
 
 def _in_time(timeout_ms: int | None) -> str:
@@ -1503,6 +1474,5 @@ class Sent:
         return combined
 
 
-__all__ = ["KafkaController", "LiveBroker", "IsrChange", "LEADER_DURING_DELETE",
-           "SECURITY_PROTOCOL_IDS", "LEADER_AND_ISR_VERSION", "UPDATE_METADATA_VERSION", "STOP_REPLICA_VERSION",
-           "NO_STATE"]
+__all__ = ["KafkaController", "SECURITY_PROTOCOL_IDS", "LEADER_AND_ISR_VERSION", "UPDATE_METADATA_VERSION",
+           "STOP_REPLICA_VERSION", "NO_STATE"]

@@ -21,7 +21,7 @@ from twisted_kafka.config import ConfigError
 from twisted_kafka.config.topic import validate_topic_overrides
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
-from .client import MAX_PARTITIONS_PER_REQUEST, NewTopic, excessive_batch_error
+from .interface import MAX_PARTITIONS_PER_REQUEST, NewTopic, excessive_batch_error
 from .replica_assignment import assign_replicas
 from .topic_names import collision_key, validate_topic_name
 
