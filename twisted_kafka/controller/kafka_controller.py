@@ -56,8 +56,8 @@ from twisted.internet.defer import Deferred, DeferredLock, ensureDeferred, gathe
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from twisted_kafka.config import ConfigError, StartupError
-from twisted_kafka.config.topic import validate_topic_overrides, warn_deprecated_topic_configs
+from twisted_kafka.config import StartupError
+from twisted_kafka.config.topic import warn_deprecated_topic_configs
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
@@ -65,6 +65,10 @@ from twisted_kafka.waiting import fired_within
 from twisted_kafka.security.acl import AccessControlEntry, AclBinding, AclBindingFilter, ResourcePattern
 
 from . import election
+from .admin_rules import (
+    check_assignment, check_topic_config_change, created_topic_result, plan_partitions, plan_topic, refused_deletions,
+    unknown_deletion, unknown_topic,
+)
 from .channel_manager import ControllerChannelManager
 from .election import ElectionType
 from .interface import (
@@ -76,7 +80,6 @@ from .metadata_store import (
     TopicRecord, topic_record,
 )
 from .topic_names import collision_key
-from .topic_planner import check_assignment, plan_partitions, plan_topic
 
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
@@ -293,10 +296,7 @@ class KafkaController:
                     index: self._new_partition(replicas) for index, replicas in plan.assignment.items()},
                     plan.configs)
                 collisions[collision_key(record.name)] = record.name
-                results.append(TopicResult(record.name, topic_id=None if validate_only else record.topic_id,
-                                           num_partitions=len(record.partitions),
-                                           replication_factor=record.replication_factor,
-                                           configs=dict(record.configs)))
+                results.append(created_topic_result(plan, validate_only=validate_only))
                 created.append(record)
             if validate_only or not created:
                 return results
@@ -380,7 +380,7 @@ class KafkaController:
         """
         topic = self.topics.get(name)
         if topic is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+            raise unknown_topic(name)
         new = plan_partitions(name, len(topic.partitions), topic.replication_factor, count, assignments,
                               self.live_brokers)
         self._check_budgets(new, self._hosted_replicas())
@@ -416,9 +416,9 @@ class KafkaController:
         works as for ``create_topics``.
         """
         self.require_active()
-        if not self.config["delete.topic.enable"]:
-            return {name: TopicResult(name, ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
-                    for name in names}
+        refused = refused_deletions(self.config, names)
+        if refused is not None:
+            return refused
         await self._lock.acquire()
         try:
             results: dict[str, TopicResult] = {}
@@ -428,8 +428,7 @@ class KafkaController:
                     continue
                 topic = self.topics.get(name)
                 if topic is None:
-                    results[name] = TopicResult(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                                "This server does not host this topic-partition.")
+                    results[name] = unknown_deletion(name)
                     continue
                 doomed.append(topic)
                 results[name] = TopicResult(name, topic_id=topic.topic_id, num_partitions=len(topic.partitions),
@@ -475,18 +474,12 @@ class KafkaController:
         self.require_active()
         await self._lock.acquire()
         try:
-            topic = self.topics.get(name)
-            if topic is None:
-                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
-            try:
-                validate_topic_overrides(configs)
-            except ConfigError as exc:
-                raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+            check_topic_config_change(name, name in self.topics, configs)
             if validate_only:
                 return
             warn_deprecated_topic_configs(name, configs)
             await self._persist(self._store.set_topic_configs(name, configs))
-            propagated = self._topic_configs_changed(topic, configs).all()
+            propagated = self._topic_configs_changed(self.topics[name], configs).all()
         finally:
             self._lock.release()
         await propagated
