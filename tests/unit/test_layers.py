@@ -7,6 +7,14 @@
   ``twisted_kafka/controller/`` imports ``controller.metadata_store`` or
   reads a controller's store or channels (brokers learn the cluster over
   the control plane and ask through a ``ControllerClient``).
+* The controller's interface is two modules: outside ``twisted_kafka/controller/``
+  only ``controller.interface`` (the types that cross the boundary) and
+  ``controller.client`` (``ControllerClient``) are imported -- except by
+  ``server/kafka_server.py``, which builds the controller's services and may
+  also import ``controller.controller_service``, ``controller.zk_controller_service``
+  and ``controller.cluster_client``.
+* ``twisted_kafka/controller/`` has no import circle (no strongly connected
+  component of its module imports holds more than one module).
 * ``server/handlers/`` holds API handlers only: every class defined there is
   an ``ApiHandler``, and each module defines at least one.
 * ``KafkaServer`` composes child services rather than starting things by hand.
@@ -77,6 +85,95 @@ def test_only_the_controller_touches_its_state(path):
     imports = imported_modules(path)
     assert not any(name.startswith("twisted_kafka.controller.metadata_store") for name in imports), imports
     assert not {"_store", "_channels", "store", "channels"} & attribute_names(path)
+
+
+CONTROLLER_PACKAGE = "twisted_kafka.controller"
+#: What any module outside controller/ may import from it.
+CONTROLLER_INTERFACE = {"interface", "client"}
+#: What KafkaServer may import besides: the services it builds.
+CONTROLLER_SERVICES = {"controller_service", "zk_controller_service", "cluster_client"}
+
+
+def controller_modules_imported(path: Path) -> set[str]:
+    """The modules of ``twisted_kafka/controller/`` that ``path`` imports, by name ("" for the package)."""
+    modules = set()
+    for name in imported_modules(path):
+        if name == CONTROLLER_PACKAGE:
+            modules.add("")
+        elif name.startswith(CONTROLLER_PACKAGE + "."):
+            modules.add(name[len(CONTROLLER_PACKAGE) + 1:].split(".")[0])
+    return modules
+
+
+@pytest.mark.parametrize("path", modules_outside("controller"), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_only_the_controller_interface_crosses_the_boundary(path):
+    allowed = CONTROLLER_INTERFACE | (CONTROLLER_SERVICES if path == PACKAGE / "server" / "kafka_server.py" else set())
+    strays = controller_modules_imported(path) - allowed
+    assert not strays, f"imports controller modules other than {sorted(allowed)}: {sorted(strays)}"
+
+
+def test_the_boundary_rule_sees_controller_imports():
+    kafka_server = PACKAGE / "server" / "kafka_server.py"
+    assert controller_modules_imported(kafka_server) == CONTROLLER_INTERFACE | CONTROLLER_SERVICES
+    assert controller_modules_imported(PACKAGE / "controller" / "kafka_controller.py") >= {
+        "context", "partition_state_machine", "replica_state_machine", "topic_deletion", "reassignment"}
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[set[str]]:
+    """Tarjan's strongly connected components of ``graph`` (node -> the nodes it points at)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[set[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.add(member)
+                if member == node:
+                    break
+            components.append(component)
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return components
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[set[str]]:
+    return [c for c in strongly_connected(graph) if len(c) > 1 or any(n in graph.get(n, ()) for n in c)]
+
+
+def controller_import_graph() -> dict[str, set[str]]:
+    """Module -> the modules it imports, within ``twisted_kafka/controller/`` (the package itself left out)."""
+    paths = {path.stem: path for path in sorted((PACKAGE / "controller").glob("*.py")) if path.stem != "__init__"}
+    return {name: controller_modules_imported(path) & set(paths) for name, path in paths.items()}
+
+
+def test_import_circles_are_found():
+    assert import_circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
+    assert import_circles({"a": {"a"}, "b": set()}) == [{"a"}]
+    assert import_circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_controller_has_no_import_circle():
+    graph = controller_import_graph()
+    assert {"kafka_controller", "client", "admin_rules", "interface"} <= set(graph)
+    assert "kafka_controller" in graph["client"]         # the graph sees imports (TYPE_CHECKING ones too)
+    assert import_circles(graph) == []
 
 
 def handler_modules() -> list[str]:

@@ -22,33 +22,16 @@ controller.
 
 from __future__ import annotations
 
-import uuid
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.security.acl import AclBinding, AclBindingFilter
 
+from .interface import ElectionOutcome, IsrResult, NewTopic, ReassignmentState, TopicResult
+
 if TYPE_CHECKING:
     from .kafka_controller import KafkaController
-
-#: The most partitions one CreateTopics or CreatePartitions request may create.
-#: Kafka's controller refuses a user operation that would generate more than
-#: 10,000 metadata records -- one per partition -- with POLICY_VIOLATION,
-#: "Unable to perform excessively large batch operation" (KAFKA-14996,
-#: ``QuorumController.MAX_RECORDS_PER_USER_OP``); here the count is checked
-#: before a single partition is planned, so an absurd count costs nothing.
-MAX_PARTITIONS_PER_REQUEST = 10_000
-
-
-def excessive_batch_error(partitions: int) -> KafkaError:
-    """POLICY_VIOLATION for a request that would create ``partitions`` (> the per-request limit)."""
-    return KafkaError(ErrorCode.POLICY_VIOLATION,
-                      f"Unable to perform excessively large batch operation: the request would create "
-                      f"{partitions} partitions, and one request may create at most "
-                      f"{MAX_PARTITIONS_PER_REQUEST}.")
-
 
 #: The client id a broker's requests to the controller carry ends with this: the controller's broker
 #: answers them itself and never forwards them again (two brokers briefly disagreeing about who the
@@ -63,56 +46,6 @@ def forwarding_client_id(broker_id: int) -> str:
 def forwarded(client_id: str | None) -> bool:
     """Whether a request came from another broker on its way to the controller."""
     return bool(client_id) and str(client_id).endswith(FORWARDED_SUFFIX)
-
-
-@dataclass
-class NewTopic:
-    name: str
-    num_partitions: int = -1
-    replication_factor: int = -1
-    assignments: dict[int, list[int]] | None = None
-    configs: dict[str, str | None] = field(default_factory=dict)  # None values are refused (INVALID_CONFIG)
-
-
-@dataclass
-class TopicResult:
-    name: str
-    error: ErrorCode = ErrorCode.NONE
-    message: str | None = None
-    topic_id: uuid.UUID | None = None
-    num_partitions: int = -1
-    replication_factor: int = -1
-    configs: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class ElectionOutcome:
-    """One partition's ElectLeaders result: NONE with the new leader, or an error."""
-
-    error: ErrorCode
-    message: str | None = None
-    leader: int = -1
-
-
-@dataclass(frozen=True)
-class IsrResult:
-    """One partition of an AlterPartition answer: the error, and the partition's state after it."""
-
-    error: ErrorCode
-    leader: int = -1
-    leader_epoch: int = -1
-    isr: tuple[int, ...] = ()
-    partition_epoch: int = -1
-    leader_recovery_state: int = 0
-
-
-@dataclass(frozen=True)
-class ReassignmentState:
-    """An ongoing reassignment: all replicas, the ones being added and the ones being removed."""
-
-    replicas: tuple[int, ...]
-    adding_replicas: tuple[int, ...]
-    removing_replicas: tuple[int, ...]
 
 
 class ControllerClient(ABC):
@@ -303,6 +236,5 @@ class NoControllerClient(ControllerClient):
         self._refuse()
 
 
-__all__ = ["ControllerClient", "LocalControllerClient", "NoControllerClient", "NewTopic", "TopicResult",
-           "ElectionOutcome", "ReassignmentState", "IsrResult", "forwarded", "forwarding_client_id", "FORWARDED_SUFFIX",
-           "MAX_PARTITIONS_PER_REQUEST", "excessive_batch_error"]
+__all__ = ["ControllerClient", "LocalControllerClient", "NoControllerClient", "forwarded", "forwarding_client_id",
+           "FORWARDED_SUFFIX"]

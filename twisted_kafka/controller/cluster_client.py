@@ -4,7 +4,7 @@ Two kinds of operations, as in Kafka's ZooKeeper mode:
 
 * **through ZooKeeper** -- topic creation, deletion, new partitions, topic
   and broker configs.  The broker that received the request validates and
-  plans it (``topic_planner``, against the live brokers of its metadata
+  plans it (``admin_rules``, against the live brokers of its metadata
   cache and the topics in ZooKeeper) and writes it (``ZkAdmin``: Kafka's
   ``AdminZkClient``); the controller's watches do the rest.  The broker then
   waits -- at most the request's timeout -- until its own metadata shows the
@@ -32,7 +32,6 @@ from twisted.logger import Logger
 from twisted_kafka.client import KafkaConnectionError, KafkaClientProtocol, connect
 from twisted_kafka.client.connector import SASL_PROTOCOLS, TLS_PROTOCOLS
 from twisted_kafka.config import ConfigError
-from twisted_kafka.config.topic import validate_topic_overrides
 from twisted_kafka.network.tls import ClientTls
 from twisted_kafka.sasl.listener_config import sasl_client_config
 from twisted_kafka.protocol import messages as m
@@ -40,12 +39,13 @@ from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.security.acl import AclBinding, AclBindingFilter
 from twisted_kafka.zk.admin import ZkAdmin
 
-from .client import (
-    ControllerClient, ElectionOutcome, IsrResult, LocalControllerClient, NewTopic, ReassignmentState, TopicResult,
-    forwarding_client_id,
+from .admin_rules import (
+    check_topic_config_change, created_topic_result, plan_partitions, plan_topic, refused_deletions, unknown_deletion,
+    unknown_topic,
 )
+from .client import ControllerClient, LocalControllerClient, forwarding_client_id
+from .interface import ElectionOutcome, IsrResult, NewTopic, ReassignmentState, TopicResult
 from .topic_names import collision_key
-from .topic_planner import plan_partitions, plan_topic
 
 CONTROLLED_SHUTDOWN_VERSION = 3
 ELECT_LEADERS_VERSION = 2
@@ -163,9 +163,7 @@ class ClusterControllerClient(ControllerClient):
             existing.add(plan.name)
             collisions[collision_key(plan.name)] = plan.name
             created[plan.name] = len(plan.assignment)
-            results.append(TopicResult(plan.name, topic_id=None if validate_only else plan.topic_id,
-                                       num_partitions=len(plan.assignment),
-                                       replication_factor=plan.replication_factor, configs=plan.configs))
+            results.append(created_topic_result(plan, validate_only=validate_only))
         if validate_only or not created:
             return results
         self.log.info("Created topic(s) {topics} in ZooKeeper", topics=", ".join(created))
@@ -183,9 +181,9 @@ class ClusterControllerClient(ControllerClient):
 
     async def delete_topics(self, names: list[str], *, wait_for_brokers: bool = True,
                             timeout_ms: int | None = None) -> dict[str, TopicResult]:
-        if not self.config["delete.topic.enable"]:
-            return {name: TopicResult(name, ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
-                    for name in names}
+        refused = refused_deletions(self.config, names)
+        if refused is not None:
+            return refused
         results: dict[str, TopicResult] = {}
         doomed: list[str] = []
         for name in names:
@@ -193,8 +191,7 @@ class ClusterControllerClient(ControllerClient):
                 continue
             found = await self.admin.read_topic(name)
             if found is None:
-                results[name] = TopicResult(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                            "This server does not host this topic-partition.")
+                results[name] = unknown_deletion(name)
                 continue
             assignment, _ = found
             await self.admin.request_deletion(name)
@@ -217,7 +214,7 @@ class ClusterControllerClient(ControllerClient):
         while True:
             found = await self.admin.read_topic(name)
             if found is None:
-                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+                raise unknown_topic(name)
             if await self.admin.queued_for_deletion(name):
                 raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"The topic '{name}' is queued for deletion.")
             assignment, version = found
@@ -236,12 +233,7 @@ class ClusterControllerClient(ControllerClient):
                              f"broker within {timeout_ms} ms")
 
     async def alter_topic_configs(self, name: str, configs: dict[str, str], *, validate_only: bool = False) -> None:
-        if await self.admin.read_topic(name) is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
-        try:
-            validate_topic_overrides(configs)
-        except ConfigError as exc:
-            raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        check_topic_config_change(name, await self.admin.read_topic(name) is not None, configs)
         if validate_only:
             return
         await self.admin.change_topic_config(name, configs)

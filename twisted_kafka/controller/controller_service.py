@@ -19,7 +19,8 @@ from twisted.internet.defer import ensureDeferred
 
 from .channel_manager import ControllerChannelManager
 from .client import LocalControllerClient
-from .kafka_controller import KafkaController, LiveBroker
+from .interface import LiveBroker
+from .kafka_controller import KafkaController
 from .metadata_store import ClusterMetadataStore, JsonFileMetadataStore
 
 

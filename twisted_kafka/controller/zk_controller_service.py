@@ -57,7 +57,8 @@ from twisted_kafka.zk.registration import read_brokers
 
 from .channel_manager import ControllerChannelManager
 from .client import LocalControllerClient
-from .kafka_controller import KafkaController, LiveBroker
+from .interface import LiveBroker
+from .kafka_controller import KafkaController
 from .metadata_store import ControllerMovedError
 from .zk_metadata_store import ZkMetadataStore
 

@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping
 from twisted.logger import Logger
 
 from twisted_kafka.config import BROKER_CONFIG, ConfigEntry, ConfigSource, topic_config
-from twisted_kafka.controller.client import ControllerClient, NewTopic, TopicResult
-from twisted_kafka.controller.topic_names import INTERNAL_TOPICS, validate_topic_name
+from twisted_kafka.controller.client import ControllerClient
+from twisted_kafka.controller.interface import INTERNAL_TOPICS, NewTopic, TopicResult, validate_topic_name
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
 from twisted_kafka.network.connection_quotas import format_ip_rates, parse_ip_rates

@@ -68,7 +68,7 @@ from twisted.internet.task import LoopingCall
 from twisted.logger import Logger, LogLevel
 from twisted.python.failure import Failure
 
-from twisted_kafka.controller.client import NewTopic
+from twisted_kafka.controller.interface import NewTopic
 from twisted_kafka.log import AppendOrigin
 from twisted_kafka.metrics import MetricName, MetricsRegistry
 from twisted_kafka.network.connection_events import ConnectionEvent, ConnectionEvents

@@ -30,7 +30,7 @@ from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
 from twisted_kafka.controller.client import ControllerClient
-from twisted_kafka.controller.kafka_controller import IsrChange
+from twisted_kafka.controller.interface import IsrChange
 from twisted_kafka.metrics.registry import MetricName
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 

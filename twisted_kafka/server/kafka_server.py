@@ -64,7 +64,7 @@ from twisted_kafka.controller.client import ControllerClient
 from twisted_kafka.security.authorizer import AclAuthorizer
 from twisted_kafka.controller.cluster_client import ClusterControllerClient
 from twisted_kafka.controller.controller_service import ControllerService
-from twisted_kafka.controller.kafka_controller import LiveBroker
+from twisted_kafka.controller.interface import LiveBroker
 from twisted_kafka.coordinator.group.service import GroupCoordinatorService
 from twisted_kafka.controller.zk_controller_service import ZkControllerService
 from twisted_kafka.coordinator.transaction import FileProducerIdBlockStore, ProducerIdBlockStore, ProducerIdManager

@@ -38,7 +38,7 @@ from typing import Any, Protocol
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
-from twisted_kafka.controller.topic_names import INTERNAL_TOPICS
+from twisted_kafka.controller.interface import INTERNAL_TOPICS
 from twisted_kafka.log import AppendOrigin, LogConfig
 from twisted_kafka.metrics.registry import MetricName
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError

@@ -12,7 +12,8 @@ from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.python.failure import Failure
 
 from twisted_kafka.config import KafkaConfig
-from twisted_kafka.controller.kafka_controller import KafkaController, LiveBroker
+from twisted_kafka.controller.interface import LiveBroker
+from twisted_kafka.controller.kafka_controller import KafkaController
 from twisted_kafka.controller.metadata_store import JsonFileMetadataStore
 from twisted_kafka.network.listeners import EndPoint
 from twisted_kafka.protocol import messages as m

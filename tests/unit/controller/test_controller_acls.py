@@ -9,7 +9,8 @@ the last set it received.
 from __future__ import annotations
 
 from twisted_kafka.config import KafkaConfig
-from twisted_kafka.controller.kafka_controller import UPDATE_METADATA_VERSION, KafkaController
+from twisted_kafka.controller.broker_request_batch import UPDATE_METADATA_VERSION
+from twisted_kafka.controller.kafka_controller import KafkaController
 from twisted_kafka.protocol.codec import decode_request, encode_request
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.registry import ApiKey
@@ -104,7 +105,7 @@ def test_acls_changed_elsewhere_are_reloaded_and_sent_only_when_different(tmp_pa
     assert channels.requests(0, UM) == []                  # nothing new
     other = make_store(tmp_path)
     run(other.set_acls(acl("x").pattern, frozenset({acl("x").entry})))
-    controller._store = other                               # the store as another writer left it
+    controller.acl_manager._store = other                   # the store as another writer left it
     run(controller.acls_changed())
     (request,) = channels.requests(0, UM)
     assert sent_acls(request) == {acl("x")}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from twisted.internet.defer import ensureDeferred
 
-from twisted_kafka.controller.client import NewTopic
+from twisted_kafka.controller.interface import NewTopic
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from twisted_kafka.controller.client import NewTopic
 from twisted_kafka.controller.election import ElectionType
+from twisted_kafka.controller.interface import NewTopic
 from twisted_kafka.controller.kafka_controller import FIRST_REBALANCE_CHECK_SECONDS
 from twisted_kafka.controller.metadata_store import NO_LEADER
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
@@ -176,7 +176,7 @@ def test_an_inactive_controller_refuses_cluster_operations(tmp_path):
 
 def test_alter_partition_is_the_seam_for_leaders_isr(tmp_path):
     """What a leader's AlterPartition will do once followers fetch: fenced by epochs, live replicas only."""
-    from twisted_kafka.controller.kafka_controller import IsrChange
+    from twisted_kafka.controller.interface import IsrChange
 
     controller, channels, _ = three_brokers(tmp_path)
     controller.isr_follows_liveness = False

@@ -12,7 +12,7 @@ import dataclasses
 import time
 import tracemalloc
 
-from twisted_kafka.controller.client import MAX_PARTITIONS_PER_REQUEST, NewTopic
+from twisted_kafka.controller.interface import MAX_PARTITIONS_PER_REQUEST, NewTopic
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
 from .helpers import make_controller, run

@@ -14,8 +14,9 @@ import pytest
 from twisted.internet.defer import ensureDeferred
 
 from twisted_kafka.config import KafkaConfig
-from twisted_kafka.controller.client import NewTopic
-from twisted_kafka.controller.kafka_controller import LEADER_DURING_DELETE, UPDATE_METADATA_VERSION, KafkaController
+from twisted_kafka.controller.interface import LEADER_DURING_DELETE, NewTopic
+from twisted_kafka.controller.broker_request_batch import UPDATE_METADATA_VERSION
+from twisted_kafka.controller.kafka_controller import KafkaController
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.codec import decode_request, encode_request
 from twisted_kafka.protocol.registry import ApiKey

@@ -30,8 +30,9 @@ from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.python.failure import Failure
 
 from twisted_kafka.config import KafkaConfig
-from twisted_kafka.controller.client import LocalControllerClient, NewTopic
-from twisted_kafka.controller.kafka_controller import KafkaController, LiveBroker
+from twisted_kafka.controller.client import LocalControllerClient
+from twisted_kafka.controller.interface import LiveBroker, NewTopic
+from twisted_kafka.controller.kafka_controller import KafkaController
 from twisted_kafka.controller.metadata_store import JsonFileMetadataStore
 from twisted_kafka.coordinator.group.service import GroupCoordinatorService
 from twisted_kafka.coordinator.transaction import FileProducerIdBlockStore, ProducerIdManager

@@ -14,7 +14,8 @@ import pytest
 from twisted.internet.defer import ensureDeferred
 
 from twisted_kafka.config import ConfigSource
-from twisted_kafka.controller.client import NewTopic, NoControllerClient
+from twisted_kafka.controller.client import NoControllerClient
+from twisted_kafka.controller.interface import NewTopic
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.server.admin_manager import AdminManager
 

@@ -12,7 +12,7 @@ import uuid
 import pytest
 
 from twisted_kafka.controller.client import NoControllerClient
-from twisted_kafka.controller.kafka_controller import LEADER_DURING_DELETE
+from twisted_kafka.controller.interface import LEADER_DURING_DELETE
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.server.handlers.controller_apis import ControlledShutdownHandler

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from twisted.internet.defer import Deferred
 
-from twisted_kafka.controller.client import IsrResult
+from twisted_kafka.controller.interface import IsrResult
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.server.isr_manager import IsrManager
 from twisted_kafka.server.replica_manager import PartitionStateChange

@@ -26,7 +26,7 @@ from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
-from twisted_kafka.controller.client import NewTopic
+from twisted_kafka.controller.interface import NewTopic
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
 from .config import GroupConfig, OffsetConfig

@@ -16,7 +16,7 @@ or UpdateMetadata it sent (to itself) on that plane.
 from __future__ import annotations
 
 from twisted_kafka.controller.client import ControllerClient
-from twisted_kafka.controller.kafka_controller import IsrChange
+from twisted_kafka.controller.interface import IsrChange
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.registry import ApiKey

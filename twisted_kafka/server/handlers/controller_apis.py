@@ -29,8 +29,7 @@ from __future__ import annotations
 from twisted.internet.defer import gatherResults
 
 from twisted_kafka.controller.client import ControllerClient
-from twisted_kafka.controller.kafka_controller import LEADER_DURING_DELETE
-from twisted_kafka.controller.topic_names import INTERNAL_TOPICS
+from twisted_kafka.controller.interface import INTERNAL_TOPICS, LEADER_DURING_DELETE
 from twisted_kafka.network.listeners import EndPoint
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError

@@ -21,7 +21,7 @@ from collections import Counter
 
 from twisted.internet.defer import Deferred, ensureDeferred
 
-from twisted_kafka.controller.client import MAX_PARTITIONS_PER_REQUEST, excessive_batch_error
+from twisted_kafka.controller.interface import MAX_PARTITIONS_PER_REQUEST, excessive_batch_error
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey

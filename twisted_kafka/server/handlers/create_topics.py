@@ -25,7 +25,7 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 
-from twisted_kafka.controller.client import NewTopic
+from twisted_kafka.controller.interface import NewTopic
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.registry import ApiKey

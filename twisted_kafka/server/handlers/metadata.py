@@ -25,7 +25,7 @@ cluster or on that topic -- otherwise TOPIC_AUTHORIZATION_FAILED too.
 
 from __future__ import annotations
 
-from twisted_kafka.controller.topic_names import validate_topic_name
+from twisted_kafka.controller.interface import validate_topic_name
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.metadata_response import assemble
 from twisted_kafka.protocol.registry import ApiKey

@@ -1,14 +1,15 @@
-"""Planning new topics and partitions: Kafka's validation and replica assignment, without state.
+"""The admin rules: Kafka's validation of topic, partition and config changes, in one copy.
 
-Whoever creates a topic -- the single node's controller, or in a cluster the
-broker that received CreateTopics and writes the assignment to ZooKeeper
-(Kafka's ``AdminZkClient.validateTopicCreate`` and
-``createTopicWithAssignment``) -- checks and plans it the same way: name,
-collisions, partition count and replication factor or explicit assignments,
-config overrides; then an assignment over the live brokers
+Whoever takes an admin request checks it the same way -- the single node's
+controller, or in a cluster the broker that received it and writes it to
+ZooKeeper (Kafka's ``AdminZkClient``: ``validateTopicCreate``,
+``createTopicWithAssignment``, ``addPartitions``, ``changeTopicConfig``,
+``deleteTopic``): topic name and collisions, partition count and
+replication factor or explicit assignments, config overrides, the topic
+existing, deletion being enabled; then an assignment over the live brokers
 (``assign_replicas``).  The functions here take what they need (the
 existing names, the live brokers, the broker config) and raise
-``KafkaError`` with Kafka's code and message.
+``KafkaError`` (or return results) with Kafka's code and message.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from twisted_kafka.config import ConfigError
 from twisted_kafka.config.topic import validate_topic_overrides
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
-from .client import MAX_PARTITIONS_PER_REQUEST, NewTopic, excessive_batch_error
+from .interface import MAX_PARTITIONS_PER_REQUEST, NewTopic, TopicResult, excessive_batch_error
 from .replica_assignment import assign_replicas
 from .topic_names import collision_key, validate_topic_name
 
@@ -64,10 +65,7 @@ def plan_topic(spec: NewTopic, *, existing: Collection[str], collisions: Mapping
     if null_configs:
         raise KafkaError(ErrorCode.INVALID_CONFIG,
                          f"Null value not supported for topic configs: {','.join(null_configs)}")
-    try:
-        validate_topic_overrides(spec.configs)
-    except ConfigError as exc:
-        raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+    check_topic_configs(spec.configs)
     brokers = sorted(live_brokers)
     if spec.assignments:
         assignment = check_assignment(spec.assignments, start=0, live_brokers=brokers)
@@ -77,6 +75,46 @@ def plan_topic(spec: NewTopic, *, existing: Collection[str], collisions: Mapping
         assignment = assign_replicas(brokers, partitions, factor)
     return TopicPlan(spec.name, uuid.uuid4(), assignment,
                      {name: value for name, value in spec.configs.items() if value is not None})
+
+
+def created_topic_result(plan: TopicPlan, *, validate_only: bool) -> TopicResult:
+    """CreateTopics' answer for a planned topic (no topic id when it was only validated)."""
+    return TopicResult(plan.name, topic_id=None if validate_only else plan.topic_id,
+                       num_partitions=len(plan.assignment), replication_factor=plan.replication_factor,
+                       configs=dict(plan.configs))
+
+
+def unknown_topic(name: str) -> KafkaError:
+    """UNKNOWN_TOPIC_OR_PARTITION for a change to a topic that does not exist."""
+    return KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+
+
+def check_topic_configs(configs: Mapping[str, str | None]) -> None:
+    """INVALID_CONFIG (naming the key) when ``configs`` are not valid topic overrides."""
+    try:
+        validate_topic_overrides(configs)
+    except ConfigError as exc:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+
+
+def check_topic_config_change(name: str, exists: bool, configs: Mapping[str, str]) -> None:
+    """Kafka's ``AdminZkClient.changeTopicConfig`` checks: the topic exists, the overrides are valid."""
+    if not exists:
+        raise unknown_topic(name)
+    check_topic_configs(configs)
+
+
+def refused_deletions(config, names: list[str]) -> dict[str, TopicResult] | None:
+    """TOPIC_DELETION_DISABLED for every name when ``delete.topic.enable`` is false, else None."""
+    if config["delete.topic.enable"]:
+        return None
+    return {name: TopicResult(name, ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
+            for name in names}
+
+
+def unknown_deletion(name: str) -> TopicResult:
+    """DeleteTopics' answer for a topic that does not exist."""
+    return TopicResult(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
 
 
 def check_assignment(assignments: Mapping[int, list[int]], start: int,
@@ -133,4 +171,5 @@ def plan_partitions(name: str, current: int, replication_factor: int, count: int
     return new
 
 
-__all__ = ["TopicPlan", "plan_topic", "check_assignment", "plan_partitions"]
+__all__ = ["TopicPlan", "plan_topic", "created_topic_result", "unknown_topic", "check_topic_configs",
+           "check_topic_config_change", "refused_deletions", "unknown_deletion", "check_assignment", "plan_partitions"]
