@@ -206,6 +206,19 @@ def test_kafkas_dynamic_keys_without_effect_here_are_stored_and_logged(admin, ad
     assert configs["sasl.kerberos.min.time.before.relogin"].value == "60000"
 
 
+def test_without_an_encoder_secret_a_password_is_refused_naming_the_key(admin, admin_broker):
+    """Kafka stores a password set at runtime only encrypted with password.encoder.secret; this broker has none."""
+    key, password = "listener.name.plaintext.ssl.key.password", "Never-Stored-Pa55"
+    refused = incremental(admin, ResourceType.BROKER, BROKER, (key, AlterConfigOpType.SET, password),
+                          ("log.retention.bytes", AlterConfigOpType.SET, "4444"))
+    assert error_code(refused) == CK.INVALID_REQUEST
+    assert key in refused.args[0].str() and "password.encoder.secret" in refused.args[0].str()
+    assert describe(admin, ResourceType.BROKER, BROKER)["log.retention.bytes"].source != \
+        ConfigSource.DYNAMIC_BROKER_CONFIG.value                    # nothing of the request applies
+    assert not [path for path in admin_broker.dir.rglob("*") if path.is_file() and password.encode() in
+                path.read_bytes()]                                 # neither stored nor logged
+
+
 def test_max_connections_per_ip_overrides_apply_live(admin, admin_broker):
     with RawClient(admin_broker.data_port, source="127.0.0.2") as before:
         assert before.api_versions().error_code == 0

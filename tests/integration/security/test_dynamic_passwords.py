@@ -7,7 +7,8 @@ value is one the broker really uses -- the password of an encrypted PEM
 private key of the listener's new key store -- so a restart that serves the
 new certificate proves the stored form decodes; a restart with a new
 ``password.encoder.secret`` and the previous one as
-``password.encoder.old.secret`` re-encodes what is stored.
+``password.encoder.old.secret`` re-encodes what is stored.  (Without a
+secret such an AlterConfigs is refused: tests/integration/admin/test_admin_configs_confluent.py.)
 """
 
 from __future__ import annotations
@@ -20,13 +21,12 @@ import stat
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaError as CK
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
 from confluent_kafka.admin import ResourceType
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from tests.integration.admin.support import error_code, outcomes
+from tests.integration.admin.support import outcomes
 from tests.integration.security.tls_support import Pki, tls_overrides
 from tests.support.broker_process import BrokerProcess
 from tests.support.wait import wait_until
@@ -160,25 +160,5 @@ def test_a_listener_key_password_is_stored_encrypted_and_used_after_restarts(tmp
         assert files_holding(broker.dir, KEY_PASSWORD.encode()) == []
         assert mode(log_dir / STORE) == 0o600 and mode(log_dir / (STORE + ".bak")) == 0o600
         assert served_serial(port, pki.ca_file) == serial_of(first)
-    finally:
-        assert broker.stop() == 0
-
-
-def test_without_an_encoder_secret_a_password_is_refused_naming_the_key(tmp_path, pki):
-    first = pki.server_keystore("localhost", "127.0.0.1", filename="first.pem")
-    second = encrypted_keystore(pki, "second.pem", KEY_PASSWORD)
-    broker = BrokerProcess(tmp_path, tls_overrides(pki, first)).start()
-    try:
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap, "socket.timeout.ms": 10000})
-        refused = incremental(admin, (LOCATION, AlterConfigOpType.SET, second),
-                              (KEY, AlterConfigOpType.SET, KEY_PASSWORD))
-        assert error_code(refused) == CK.INVALID_REQUEST
-        message = refused.args[0].str()
-        assert KEY in message and "password.encoder.secret" in message
-        # Nothing of the refused request was applied or stored.
-        assert served_serial(broker.port("SSL"), pki.ca_file) == serial_of(first)
-        assert files_holding(broker.dir, KEY_PASSWORD.encode()) == []
-        store = Path(broker.log_dirs[0], STORE)
-        assert not store.exists() or LOCATION not in stored(broker)
     finally:
         assert broker.stop() == 0
