@@ -14,15 +14,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from twisted_kafka.security.password_encoder import (AES_KEY_LENGTHS, CIPHER_ALGORITHMS, DEFAULT_CIPHER_ALGORITHM,
+                                                     DEFAULT_ITERATIONS, DEFAULT_KEY_FACTORY_ALGORITHM,
+                                                     DEFAULT_KEY_LENGTH, KEY_FACTORY_ALGORITHMS)
+
 from .definition import ConfigDef, ConfigKey, Importance, UpdateMode
 from .types import Type
-from .validators import at_least, between, metadata_version, one_of, valid_list
+from .validators import at_least, between, custom, metadata_version, one_of, valid_list
 
 __all__ = [
     "BROKER_CONFIG",
     "SECURITY_PROTOCOLS",
     "COMPRESSION_TYPES",
     "MECHANISM_PREFIX_REQUIRED",
+    "LISTENER_RECONFIGURABLE_KEYS",
     "AUTHORIZER_CLASS_NAMES",
 ]
 
@@ -45,6 +50,17 @@ COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"
 _DEFAULT_PROTOCOL_MAP = "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT"
 
 _keys: list[ConfigKey] = []
+
+
+def _gzip_level(level: int) -> None:
+    """Kafka's gzip levels: Deflater's 1 to 9, or -1 (its default)."""
+    if level != -1 and not 1 <= level <= 9:
+        raise ValueError("Value must be between 1 and 9 or equal to -1")
+
+
+def _aes_key_length(bits: int) -> None:
+    if bits not in AES_KEY_LENGTHS:
+        raise ValueError(f"must be an AES key length: {', '.join(map(str, AES_KEY_LENGTHS))}")
 
 
 def _define(
@@ -138,6 +154,15 @@ _define("compression.type", STRING, "producer", HIGH,
         "Compression of stored batches: 'producer' keeps what the producer "
         "sent; a codec name makes the broker store that codec.",
         validator=one_of(*COMPRESSION_TYPES), mode=CLUSTER_WIDE)
+_define("compression.gzip.level", INT, -1, MEDIUM,
+        "Level of gzip compression when compression.type is gzip; -1 is the codec's default.",
+        validator=custom(_gzip_level, "[1,...,9] or -1"), mode=CLUSTER_WIDE)
+_define("compression.lz4.level", INT, 9, MEDIUM,
+        "Level of lz4 compression when compression.type is lz4.",
+        validator=between(1, 17), mode=CLUSTER_WIDE)
+_define("compression.zstd.level", INT, 3, MEDIUM,
+        "Level of zstd compression when compression.type is zstd.",
+        validator=between(-131072, 22), mode=CLUSTER_WIDE)
 _define("fetch.max.bytes", INT, 57671680, MEDIUM,
         "Upper bound on the bytes one fetch response carries, whatever the "
         "request asks for.",
@@ -242,6 +267,30 @@ _define("connections.max.reauth.ms", LONG, 0, MEDIUM,
         listener=True, mechanism=True)
 _define("security.providers", STRING, None, LOW,
         "Java security provider creators; accepted for compatibility, unused here.")
+_define("password.encoder.secret", PASSWORD, None, MEDIUM,
+        "Secret the key encrypting passwords set at runtime is derived from "
+        "(AlterConfigs of listener.name.<l>.ssl.key.password, "
+        "listener.name.<l>.<mechanism>.sasl.jaas.config, ...): they are stored "
+        "only encrypted, in Kafka's form, and such an AlterConfigs is refused "
+        "while this is unset.")
+_define("password.encoder.old.secret", PASSWORD, None, MEDIUM,
+        "The previous password.encoder.secret, while changing it: stored "
+        "passwords are decoded with it and re-encoded with the new secret at "
+        "startup. Remove it once the broker has started.")
+_define("password.encoder.keyfactory.algorithm", STRING, None, LOW,
+        "PBKDF2 variant deriving the encryption key of new encoded passwords; "
+        f"unset means {DEFAULT_KEY_FACTORY_ALGORITHM}. Stored values keep the one "
+        "they were written with.",
+        validator=one_of(*KEY_FACTORY_ALGORITHMS))
+_define("password.encoder.cipher.algorithm", STRING, DEFAULT_CIPHER_ALGORITHM, LOW,
+        "Cipher of new encoded passwords (Java's transformation names).",
+        validator=one_of(*CIPHER_ALGORITHMS))
+_define("password.encoder.key.length", INT, DEFAULT_KEY_LENGTH, LOW,
+        "Key length, in bits, of new encoded passwords.",
+        validator=custom(_aes_key_length, f"[{', '.join(map(str, AES_KEY_LENGTHS))}]"))
+_define("password.encoder.iterations", INT, DEFAULT_ITERATIONS, LOW,
+        "PBKDF2 iterations of new encoded passwords.",
+        validator=at_least(1024))
 
 # --------------------------------------------------------------------------
 _group = "TLS"
@@ -365,6 +414,36 @@ _define("sasl.kerberos.service.name", STRING, None, MEDIUM,
         mode=PER_BROKER, listener=True)
 _define("sasl.kerberos.principal.to.local.rules", LIST, "DEFAULT", MEDIUM,
         "Rules mapping Kerberos principals to short names (GSSAPI only).",
+        mode=PER_BROKER, listener=True)
+_define("sasl.kerberos.kinit.cmd", STRING, "/usr/bin/kinit", MEDIUM,
+        "Path of Kerberos' kinit command (GSSAPI only).",
+        mode=PER_BROKER, listener=True)
+_define("sasl.kerberos.ticket.renew.window.factor", DOUBLE, 0.8, MEDIUM,
+        "Share of a Kerberos ticket's lifetime after which its renewal is tried "
+        "(GSSAPI only).",
+        mode=PER_BROKER, listener=True)
+_define("sasl.kerberos.ticket.renew.jitter", DOUBLE, 0.05, MEDIUM,
+        "Random share of a Kerberos ticket's lifetime added to its renewal time "
+        "(GSSAPI only).",
+        mode=PER_BROKER, listener=True)
+_define("sasl.kerberos.min.time.before.relogin", LONG, 60000, MEDIUM,
+        "Shortest time between two Kerberos logins, in milliseconds (GSSAPI only).",
+        mode=PER_BROKER, listener=True)
+_define("sasl.login.refresh.window.factor", DOUBLE, 0.8, MEDIUM,
+        "Share of a login credential's lifetime after which it is refreshed "
+        "(OAUTHBEARER only).",
+        mode=PER_BROKER, listener=True)
+_define("sasl.login.refresh.window.jitter", DOUBLE, 0.05, MEDIUM,
+        "Random share of a login credential's lifetime added to its refresh time "
+        "(OAUTHBEARER only).",
+        mode=PER_BROKER, listener=True)
+_define("sasl.login.refresh.min.period.seconds", SHORT, 60, MEDIUM,
+        "Shortest time between two refreshes of a login credential, in seconds "
+        "(OAUTHBEARER only).",
+        mode=PER_BROKER, listener=True)
+_define("sasl.login.refresh.buffer.seconds", SHORT, 300, MEDIUM,
+        "Time before a login credential expires that its refresh must happen by, "
+        "in seconds (OAUTHBEARER only).",
         mode=PER_BROKER, listener=True)
 _define("sasl.server.max.receive.size", INT, 524288, MEDIUM,
         "Largest frame (request or raw SASL token) accepted before SASL "
@@ -494,6 +573,10 @@ _define("log.message.format.version", STRING, "3.0-IV1", MEDIUM,
         "The message format of appended batches: ignored, batches are stored "
         "in message format v2. Topic key message.format.version.",
         validator=metadata_version())
+_define("log.message.downconversion.enable", BOOLEAN, True, LOW,
+        "Whether batches may be converted to an older message format for a "
+        "fetch that asks for one.",
+        mode=CLUSTER_WIDE)
 _define("num.recovery.threads.per.data.dir", INT, 1, HIGH,
         "Workers per log directory that load logs at startup and flush them at "
         "shutdown.",
@@ -540,6 +623,29 @@ _define("log.cleaner.min.compaction.lag.ms", LONG, 0, MEDIUM,
 _define("log.cleaner.max.compaction.lag.ms", LONG, LONG_MAX, MEDIUM,
         "Oldest an uncompacted record may get before its log is cleaned "
         "regardless of the dirty ratio. Topic key max.compaction.lag.ms.",
+        validator=at_least(1), mode=CLUSTER_WIDE)
+
+# --------------------------------------------------------------------------
+_group = "Tiered storage"
+_define("log.local.retention.ms", LONG, -2, MEDIUM,
+        "With tiered storage (KIP-405), how long segments stay in the log "
+        "directories once copied to remote storage; -2 means log.retention.ms.",
+        validator=at_least(-2), mode=CLUSTER_WIDE)
+_define("log.local.retention.bytes", LONG, -2, MEDIUM,
+        "With tiered storage, how large a partition's local segments may grow "
+        "once copied to remote storage; -2 means log.retention.bytes.",
+        validator=at_least(-2), mode=CLUSTER_WIDE)
+_define("remote.log.index.file.cache.total.size.bytes", LONG, 1073741824, LOW,
+        "With tiered storage, the bytes of remote segments' indexes cached locally.",
+        validator=at_least(1), mode=CLUSTER_WIDE)
+_define("remote.log.manager.copy.max.bytes.per.second", LONG, LONG_MAX, MEDIUM,
+        "With tiered storage, the most bytes per second copied to remote storage.",
+        validator=at_least(1), mode=CLUSTER_WIDE)
+_define("remote.log.manager.fetch.max.bytes.per.second", LONG, LONG_MAX, MEDIUM,
+        "With tiered storage, the most bytes per second read from remote storage.",
+        validator=at_least(1), mode=CLUSTER_WIDE)
+_define("remote.fetch.max.wait.ms", INT, 500, MEDIUM,
+        "With tiered storage, how long a fetch of remote data may wait.",
         validator=at_least(1), mode=CLUSTER_WIDE)
 
 # --------------------------------------------------------------------------
@@ -809,6 +915,12 @@ MECHANISM_PREFIX_REQUIRED = frozenset(
         "sasl.login.callback.handler.class",
     }
 )
+
+#: Keys AlterConfigs may set for one existing listener (``listener.name.<l>.<key>``) besides the TLS
+#: stores, and the only per-listener keys the cluster default may hold: Kafka's
+#: ``SocketServer.ListenerReconfigurableConfigs`` and ``DataPlaneAcceptor.ListenerReconfigurableConfigs``
+#: (KIP-402, KIP-612), which are also its ``ClusterLevelListenerConfigs``.
+LISTENER_RECONFIGURABLE_KEYS = frozenset({"max.connections", "max.connection.creation.rate", "num.network.threads"})
 
 #: Every broker key, in documentation order.
 BROKER_CONFIG = ConfigDef(_keys)

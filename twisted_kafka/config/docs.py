@@ -66,13 +66,20 @@ example `listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=...`.
 
 **Update mode** is Kafka's: *read-only* keys need a restart, *per-broker* and
 *cluster-wide* keys may be changed at runtime with AlterConfigs (for one
-broker, or as a cluster default).  This broker applies at runtime the log
-defaults topics inherit (`log.segment.bytes`, `log.roll.ms`,
-`log.retention.*`, `log.flush.*`, `log.cleanup.policy`,
-`log.message.timestamp.*`, `message.max.bytes`, ...) and the connection
-limits (`max.connections`, `max.connections.per.ip`,
-`max.connections.per.ip.overrides`); AlterConfigs refuses the other keys with
-INVALID_REQUEST, naming them.
+broker, or, for *cluster-wide* keys, as a cluster default); AlterConfigs
+refuses read-only keys with INVALID_REQUEST, naming them.  This broker
+applies at runtime the log defaults topics inherit (`log.segment.bytes`,
+`log.roll.ms`, `log.retention.*`, `log.flush.*`, `log.cleanup.policy`,
+`log.message.timestamp.*`, `message.max.bytes`, `min.insync.replicas`, ...),
+the log cleaner's keys, the connection limits (`max.connections`,
+`max.connections.per.ip`, `max.connections.per.ip.overrides`,
+`max.connection.creation.rate`), `producer.id.expiration.ms` and the TLS
+key and trust stores of a listener (`listener.name.<listener>.ssl.keystore.*`,
+...).  Every other dynamic key (`num.io.threads`, the Kerberos keys, ...) is
+accepted and stored, as Kafka would, and the broker logs `Dynamic broker
+config <key> of <broker> is stored but has no effect yet: <why>`.  Values of
+*password* keys set at runtime are stored only encrypted, with
+`password.encoder.secret` (docs/security.md, "Passwords set at runtime").
 """
 
 

@@ -34,6 +34,9 @@ FETCH_SESSIONS = "incremental fetch sessions (KIP-227) are not offered: every fe
 RECOMPRESSION = ("batches are stored as producers compressed them (Kafka's 'producer'); "
                  "recompression to another codec is not built yet")
 BACKGROUND = "background work runs on the reactor and the I/O thread pool (sized by num.io.threads)"
+TIERED_STORAGE = "tiered storage (KIP-405) is not built: every segment stays in the log directories"
+DOWN_CONVERSION = ("Fetch versions that would need batches in message format v0 or v1 (below 4) are not "
+                   "offered, so nothing is ever down-converted")
 
 JSSE = ("a setting of Java's TLS implementation (JSSE); TLS here is OpenSSL's, through pyOpenSSL, with "
         "its own defaults")
@@ -44,6 +47,7 @@ _PREFIXES = {
     "transaction.": TRANSACTIONS,
     "zookeeper.": ZOOKEEPER,
     "metrics.": METRICS,
+    "remote.": TIERED_STORAGE,
 }
 
 _KEYS = {
@@ -59,6 +63,12 @@ _KEYS = {
     "security.providers": SECURITY,
     "transactional.id.expiration.ms": TRANSACTIONS,
     "compression.type": RECOMPRESSION,
+    "compression.gzip.level": RECOMPRESSION,
+    "compression.lz4.level": RECOMPRESSION,
+    "compression.zstd.level": RECOMPRESSION,
+    "log.message.downconversion.enable": DOWN_CONVERSION,
+    "log.local.retention.ms": TIERED_STORAGE,
+    "log.local.retention.bytes": TIERED_STORAGE,
     "replica.socket.receive.buffer.bytes": SOCKET_BUFFERS,
     "socket.connection.setup.timeout.ms": REPLICATION,
     "socket.connection.setup.timeout.max.ms": REPLICATION,

@@ -78,7 +78,8 @@ class KafkaConfig(Mapping[str, Any]):
 
         listener_raw, unknown = self._classify(merged, _already_warned)
         self._unknown = tuple(unknown)
-        self._ineffective = tuple(self._warn_ineffective(merged, listener_raw, _already_warned))
+        dynamic = frozenset(name for name, source in self._sources.items() if source in _DYNAMIC_LAYERS)
+        self._ineffective = tuple(self._warn_ineffective(merged, listener_raw, _already_warned, dynamic))
         self._values = BROKER_CONFIG.parse(merged)
         self._listener_values: dict[tuple[str, str | None, str], Any] = {}
         self._listener_names = listener_raw
@@ -138,9 +139,11 @@ class KafkaConfig(Mapping[str, Any]):
         )
 
     @staticmethod
-    def _warn_ineffective(merged: Mapping[str, Any], listener_raw, already_warned: frozenset[str]) -> list[str]:
+    def _warn_ineffective(merged: Mapping[str, Any], listener_raw, already_warned: frozenset[str],
+                          dynamic: frozenset[str]) -> list[str]:
         """Warn once about each key set explicitly that the broker does not act on, or that Kafka
-        deprecated (config/effect.py); returns them."""
+        deprecated (config/effect.py); returns them.  Keys of the dynamic layers are not warned
+        about here: DynamicBrokerConfig says once per change that a dynamic key has no effect."""
         ineffective = []
         for name in merged:
             base = name if name in BROKER_CONFIG else listener_raw.get(name, (None, None, None))[2]
@@ -153,7 +156,7 @@ class KafkaConfig(Mapping[str, Any]):
                 continue
             if deprecated is not None:
                 log.warn("Configuration {key}={value} is {reason}", key=name, value=merged[name], reason=deprecated)
-            else:
+            elif name not in dynamic:
                 log.warn("Configuration {key} is accepted but has no effect: {reason}", key=name, reason=reason)
         return ineffective
 

@@ -31,7 +31,7 @@ from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
 
 from twisted_kafka.config import StartupError
-from twisted_kafka.log.checkpoints import write_atomically
+from twisted_kafka.log.checkpoints import PRIVATE_MODE, write_atomically
 from twisted_kafka.log.inventory import PartitionOnDisk, partitions_on_disk
 from twisted_kafka.log.layout import PARTITION_METADATA
 from twisted_kafka.security.acl import (
@@ -242,6 +242,11 @@ class JsonFileMetadataStore(ClusterMetadataStore):
 
     Damage from outside is survived too:
 
+    * the file, its backup and a damaged file set aside are readable by the
+      broker's user only (mode 0600, made so on load and on every write even
+      for files an older version wrote): dynamic broker configs may hold
+      passwords, which are stored only encrypted (``password.encoder.secret``)
+      but are secrets still;
     * every write keeps the version it replaces as ``cluster-metadata.json.bak``
       (a hard link: no copy, no extra space while writing);
     * a main file that is empty, truncated or not the store's JSON is moved
@@ -287,6 +292,7 @@ class JsonFileMetadataStore(ClusterMetadataStore):
         return self._state
 
     def _read(self) -> ClusterState:
+        self._make_private()
         state, problem = self._parse(self.path)
         if state is not None:
             self._keep_backup = True
@@ -355,6 +361,17 @@ class JsonFileMetadataStore(ClusterMetadataStore):
                                 MappingProxyType(broker_configs), MappingProxyType(acls)), ""
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             return None, f"not the store's JSON ({type(e).__name__}: {e})"
+
+    def _make_private(self) -> None:
+        """Files of this store an older version wrote world-readable become the broker user's only."""
+        for path in (self.path, self.backup_path, self.path + DAMAGED_SUFFIX):
+            try:
+                if os.stat(path).st_mode & 0o777 != PRIVATE_MODE:
+                    os.chmod(path, PRIVATE_MODE)
+            except FileNotFoundError:
+                continue
+            except OSError as e:
+                log.warn("cannot make {path} readable by the broker's user only: {e}", path=path, e=e)
 
     def _set_aside(self) -> None:
         """Keep a damaged main file for inspection as ``.damaged`` (it is never read again)."""
@@ -477,7 +494,7 @@ class JsonFileMetadataStore(ClusterMetadataStore):
     def _write(self, payload: bytes) -> None:
         if self._keep_backup:
             self._back_up()
-        write_atomically(self.path, payload, space=self.space)
+        write_atomically(self.path, payload, space=self.space, mode=PRIVATE_MODE)
         self._keep_backup = True
 
     def _back_up(self) -> None:
@@ -488,12 +505,13 @@ class JsonFileMetadataStore(ClusterMetadataStore):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
             try:
+                os.chmod(self.path, PRIVATE_MODE)    # the link shares it: the backup is private too
                 os.link(self.path, tmp)
             except FileNotFoundError:
                 return
             except OSError:
                 with open(self.path, "rb") as fh:
-                    write_atomically(self.backup_path, fh.read(), space=self.space)
+                    write_atomically(self.backup_path, fh.read(), space=self.space, mode=PRIVATE_MODE)
                 return
             os.replace(tmp, self.backup_path)
         except OSError as e:

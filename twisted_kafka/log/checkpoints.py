@@ -55,22 +55,28 @@ class CheckpointError(ValueError):
     """A checkpoint file exists but its content is not in the expected format."""
 
 
-def write_atomically(path: str, data: bytes, *, fsync: bool = True, space=None) -> None:
+#: The mode of files holding secrets (credentials, encrypted passwords): the broker's user only.
+PRIVATE_MODE = 0o600
+
+
+def write_atomically(path: str, data: bytes, *, fsync: bool = True, space=None, mode: int = 0o644) -> None:
     """Replace ``path`` with ``data`` so a crash leaves old or new content, never a mix.
 
     ``fsync=False`` keeps the rename (never a torn file) but skips the disk
     barriers; used where a later flush makes the content durable.  With
     ``space`` (the log dir's ``LogDirSpace``) a write that runs out of space
     releases the directory's space reserve and is tried once more.  A failed
-    write leaves no temporary file behind.
+    write leaves no temporary file behind.  The new file has exactly ``mode``
+    (``PRIVATE_MODE`` for secrets), whatever the umask or a temporary file
+    left by a crash had.
     """
     try:
-        _write_atomically(path, data, fsync)
+        _write_atomically(path, data, fsync, mode)
     except OSError as e:
         if space is None or not is_out_of_space(e) or \
                 not space.release_reserve(os.path.relpath(path, space.path)):
             raise
-        _write_atomically(path, data, fsync)
+        _write_atomically(path, data, fsync, mode)
 
 
 def _write_atomically(path: str, data: bytes, fsync: bool, mode: int = 0o644) -> None:
@@ -78,6 +84,9 @@ def _write_atomically(path: str, data: bytes, fsync: bool, mode: int = 0o644) ->
     try:
         fd = OPEN_FILES.os_open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
         try:
+            # O_CREAT's mode applies only to a file it creates, and through the umask: a
+            # temporary file left behind by a crash would keep its mode otherwise.
+            os.fchmod(fd, mode)
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
@@ -241,7 +250,7 @@ def write_clean_shutdown_marker(path: str, broker_epoch: int = -1, *, space=None
                                       separators=(",", ":")).encode(), space=space)
 
 
-def write_private_atomically(path: str, data: bytes) -> None:
+def write_private_atomically(path: str, data: bytes, *, space=None) -> None:
     """Replace ``path`` with ``data``, readable by the broker's user only (mode 0600: secrets such as
     salted credentials), so a crash leaves the old content or the new. BLOCKING."""
-    _write_atomically(path, data, True, 0o600)
+    write_atomically(path, data, space=space, mode=PRIVATE_MODE)

@@ -186,10 +186,14 @@ class AdminManager:
         return [(e.name, e, False, e.value_string) for e in sorted(config.entries(), key=lambda e: e.name)]
 
     def describe_broker_configs(self, resource_name: str | None) -> list[DescribedConfig]:
-        """This broker's keys (or, for "", the cluster-default layer); read-only unless dynamic."""
+        """This broker's keys (or, for "", the cluster-default layer).
+
+        Read-only unless the name is one of Kafka's dynamic keys, as Kafka's
+        ConfigHelper reports it: a per-listener name (``listener.name.<l>.<key>``)
+        is read-only there even where AlterConfigs accepts it.
+        """
         entity = self.dynamic_config.entity(resource_name)
         config = self.dynamic_config.current
-        dynamic = self.dynamic_config.dynamic_keys
         entries: list[DescribedConfig] = []
         if entity == DEFAULT_ENTITY:
             for name in sorted(config.layer(ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)):
@@ -197,7 +201,7 @@ class AdminManager:
                     continue
                 entry = config.describe(name, per_broker=False)
                 value = entry.synonyms[0].value_string if entry.synonyms else entry.value_string
-                entries.append((name, entry, name not in dynamic, value))
+                entries.append((name, entry, name not in self.dynamic_config.dynamic_keys, value))
             return entries
         for name in sorted(set(BROKER_CONFIG) | set(config.originals)):
             if name in config.unknown_keys:
@@ -206,7 +210,7 @@ class AdminManager:
                 entries.append((name, entry, True, None))
                 continue
             entry = config.describe(name)
-            entries.append((name, entry, not self.dynamic_config.is_dynamic(name), entry.value_string))
+            entries.append((name, entry, name not in self.dynamic_config.dynamic_keys, entry.value_string))
         return entries
 
     def check_broker_logger(self, resource_name: str | None) -> None:
@@ -229,12 +233,19 @@ class AdminManager:
     async def alter_broker_configs(self, resource_name: str | None,
                                    new_configs: Callable[[dict[str, str]], dict[str, str]], *,
                                    validate_only: bool = False) -> None:
-        """Replace the dynamic configs of this broker (or of the cluster default, "")."""
+        """Replace the dynamic configs of this broker (or of the cluster default, "").
+
+        ``new_configs`` gets the current configs with passwords in plain text
+        (this broker decoded them); they are encoded again before they are stored.
+        """
         entity = self.dynamic_config.entity(resource_name)
         configs = new_configs(self.dynamic_config.layer(entity))
         self.dynamic_config.validate(entity, configs)
         if not validate_only:
-            await self.controller.alter_broker_configs(entity, configs)
+            # Stored with passwords encrypted (password.encoder.secret), in the controller's store and in
+            # ZooKeeper alike.
+            stored = await self.dynamic_config.to_stored(entity, configs)
+            await self.controller.alter_broker_configs(entity, stored)
             if entity != DEFAULT_ENTITY:
                 self.dynamic_config.reload_files()   # a key store updated in place under the same name
 

@@ -53,8 +53,9 @@ class LocalClusterView:
         return self._configs.topic_overrides(name)
 
     def dynamic_layer(self, entity: str) -> dict[str, str]:
-        """The dynamic configs in effect here for ``entity`` ("" or this broker's id)."""
-        return self._dynamic.layer(entity)
+        """The dynamic configs of ``entity`` ("" or this broker's id) as stored (passwords encoded) that this
+        broker last received: what a write to ZooKeeper waits to see."""
+        return self._dynamic.stored_layer(entity)
 
     def wait_until(self, predicate: Callable[[], bool], timeout_ms: int | None) -> Deferred:
         """Fires True once ``predicate()`` holds (checked after each UpdateMetadata), or False after

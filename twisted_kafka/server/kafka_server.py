@@ -183,6 +183,8 @@ class KafkaServer(MultiService):
 
         pool = ThreadPool(minthreads=1, maxthreads=max(4, config["num.io.threads"]), name="twisted-kafka-io")
         self.io_threads = ThreadPoolService(pool)
+        # Encrypting a password derives a key (PBKDF2): in the pool, not on the reactor.
+        self.dynamic_config.run_blocking = lambda function: deferToThreadPool(reactor, pool, function)
         self.log_manager = LogManager(config, reactor=reactor, threadpool=pool,
                                       topic_configs=self.config_repository.topic_overrides,
                                       broker_epoch=self.broker_epoch,
@@ -234,6 +236,8 @@ class KafkaServer(MultiService):
                 space=self.log_manager.dir_space(self.log_dirs[0]))
             controller = self.controller_service.client
         self.controller_client = controller
+        # Passwords stored with password.encoder.old.secret are stored again, encoded with the new secret.
+        self.dynamic_config.store_reencoded = controller.alter_broker_configs
         self.authorization = Authorization(AclAuthorizer.from_config(config))
         if cluster:
             # Replication: followers fetch from leaders; leaders change their ISR through the controller.

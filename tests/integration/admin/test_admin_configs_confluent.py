@@ -2,7 +2,9 @@
 (librdkafka: DescribeConfigs v1, AlterConfigs v1, IncrementalAlterConfigs v1).
 
 Topic configs are persisted by the controller and applied to the topic's
-logs at once; broker configs only for the keys the broker applies live,
+logs at once.  Broker configs are accepted for exactly the keys Apache Kafka
+lets change at runtime (its DynamicBrokerConfig list), applied live where
+the broker acts on them, stored with a logged "no effect yet" otherwise;
 every other key is refused.  Both survive a restart.
 """
 
@@ -62,7 +64,7 @@ def test_describe_broker_configs(admin):
     configs = describe(admin, ResourceType.BROKER, BROKER)
     assert configs["num.io.threads"].value == "8"
     assert configs["num.io.threads"].source == ConfigSource.STATIC_BROKER_CONFIG.value
-    assert configs["num.io.threads"].is_read_only            # not applied live by this broker
+    assert not configs["num.io.threads"].is_read_only        # dynamic in Kafka (cluster-wide)
     assert configs["log.retention.bytes"].source == ConfigSource.DEFAULT_CONFIG.value
     assert not configs["log.retention.bytes"].is_read_only   # applied live
     assert configs["broker.id"].is_read_only
@@ -140,10 +142,10 @@ def test_dynamic_broker_configs_live_keys_only(admin, admin_broker):
     assert topic["retention.bytes"].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
 
     refused = incremental(admin, ResourceType.BROKER, BROKER,
-                          ("num.io.threads", AlterConfigOpType.SET, "4"),
+                          ("auto.create.topics.enable", AlterConfigOpType.SET, "false"),
                           ("log.retention.ms", AlterConfigOpType.SET, "1000"))
     assert error_code(refused) == CK.INVALID_REQUEST
-    assert "Cannot update these configs dynamically: num.io.threads" in refused.args[0].str()
+    assert "Cannot update these configs dynamically: auto.create.topics.enable" in refused.args[0].str()
     assert describe(admin, ResourceType.BROKER, BROKER)["log.retention.ms"].source != \
         ConfigSource.DYNAMIC_BROKER_CONFIG.value                    # nothing of a refused request applies
     bad = incremental(admin, ResourceType.BROKER, BROKER, ("log.segment.bytes", AlterConfigOpType.SET, "big"))
@@ -163,6 +165,58 @@ def test_dynamic_broker_configs_live_keys_only(admin, admin_broker):
         assert incremental(admin, ResourceType.BROKER, BROKER,
                            ("message.max.bytes", AlterConfigOpType.DELETE, None)) is None
     assert produce_one(admin_broker, "db-topic") == CK.NO_ERROR
+
+
+def test_kafkas_dynamic_keys_without_effect_here_are_stored_and_logged(admin, admin_broker):
+    """sasl.kerberos.min.time.before.relogin is per-broker dynamic in Kafka: a batch holding it must not fail
+    because Kerberos is not built here; the value is kept and the log says it does nothing yet."""
+    mark = admin_broker.log_mark()
+    assert incremental(admin, ResourceType.BROKER, BROKER,
+                       ("sasl.kerberos.min.time.before.relogin", AlterConfigOpType.SET, "120000"),
+                       ("num.io.threads", AlterConfigOpType.SET, "6"),
+                       ("log.retention.bytes", AlterConfigOpType.SET, "555555")) is None
+    configs = describe(admin, ResourceType.BROKER, BROKER)
+    for key, value in (("sasl.kerberos.min.time.before.relogin", "120000"), ("num.io.threads", "6"),
+                       ("log.retention.bytes", "555555")):
+        assert configs[key].value == value and configs[key].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+        assert not configs[key].is_read_only
+    admin_broker.wait_for_log(r"Dynamic broker config sasl\.kerberos\.min\.time\.before\.relogin of broker 0 "
+                              r"is stored but has no effect yet: .*GSSAPI", after=mark)
+    admin_broker.wait_for_log(r"Dynamic broker config num\.io\.threads of broker 0 is stored but has no effect yet",
+                              after=mark)
+    assert "log.retention.bytes is stored but has no effect" not in admin_broker.log_text()[mark:]
+
+    # Per broker only, as in Kafka, and validated as Kafka's definition says.
+    Req = m.IncrementalAlterConfigsRequest
+    [refused] = raw_request(admin_broker, Req(validate_only=False, resources=[Req.AlterConfigsResource(
+        resource_type=4, resource_name="", configs=[Req.AlterConfigsResource.AlterableConfig(
+            name="sasl.kerberos.min.time.before.relogin", config_operation=0, value="1")])]), 1).responses
+    assert refused.error_code == CK.INVALID_REQUEST
+    assert "broker id must be specified: sasl.kerberos.min.time.before.relogin" in refused.error_message
+    bad = incremental(admin, ResourceType.BROKER, BROKER,
+                      ("sasl.kerberos.min.time.before.relogin", AlterConfigOpType.SET, "soon"))
+    assert error_code(bad) == CK.INVALID_REQUEST and "sasl.kerberos.min.time.before.relogin" in bad.args[0].str()
+
+    assert incremental(admin, ResourceType.BROKER, BROKER,
+                       ("sasl.kerberos.min.time.before.relogin", AlterConfigOpType.DELETE, None),
+                       ("num.io.threads", AlterConfigOpType.DELETE, None),
+                       ("log.retention.bytes", AlterConfigOpType.DELETE, None)) is None
+    configs = describe(admin, ResourceType.BROKER, BROKER)
+    assert configs["sasl.kerberos.min.time.before.relogin"].source == ConfigSource.DEFAULT_CONFIG.value
+    assert configs["sasl.kerberos.min.time.before.relogin"].value == "60000"
+
+
+def test_without_an_encoder_secret_a_password_is_refused_naming_the_key(admin, admin_broker):
+    """Kafka stores a password set at runtime only encrypted with password.encoder.secret; this broker has none."""
+    key, password = "listener.name.plaintext.ssl.key.password", "Never-Stored-Pa55"
+    refused = incremental(admin, ResourceType.BROKER, BROKER, (key, AlterConfigOpType.SET, password),
+                          ("log.retention.bytes", AlterConfigOpType.SET, "4444"))
+    assert error_code(refused) == CK.INVALID_REQUEST
+    assert key in refused.args[0].str() and "password.encoder.secret" in refused.args[0].str()
+    assert describe(admin, ResourceType.BROKER, BROKER)["log.retention.bytes"].source != \
+        ConfigSource.DYNAMIC_BROKER_CONFIG.value                    # nothing of the request applies
+    assert not [path for path in admin_broker.dir.rglob("*") if path.is_file() and password.encode() in
+                path.read_bytes()]                                 # neither stored nor logged
 
 
 def test_max_connections_per_ip_overrides_apply_live(admin, admin_broker):

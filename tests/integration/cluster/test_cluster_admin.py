@@ -22,12 +22,13 @@ CP = m.CreatePartitionsRequest
 DC = m.DescribeConfigsRequest
 IAC = m.IncrementalAlterConfigsRequest
 TOPIC, BROKER = 2, 4
+ENCODER_SECRET = "the cluster's password encoder secret"
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory, zookeeper):
     cluster = Cluster(tmp_path_factory.mktemp("admin-cluster"), zookeeper, "/admin-cluster",
-                      overrides={"auto.leader.rebalance.enable": "false"})
+                      overrides={"auto.leader.rebalance.enable": "false", "password.encoder.secret": ENCODER_SECRET})
     cluster.start()
     yield cluster
     statuses = cluster.stop()
@@ -158,6 +159,36 @@ def test_dynamic_broker_configs_reach_every_broker(cluster):
                    what=f"broker {b} to apply the cluster default")
     with cluster.zk() as zk:
         assert json.loads(zk.get("/config/brokers/<default>")[0])["config"] == {"log.retention.bytes": "1048576"}
+
+
+def test_a_dynamic_password_is_stored_encrypted_in_zookeeper(cluster):
+    """/config/brokers/<id> holds Kafka's encoded form (password.encoder.secret), never the password."""
+    from twisted_kafka.config import ConfigSource
+    from twisted_kafka.security.password_encoder import PasswordEncoder
+
+    broker = non_controllers(cluster)[0]
+    key, password = "listener.name.plaintext.ssl.key.password", "Zk-Stored-Pa55word"
+
+    def alter(op, value):
+        response = raw(cluster, broker, IAC(resources=[IAC.AlterConfigsResource(
+            resource_type=BROKER, resource_name=str(broker), configs=[IAC.AlterConfigsResource.AlterableConfig(
+                name=key, config_operation=op, value=value)])], validate_only=False), 1)
+        assert [(r.error_code, r.error_message) for r in response.responses] == [(0, None)]
+
+    alter(0, password)
+    with cluster.zk() as zk:
+        raw_znode = zk.get(f"/config/brokers/{broker}")[0]
+    assert password.encode() not in raw_znode
+    assert PasswordEncoder(ENCODER_SECRET).decode(json.loads(raw_znode)["config"][key]) == password
+    [result] = raw(cluster, broker, DC(resources=[DC.DescribeConfigsResource(
+        resource_type=BROKER, resource_name=str(broker), configuration_keys=[key])], include_synonyms=False,
+        include_documentation=False), 4).results
+    [entry] = result.configs
+    assert (entry.value, entry.is_sensitive, entry.config_source) == (None, True,
+                                                                      ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    alter(1, None)                                                                       # DELETE
+    with cluster.zk() as zk:
+        assert key not in json.loads(zk.get(f"/config/brokers/{broker}")[0])["config"]
 
 
 def test_producers_auto_create_topics_on_any_broker(cluster):

@@ -216,3 +216,32 @@ def test_an_unknown_format_version_is_refused(tmp_path):
     (tmp_path / STORE_FILE).write_text(json.dumps({"version": 99, "controller_epoch": 1, "topics": {}}))
     with pytest.raises(StartupError, match="format version 99, newer than this broker reads"):
         run(make_store(tmp_path).load())
+
+
+def _mode(path) -> int:
+    import os
+    import stat
+
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def test_the_file_and_its_backup_are_the_broker_users_only_even_if_written_world_readable_before(tmp_path):
+    import os
+
+    store = make_store(tmp_path)
+    run(store.set_broker_configs("0", {"log.retention.ms": "5"}))
+    run(store.set_broker_configs("0", {"log.retention.ms": "6"}))
+    main, backup = tmp_path / STORE_FILE, tmp_path / (STORE_FILE + ".bak")
+    assert _mode(main) == 0o600 and _mode(backup) == 0o600
+
+    # Written world-readable by an older version (and a temporary file a crash left behind so):
+    os.chmod(main, 0o644)
+    os.chmod(backup, 0o644)
+    (tmp_path / (STORE_FILE + ".tmp")).write_bytes(b"{}")
+    os.chmod(tmp_path / (STORE_FILE + ".tmp"), 0o666)
+    reloaded = make_store(tmp_path)
+    assert run(reloaded.load()).broker_configs["0"] == {"log.retention.ms": "6"}
+    assert _mode(main) == 0o600 and _mode(backup) == 0o600         # made private on load
+    os.chmod(main, 0o644)
+    run(reloaded.set_broker_configs("0", {"log.retention.ms": "7"}))
+    assert _mode(main) == 0o600 and _mode(backup) == 0o600         # and on every write

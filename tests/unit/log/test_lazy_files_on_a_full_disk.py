@@ -211,10 +211,10 @@ def test_a_recovery_point_checkpoint_never_takes_the_space_reserve(tmp_path, mon
         log.local_log.append_as_leader(batch(3, value_size=40, prefix=b"b%d." % i), 0, NOW)
     real = checkpoints._write_atomically
 
-    def full(path, data, fsync):
+    def full(path, data, fsync, mode):
         if os.path.exists(space.reserve_path):
             raise OSError(errno.ENOSPC, "No space left on device")
-        real(path, data, fsync)
+        real(path, data, fsync, mode)
 
     monkeypatch.setattr(checkpoints, "_write_atomically", full)
     log.local_log.roll()                       # its flush is followed by a recovery-point checkpoint

@@ -56,3 +56,11 @@ def test_an_unreadable_file_is_an_error_naming_it(tmp_path):
     (tmp_path / STORE_FILE).write_text("{not json")
     with pytest.raises(ValueError, match=STORE_FILE):
         FileScramCredentialStore(str(tmp_path))
+
+
+def test_the_file_is_private_even_over_a_world_readable_leftover(tmp_path):
+    (tmp_path / (STORE_FILE + ".tmp")).write_bytes(b"left by a crash")
+    os.chmod(tmp_path / (STORE_FILE + ".tmp"), 0o644)
+    store = FileScramCredentialStore(str(tmp_path))
+    alter(store, [("bob", "SCRAM-SHA-256", credential_from_password(SCRAM_SHA_256, "pw"))])
+    assert stat.S_IMODE(os.stat(tmp_path / STORE_FILE).st_mode) == 0o600

@@ -209,8 +209,8 @@ def test_altering_the_broker_is_validated_here_and_applied_through_the_controlle
     assert node.controller.broker_configs == {"0": {"log.retention.ms": "1234"}}
     assert node.log("t").config.retention_ms == 1234                   # applied to the logs at once
 
-    assert fails(ErrorCode.INVALID_REQUEST, admin.alter_broker_configs("", lambda c: {"num.io.threads": "2"})) == \
-        "Cannot update these configs dynamically: num.io.threads"
+    assert fails(ErrorCode.INVALID_REQUEST, admin.alter_broker_configs("", lambda c: {"num.partitions": "2"})) == \
+        "Cannot update these configs dynamically: num.partitions"
     fails(ErrorCode.INVALID_REQUEST, admin.alter_broker_configs("7", lambda c: {"log.retention.ms": "1"}))
     result_of(admin.alter_broker_configs("0", lambda current: {}))
     assert node.dynamic_config.layer("0") == {} and node.log("t").config.retention_ms == 7 * 24 * 3600 * 1000

@@ -148,10 +148,10 @@ def test_broker_configs_are_dynamic_keys_only_and_reach_the_running_broker(node)
     assert (current["log.retention.ms"], current["max.connections"]) == (1234, 50)
     assert node.log("t").config.retention_ms == 1234 and node.quotas.updates[-1] is current
 
-    body = node.call(alter([(BROKER, "0", {"num.io.threads": "2", "log.retention.ms": "1"}),
+    body = node.call(alter([(BROKER, "0", {"num.partitions": "2", "log.retention.ms": "1"}),
                             (BROKER, "1", {"log.retention.ms": "1"}), (BROKER, "zero", {})]), 2)
     assert results(body) == [
-        (BROKER, "0", ErrorCode.INVALID_REQUEST, "Cannot update these configs dynamically: num.io.threads"),
+        (BROKER, "0", ErrorCode.INVALID_REQUEST, "Cannot update these configs dynamically: num.partitions"),
         (BROKER, "1", ErrorCode.INVALID_REQUEST, "Unexpected broker id, expected 0 or empty string, but received 1"),
         (BROKER, "zero", ErrorCode.INVALID_REQUEST, "Broker id must be an integer, but it is: zero")]
     assert node.dynamic_config.layer("0") == {"log.retention.ms": "1234"}

@@ -212,7 +212,7 @@ def test_update_metadata_applies_topic_configs_to_the_repository_and_the_logs(no
 
 def test_update_metadata_applies_dynamic_broker_configs(node):
     control(node, update_metadata(node, {}, dynamic={"": {"log.roll.ms": "5000"},
-                                                     "0": {"log.retention.bytes": "100", "num.io.threads": "3"},
+                                                     "0": {"log.retention.bytes": "100", "num.partitions": "3"},
                                                      "1": {"log.retention.bytes": "7"}}), 8)
     assert node.dynamic_config.layer("") == {"log.roll.ms": "5000"}
     assert node.dynamic_config.layer("0") == {"log.retention.bytes": "100"}        # not-dynamic keys skipped
