@@ -178,7 +178,7 @@ def test_make_cluster_as_shipped(tmp_path):
     offset = free_offset(shipped)
     ports = {name: {key: port + offset for key, port in named.items()} for name, named in shipped.items()}
     bootstrap = {n: f"127.0.0.1:{ports[f'broker-{n}']['PLAINTEXT']}" for n in (1, 2, 3)}
-    admin = AdminClient({"bootstrap.servers": f"{bootstrap[1]},{bootstrap[3]}"})
+    admin = None
 
     def metadata(topic=None):
         return admin.list_topics(topic, timeout=10)
@@ -198,6 +198,7 @@ def test_make_cluster_as_shipped(tmp_path):
         status = run.status()
         assert status["broker-3"].startswith("exited with status 1: Broker startup failed: admin.rest.listener")
         running = {name: pid_of(status[name]) for name in ("zookeeper", "broker-1", "broker-2")}
+        admin = AdminClient({"bootstrap.servers": f"{bootstrap[1]},{bootstrap[3]}"})
         wait_until(lambda: sorted(metadata().brokers) == [1, 2], 30, what="brokers 1 and 2 in the metadata")
 
         restarted = run.command("restart", "3")
