@@ -1,6 +1,7 @@
 # The commands of README.md's quick start:
 #   make run    start a broker (single node, ./data, loopback listeners)
-#   make cluster  start ZooKeeper and three brokers (etc/cluster/, ./data/cluster; docs/cluster.md)
+#   make cluster  start ZooKeeper and three brokers (etc/cluster/, ./data/cluster; docs/cluster.md);
+#                 CLUSTER_ARGS="--port-offset N --data-dir DIR" runs them elsewhere
 #   make test   run the linters (make lint), then the whole test suite
 # Each does its own set-up on first use: a virtualenv in .venv, the package
 # installed into it in editable mode, and (as root) the Debian packages the
@@ -23,7 +24,7 @@ run: $(VENV)/.base-installed
 	bin/twisted-kafka-server-start $(CONFIG) $(ARGS)
 
 cluster: $(VENV)/.base-installed system-deps
-	bin/twisted-kafka-cluster $(CLUSTER_CONFIG)
+	bin/twisted-kafka-cluster $(CLUSTER_CONFIG) $(CLUSTER_ARGS)
 
 # ruff and mypy are configured in pyproject.toml; any finding fails the target.
 lint: $(VENV)/.test-installed
