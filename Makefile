@@ -18,7 +18,7 @@ PYTEST_ARGS ?=
 # generators wait on sockets much of the time.  PYTEST_PARALLEL= runs it serially.
 PYTEST_PARALLEL ?= -n 3 --dist loadfile
 
-.PHONY: run cluster lint test test-slow bench-codec bench-log bench-network bench-planes bench-produce bench-groups bench-tls system-deps clean
+.PHONY: run cluster lint test test-slow bench-codec bench-log bench-network bench-planes bench-produce bench-groups bench-tls bench-failed-logins system-deps clean
 
 run: $(VENV)/.base-installed
 	bin/twisted-kafka-server-start $(CONFIG) $(ARGS)
@@ -57,6 +57,9 @@ bench-groups: $(VENV)/.test-installed
 
 bench-tls: $(VENV)/.test-installed
 	$(BIN)/python bench/tls.py
+
+bench-failed-logins: $(VENV)/.test-installed
+	$(BIN)/python bench/failed_logins.py
 
 system-deps:
 	@bin/install-system-deps

@@ -16,6 +16,9 @@ class CloseReason:
     TLS = "tls"
     SHUTDOWN = "shutdown"
     ADMIN = "admin"                   # an operator closed it (the admin REST endpoint's DELETE)
+    # A controller API refused because its sender is not who it claims to be (principal, controller,
+    # broker id, cluster, broker epoch): each guess costs a connection.
+    CONTROLLER_REFUSED = "controller_refused"
 
 
 __all__ = ["CloseReason"]

@@ -10,6 +10,7 @@ different connection code.
 
 from __future__ import annotations
 
+from OpenSSL import SSL
 from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import quoteStringArgument, serverFromString
 from twisted.internet.interfaces import IStreamServerEndpoint
@@ -38,10 +39,22 @@ def server_endpoint(reactor, endpoint: EndPoint, *, backlog: int) -> IStreamServ
 
 
 class ServerTlsTransport(BufferingTLSTransport):
-    """Twisted's TLS transport, remembering the first bytes the client sent.
+    """Twisted's TLS transport, remembering the first bytes the client sent, and closing
+    without waiting for the client.
 
-    When a handshake fails they tell an operator why: a Kafka request in
-    plaintext means a PLAINTEXT client on an SSL port.
+    When a handshake fails the first bytes tell an operator why: a Kafka
+    request in plaintext means a PLAINTEXT client on an SSL port.
+
+    Twisted's ``loseConnection`` sends close_notify and then waits for the
+    client's close_notify before it closes the TCP connection.  A client
+    that never sends one -- one that failed to authenticate on purpose, or
+    whose connection is muted so its close_notify is never read -- would
+    keep the descriptor and its connection-quota slot until
+    ``connections.max.idle.ms``.  The initiator of a close need not wait for
+    the peer's close_notify (RFC 8446 section 6.1; Kafka's
+    ``SslTransportLayer.close`` does not either): the broker marks it as
+    received, so the TLS shutdown completes once its own close_notify is
+    written and the TCP connection closes after the bytes already written.
     """
 
     first_bytes = b""
@@ -50,6 +63,12 @@ class ServerTlsTransport(BufferingTLSTransport):
         if not self._handshakeDone and len(self.first_bytes) < 8:
             self.first_bytes += data[:8 - len(self.first_bytes)]
         super().dataReceived(data)
+
+    def loseConnection(self) -> None:
+        if self.connected and not self.disconnecting and self._handshakeDone:
+            tls = self.getHandle()
+            tls.set_shutdown(tls.get_shutdown() | SSL.RECEIVED_SHUTDOWN)
+        super().loseConnection()
 
 
 class TlsListenerFactory(TLSMemoryBIOFactory):

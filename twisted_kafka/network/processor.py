@@ -94,6 +94,10 @@ if TYPE_CHECKING:
 #: is muted.  A client pipelining a few requests is never paused and resumed per request.
 READ_AHEAD_BYTES = 64 * 1024
 
+#: Seconds a failed authentication's graceful close may take once its delay is over (its last bytes
+#: leaving) before the connection is aborted: only a client that does not read its responses needs it.
+FAILED_AUTHENTICATION_CLOSE_GRACE = 0.5
+
 
 @implementer(IPushProducer)
 class ResponseFlow:
@@ -314,9 +318,24 @@ class Processor(Protocol):
         self._auth_close_call = self.acceptor.reactor.callLater(delay, self._close_after_authentication_delay)
 
     def _close_after_authentication_delay(self) -> None:
+        """The delay is over: close, gracefully -- what was written, the authentication error, leaves
+        first -- but never waiting on the client.  A client that has not read its responses by now
+        holds the close up only until ``FAILED_AUTHENTICATION_CLOSE_GRACE`` has passed, then the
+        connection is aborted: as Kafka's Selector closes such a channel at the delay, a failed login
+        gives back its descriptor and its connection-quota slot on time whatever the client does."""
         self._auth_close_call = None
-        # Graceful: the authentication error response, if any, is flushed first.
         self.close(CloseReason.AUTHENTICATION, None, abort=False)
+        if self.connected and self.transport is not None:
+            self._auth_close_call = self.acceptor.reactor.callLater(FAILED_AUTHENTICATION_CLOSE_GRACE,
+                                                                    self._abort_failed_authentication)
+
+    def _abort_failed_authentication(self) -> None:
+        self._auth_close_call = None
+        if self.connected and self.transport is not None:
+            self.log.info("Connection {connection_id} from {peer} on listener {listener} does not read its "
+                          "responses; aborting it after its failed authentication",
+                          connection_id=self.connection_id, peer=self.peer, listener=self.listener_name)
+            self.transport.abortConnection()
 
     def handshakeCompleted(self) -> None:
         """The TLS handshake is done: on an SSL listener the client certificate names the principal."""

@@ -16,7 +16,10 @@ and how -- never from the connection.  ``handle`` returns one of:
   (the SASL handshake and authentication outcomes).
 
 Raising ``KafkaError(code, message)`` answers the whole request with
-``error_response`` -- Kafka's ``getErrorResponse``.
+``error_response`` -- Kafka's ``getErrorResponse``.  Raising
+``RefusedPeer(code, message, reason=...)`` does the same and then closes the
+connection (the answer leaves first): the peer is not who it claims to be,
+and every further try must cost it a new connection.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from twisted_kafka.network.request import ConnectionUpdate, Request
-from twisted_kafka.protocol.errors import ErrorCode
+from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
 from .authorization import ALLOW_ALL, Authorization
 
@@ -49,6 +52,15 @@ class CloseConnection:
 
     reason: str                 # a network.close_reasons.CloseReason value
     message: str
+
+
+class RefusedPeer(KafkaError):
+    """The whole request is answered with ``code``, then the connection is closed for ``reason`` (a
+    ``CloseReason``), gracefully: the answer leaves first.  Whoever raises it has logged why."""
+
+    def __init__(self, code: ErrorCode, message: str | None, *, reason: str):
+        super().__init__(code, message)
+        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,4 +97,4 @@ class ApiHandler(ABC):
         return request.api_version
 
 
-__all__ = ["ApiHandler", "NO_RESPONSE", "CloseConnection", "Reply"]
+__all__ = ["ApiHandler", "NO_RESPONSE", "CloseConnection", "RefusedPeer", "Reply"]

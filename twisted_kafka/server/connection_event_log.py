@@ -17,7 +17,8 @@ Records, one per event:
   ``reason`` null for an acceptance, the quota's config key for a rejection
   (``max.connections.per.ip``), the authenticator's reason for an
   authentication failure, the ``CloseReason`` for a close (client, idle,
-  quota, protocol_error, authentication, produce_error, tls, shutdown);
+  quota, protocol_error, authentication, produce_error, tls, shutdown, admin,
+  controller_refused);
 * timestamp: the event's time (CreateTime).
 
 The topic is created when the service starts, unless it exists -- the

@@ -1,30 +1,36 @@
-"""Which controller requests this broker accepts: from the controller, meant for this broker.
+"""Which controller requests this broker accepts: from the controller (or a broker), meant for this broker.
 
-LeaderAndIsr, UpdateMetadata and StopReplica decide what a broker hosts and
-what it tells clients, so a broker applies one only when it comes from the
-active controller and is meant for this broker -- this very process.  Before
-anything of a request is applied, ``ControllerRequestGuard.check`` verifies,
-in this order:
+The controller APIs (``CONTROLLER_API_KEYS``) are exchanged between the
+controller and brokers only: LeaderAndIsr, UpdateMetadata and StopReplica
+(controller to broker) decide what a broker hosts and what it tells clients;
+AlterPartition and ControlledShutdown (broker to controller) change a
+partition's ISR and move leadership.  Every handler of them is a
+``ControllerApiHandler``: before anything of a request is read or applied,
 
-0. the principal, when an authorizer is configured
+0. the principal is authorized, when an authorizer is configured
    (``authorizer.class.name``): the sender must be authorized CLUSTER_ACTION
-   on the cluster -- as Kafka's ``KafkaApis`` requires for these APIs, so a
-   super user passes -- or be this broker's own inter-broker principal, the
-   one it presents on the listener the controller connects to
-   (``control.plane.listener.name``, else ``inter.broker.listener.name``):
-   with SSL asking for client certificates (``ssl.client.auth`` required or
-   requested), its key store certificate's subject mapped by that listener's
-   ``ssl.principal.mapping.rules``; with PLAINTEXT or
-   ``ssl.client.auth=none``, ``User:ANONYMOUS``. The own principal passes
-   because the ACLs reach a broker inside UpdateMetadata (tagged field 1004):
-   before its first ACL set arrives the broker knows none, and the
-   controller's request that carries them must not be refused for want of
-   them. Otherwise CLUSTER_AUTHORIZATION_FAILED, logged with the principal and
-   the peer. On a PLAINTEXT control plane (or SSL without client certificates)
-   every client is ``User:ANONYMOUS``, the own principal, so this check does
-   not tell them apart there: such a control plane relies on the broker epoch
-   below and on network isolation, as Kafka's does. Without an authorizer
-   there is no principal check.
+   on the cluster -- as Kafka's ``KafkaApis`` and ``ControllerApis`` require
+   for these APIs, so a super user passes -- or be this broker's own
+   inter-broker principal, the one it presents on the listener the
+   controller connects to (``control.plane.listener.name``, else
+   ``inter.broker.listener.name``): with SSL asking for client certificates
+   (``ssl.client.auth`` required or requested), its key store certificate's
+   subject mapped by that listener's ``ssl.principal.mapping.rules``; with
+   PLAINTEXT or ``ssl.client.auth=none``, ``User:ANONYMOUS``. The own
+   principal passes because the ACLs reach a broker inside UpdateMetadata
+   (tagged field 1004): before its first ACL set arrives the broker knows
+   none, and the controller's request that carries them must not be refused
+   for want of them; in a cluster the brokers share that principal (their
+   certificates map to one), so it is also how they reach the controller.
+   Otherwise CLUSTER_AUTHORIZATION_FAILED. On a PLAINTEXT control plane (or
+   SSL without client certificates) every client is ``User:ANONYMOUS``, the
+   own principal, so this check does not tell them apart there: such a
+   control plane relies on the broker epoch below and on network isolation,
+   as Kafka's does. Without an authorizer there is no principal check.
+
+Then LeaderAndIsr, UpdateMetadata and StopReplica are checked by
+``ControllerRequestGuard.verify``, in this order:
+
 1. the target: the request's ``BrokerId`` and ``ClusterId`` (this project's
    tagged fields 1002 and 1003) are this broker's id and cluster id --
    otherwise INVALID_REQUEST (another broker id) or INCONSISTENT_CLUSTER_ID
@@ -44,14 +50,27 @@ in this order:
    registration before sending anything, so any other value is refused --
    "no epoch" (-1), a guess, one of a previous run.
 
+AlterPartition and ControlledShutdown name the sending broker and its epoch,
+which the controller checks against the registrations it holds
+(STALE_BROKER_EPOCH, or BROKER_NOT_AVAILABLE for a broker id it does not
+know).
+
+A refusal for any of these reasons (``REFUSALS``) says the sender is not who
+it claims to be: it is answered with the error, logged once (peer,
+principal, API, reason), and the connection is closed after the answer
+(``RefusedPeer``, close reason ``controller_refused``) -- so guessing a
+broker epoch costs a connection (a TLS handshake on an mTLS control plane)
+per try, and a real controller or broker that was refused simply reconnects
+(its request was answered; the next one goes on a new connection).
+
 In a cluster the controller a broker knows is ZooKeeper's ``/controller`` as
 its watch last delivered it, and its epoch the czxid of its registration;
 a new controller can be faster than the watch (it sends UpdateMetadata the
 moment it is elected), and a re-registration's epoch reaches the controller
-as soon as the znode exists.  So ``verify`` -- what the handlers call --
-refreshes both (``refresh``: re-read ``/controller``, wait for a
-registration in progress) and checks once more before refusing; nothing is
-relaxed, the checks are only made against current facts.
+as soon as the znode exists.  So ``verify`` refreshes both (``refresh``:
+re-read ``/controller``, wait for a registration in progress) and checks
+once more before refusing; nothing is relaxed, the checks are only made
+against current facts.
 
 Only a request that passes every check moves the stored controller epoch, so
 a forged request can neither take leadership away nor lock the real
@@ -65,15 +84,27 @@ from __future__ import annotations
 
 import secrets
 import time
+from abc import abstractmethod
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from twisted.logger import Logger
 
-from twisted_kafka.network.request import ANONYMOUS, RequestContext
+from twisted_kafka.network.close_reasons import CloseReason
+from twisted_kafka.network.request import ANONYMOUS, Request, RequestContext
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.security.acl import AclOperation, ResourceType
 
+from .api_handler import ApiHandler, RefusedPeer
 from .authorization import ALLOW_ALL, Authorization
+
+#: A controller API's whole-request errors that say its sender is not who it claims to be: not
+#: authorized, not the controller this broker knows (or an older one), not meant for this broker or
+#: cluster, not this broker's epoch -- or, at the controller, a broker id or epoch it does not know.
+REFUSALS = frozenset({
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ErrorCode.INVALID_REQUEST, ErrorCode.INCONSISTENT_CLUSTER_ID,
+    ErrorCode.STALE_CONTROLLER_EPOCH, ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_NOT_AVAILABLE,
+})
 
 #: Random low bits of a broker epoch.
 BROKER_EPOCH_RANDOM_BITS = 25
@@ -115,13 +146,7 @@ class ControllerRequestGuard:
         self._refresh = refresh
         self.controller_epoch = -1    # the newest controller epoch accepted
 
-    async def admit(self, body, context: RequestContext, *, api: str = "controller request") -> None:
-        """Raise ``KafkaError`` unless the request may be applied: ``authorize`` the sender, then ``verify``."""
-        source = f"{context.client_host}:{context.client_port} on listener {context.listener_name}"
-        self.authorize(context, api=api, source=source)
-        await self.verify(body, api=api, source=source)
-
-    def authorize(self, context: RequestContext, *, api: str = "controller request", source: str = "?") -> None:
+    def authorize(self, context: RequestContext) -> None:
         """Check 0 of the module docstring: CLUSTER_AUTHORIZATION_FAILED unless the sender's principal is
         authorized CLUSTER_ACTION on the cluster (super users are) or is this broker's own inter-broker
         principal.  Nothing to check without an authorizer."""
@@ -132,13 +157,21 @@ class ControllerRequestGuard:
             return
         if self.authorization.allowed(context, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER):
             return
-        self.log.warn("Refused {api} from principal {principal} at {source}: CLUSTER_AUTHORIZATION_FAILED: "
-                      "not authorized CLUSTER_ACTION on the cluster, and not this broker's inter-broker principal",
-                      api=api, principal=principal, source=source)
         raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                         f"principal {principal} may not send controller requests")
+                         f"principal {principal} is not authorized CLUSTER_ACTION on the cluster and is not "
+                         "this broker's inter-broker principal")
 
-    async def verify(self, body, *, api: str = "controller request", source: str = "?") -> None:
+    def refused(self, request: Request, exc: KafkaError) -> RefusedPeer:
+        """The one log line of a refusal (``REFUSALS``), and what closes the connection after its answer."""
+        context = request.context
+        api = f"{request.spec.name} v{request.api_version}" if request.spec is not None else f"ApiKey{request.api_key}"
+        self.log.warn("Refused {api} from principal {principal} at {source}: {code}: {message}; closing the "
+                      "connection", api=api, principal=context.principal,
+                      source=f"{context.client_address} on listener {context.listener_name}",
+                      code=exc.code.name, message=exc.message)
+        return RefusedPeer(exc.code, exc.message, reason=CloseReason.CONTROLLER_REFUSED)
+
+    async def verify(self, body) -> None:
         """``check``, after refreshing what this broker knows (see the module docstring) when the
         request names another controller or a newer broker epoch than the ones known here."""
         if self._refresh is not None:
@@ -149,17 +182,12 @@ class ControllerRequestGuard:
                 if exc.code == ErrorCode.STALE_CONTROLLER_EPOCH or (
                         exc.code == ErrorCode.STALE_BROKER_EPOCH and newer_epoch):
                     await self._refresh()
-        self.check(body, api=api, source=source)
+        self.check(body)
 
-    def check(self, body, *, api: str = "controller request", source: str = "?") -> None:
+    def check(self, body) -> None:
         """Raise ``KafkaError`` unless ``body`` (a LeaderAndIsr, UpdateMetadata or StopReplica request)
         may be applied; if it may, its controller epoch becomes the one in force."""
-        try:
-            self._check(body)
-        except KafkaError as exc:
-            self.log.warn("Refused {api} from {source}: {code}: {message}", api=api, source=source,
-                          code=exc.code.name, message=exc.message)
-            raise
+        self._check(body)
 
     def _check(self, body) -> None:
         target = getattr(body, "broker_id", -1)
@@ -185,4 +213,26 @@ class ControllerRequestGuard:
         self.controller_epoch = body.controller_epoch
 
 
-__all__ = ["ControllerRequestGuard", "new_broker_epoch", "BROKER_EPOCH_RANDOM_BITS"]
+class ControllerApiHandler(ApiHandler):
+    """The handler of a controller API (see the module docstring): the principal is authorized before
+    ``serve`` runs, and a refusal in ``REFUSALS`` -- by the guard, by ``serve``'s own checks or by the
+    controller it asks -- is logged once and closes the connection after its answer."""
+
+    guard: ControllerRequestGuard
+
+    async def handle(self, request: Request) -> Any:
+        try:
+            self.guard.authorize(request.context)
+            return await self.serve(request)
+        except KafkaError as exc:
+            if exc.code in REFUSALS and not isinstance(exc, RefusedPeer):
+                raise self.guard.refused(request, exc) from None
+            raise
+
+    @abstractmethod
+    async def serve(self, request: Request) -> Any:
+        """Serve a request whose sender is authorized (what ``ApiHandler.handle`` would do)."""
+
+
+__all__ = ["ControllerRequestGuard", "ControllerApiHandler", "REFUSALS", "new_broker_epoch",
+           "BROKER_EPOCH_RANDOM_BITS"]

@@ -16,6 +16,8 @@ which the handler pool hands to its plane's ``RequestChannel``:
 * ``KafkaError(code)`` → that API's error response with ``code`` (also an
   authorization check the handler declares -- ``cluster_operation``,
   ``group_operation`` -- refused before the handler runs);
+* ``RefusedPeer(code, reason=...)`` → ``CloseConnectionResponse`` carrying that
+  error response: it is written, then the connection is closed;
 * any other exception → the error response with UNKNOWN_SERVER_ERROR, logged
   with the request, so a bug in one handler costs one request, not the broker;
 * a response that cannot be encoded → ``CloseConnectionResponse``.
@@ -40,11 +42,12 @@ from twisted_kafka.network.request import (
 from twisted_kafka.network.request_metrics import RequestMetrics
 from twisted_kafka.protocol.codec import encode_response
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
-from twisted_kafka.protocol.registry import REGISTRY, ApiSpec
+from twisted_kafka.protocol.registry import CONTROLLER_API_KEYS, REGISTRY, ApiSpec
 
 from twisted_kafka.security.acl import ResourceType
 
-from .api_handler import NO_RESPONSE, ApiHandler, CloseConnection, Reply
+from .api_handler import NO_RESPONSE, ApiHandler, CloseConnection, RefusedPeer, Reply
+from .controller_requests import ControllerApiHandler
 
 
 class KafkaApis:
@@ -61,6 +64,10 @@ class KafkaApis:
         spec = REGISTRY.get(handler.api_key)
         if spec is None:
             raise ValueError(f"no registry entry for api_key {handler.api_key}")
+        if handler.api_key in CONTROLLER_API_KEYS and not isinstance(handler, ControllerApiHandler):
+            # The one place the controller APIs' senders are authorized: no such handler goes without it.
+            raise TypeError(f"{type(handler).__name__} serves controller API {spec.name}: it must be a "
+                            "ControllerApiHandler")
         self._handlers[handler.api_key] = handler
         self._specs[handler.api_key] = spec
 
@@ -74,16 +81,23 @@ class KafkaApis:
     async def handle(self, request: Request) -> Response:
         """Serve ``request``; the answer for its plane's RequestChannel."""
         handler = self._handlers[request.api_key]
+        close_reason: str | None = None
         try:
             self._authorize(handler, request)
             result = await handler.handle(request)
         except KafkaError as exc:
             result = self._error_response(handler, request, exc.code, exc.message)
+            if isinstance(exc, RefusedPeer):
+                close_reason = exc.reason
         except Exception:
             self.log.failure("Error handling {request}", request=request)
             result = self._error_response(handler, request, ErrorCode.UNKNOWN_SERVER_ERROR, None)
         request.remote_complete_ns = perf_counter_ns()
-        return self._response(handler, request, result)
+        response = self._response(handler, request, result)
+        if close_reason is not None and isinstance(response, SendResponse):
+            # The refusal is answered, then the connection closes; the refusal was logged where it was decided.
+            return CloseConnectionResponse(request, close_reason, None, graceful=True, chunks=response.chunks)
+        return response
 
     @staticmethod
     def _authorize(handler: ApiHandler, request: Request) -> None:

@@ -24,6 +24,7 @@ from twisted_kafka.protocol.messages import (
 )
 from twisted_kafka.protocol.registry import ApiKey
 from twisted_kafka.server.api_handler import ApiHandler
+from twisted_kafka.server.controller_requests import ControllerApiHandler
 from twisted_kafka.server.handlers.api_versions import ApiVersionsHandler
 from twisted_kafka.server.request_handler import KafkaRequestHandlerPool
 
@@ -37,6 +38,19 @@ class Unreachable(ApiHandler):
         self.api_key = api_key
 
     async def handle(self, request):
+        raise AssertionError("not expected to be called")
+
+    def error_response(self, request, error, message=None):
+        raise AssertionError("not expected to be called")
+
+
+class UnreachableController(ControllerApiHandler):
+    """The same for a controller API (whose handler must be a ControllerApiHandler)."""
+
+    def __init__(self, api_key: int):
+        self.api_key = api_key
+
+    async def serve(self, request):
         raise AssertionError("not expected to be called")
 
     def error_response(self, request, error, message=None):
@@ -240,7 +254,7 @@ def test_controller_apis_are_served_on_no_data_plane_listener_beside_a_control_p
     """With a control plane, LeaderAndIsr on the data plane is an unserved API (the connection
     closes); the control plane serves every API, as Kafka's does (a tool or broker may ask it
     for Metadata); ApiVersions advertises each plane's own set."""
-    stack = Stack(handlers=[Unreachable(ApiKey.METADATA), Unreachable(ApiKey.LEADER_AND_ISR)])
+    stack = Stack(handlers=[Unreachable(ApiKey.METADATA), UnreachableController(ApiKey.LEADER_AND_ISR)])
     data = stack.connect()
     data.dataReceived(raw_request(ApiKey.LEADER_AND_ISR, 2))
     assert data.transport.aborted and stack.channel("data").queue_size == 0
@@ -274,7 +288,7 @@ def leader_and_isr(correlation_id: int) -> bytes:
 def test_without_a_control_plane_the_data_plane_serves_controller_apis():
     stack = Stack({"listeners": "PLAINTEXT://127.0.0.1:9092", "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT",
                    "control.plane.listener.name": ""},
-                  handlers=[Unreachable(ApiKey.METADATA), Unreachable(ApiKey.LEADER_AND_ISR)])
+                  handlers=[Unreachable(ApiKey.METADATA), UnreachableController(ApiKey.LEADER_AND_ISR)])
     assert stack.server.control_plane is None
     p = stack.connect()
     p.dataReceived(leader_and_isr(5))
@@ -290,7 +304,7 @@ def test_without_a_control_plane_the_data_plane_serves_controller_apis():
 
 def test_a_valid_controller_request_on_the_data_plane_beside_a_control_plane_is_refused(log_events):
     """Refused as unserved (not as malformed): the data plane never reads the controller's APIs."""
-    stack = Stack(handlers=[Unreachable(ApiKey.LEADER_AND_ISR)])
+    stack = Stack(handlers=[UnreachableController(ApiKey.LEADER_AND_ISR)])
     p = stack.connect()
     p.dataReceived(leader_and_isr(5))
     assert p.transport.aborted and stack.channel("data").queue_size == 0

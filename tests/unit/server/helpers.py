@@ -38,7 +38,7 @@ from twisted_kafka.coordinator.group.service import GroupCoordinatorService
 from twisted_kafka.coordinator.transaction import FileProducerIdBlockStore, ProducerIdManager
 from twisted_kafka.log import LogManager
 from twisted_kafka.network.listeners import parse_listeners
-from twisted_kafka.network.request import ANONYMOUS, Request, RequestContext, SendResponse
+from twisted_kafka.network.request import ANONYMOUS, CloseConnectionResponse, Request, RequestContext, SendResponse
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.codec import decode_request, decode_response, encode_request
 from twisted_kafka.protocol.header import RequestHeader
@@ -115,7 +115,9 @@ def bodiless_request(api_key: int, version: int, *, correlation_id: int = 7) -> 
 
 
 def response_bytes(response) -> bytes:
-    assert isinstance(response, SendResponse), f"expected a SendResponse, got {response!r}"
+    """The frame of a SendResponse, or of the answer a CloseConnectionResponse writes before closing."""
+    answered_then_closed = isinstance(response, CloseConnectionResponse) and response.chunks
+    assert isinstance(response, SendResponse) or answered_then_closed, f"expected an answer, got {response!r}"
     data = b"".join(bytes(c) for c in response.chunks)
     assert int.from_bytes(data[:4], "big") == len(data) - 4, "the size prefix does not match the frame"
     return data

@@ -15,6 +15,7 @@ from twisted_kafka.controller.client import NoControllerClient
 from twisted_kafka.controller.interface import LEADER_DURING_DELETE
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
+from twisted_kafka.server.controller_requests import ControllerRequestGuard
 from twisted_kafka.server.handlers.controller_apis import ControlledShutdownHandler
 from twisted_kafka.server.kafka_apis import KafkaApis
 
@@ -319,10 +320,15 @@ class Remaining(NoControllerClient):
         return self.remaining
 
 
+def open_guard() -> ControllerRequestGuard:
+    """A guard without an authorizer (ControlledShutdown's epoch is the controller's to check)."""
+    return ControllerRequestGuard(broker_id=0, cluster_id="c", broker_epoch=1, known_controller=lambda: 0)
+
+
 @pytest.mark.parametrize("version", [0, 1, 2, 3])
 def test_controlled_shutdown_reports_the_remaining_partitions(version):
     controller = Remaining([("t", 0), ("u", 2)])
-    apis = KafkaApis([ControlledShutdownHandler(controller)])
+    apis = KafkaApis([ControlledShutdownHandler(controller, open_guard())])
     fields = {"broker_id": 4}
     if version >= 2:
         fields["broker_epoch"] = 9
@@ -342,7 +348,7 @@ def test_controlled_shutdown_through_the_controller(node):
         ErrorCode.BROKER_NOT_AVAILABLE
     assert control(node, m.ControlledShutdownRequest(broker_id=0, broker_epoch=5), 3).error_code == \
         ErrorCode.STALE_BROKER_EPOCH
-    apis = KafkaApis([ControlledShutdownHandler(NoControllerClient())])
+    apis = KafkaApis([ControlledShutdownHandler(NoControllerClient(), open_guard())])
     request = make_request(m.ControlledShutdownRequest(broker_id=0, broker_epoch=1), 3, plane="control")
     assert decode(request, result_of(apis.handle(request))).error_code == ErrorCode.NOT_CONTROLLER
 

@@ -4,7 +4,9 @@ Served where the controller runs, on the plane the controller APIs use (the
 control plane when there is one).  Only the active controller answers --
 the request is never passed on -- with NOT_CONTROLLER (top level)
 otherwise, and STALE_BROKER_EPOCH for a leader whose registration is not
-the current one; per partition the controller's verdict (fenced by leader
+the current one (which also closes the connection: see
+``server/controller_requests.py``, as for a sender not authorized
+CLUSTER_ACTION, checked before anything else); per partition the controller's verdict (fenced by leader
 epoch and partition epoch) and the partition's state after it, which the
 leader adopts.  The handler gives its slot back while the controller works
 (``mark_local_complete``), as Kafka's controller takes AlterPartition as an
@@ -21,18 +23,19 @@ from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.registry import ApiKey
 
-from ..api_handler import ApiHandler
+from ..controller_requests import ControllerApiHandler, ControllerRequestGuard
 
 R = m.AlterPartitionResponse
 
 
-class AlterPartitionHandler(ApiHandler):
+class AlterPartitionHandler(ControllerApiHandler):
     api_key = ApiKey.ALTER_PARTITION
 
-    def __init__(self, controller: ControllerClient):
+    def __init__(self, controller: ControllerClient, guard: ControllerRequestGuard):
         self.controller = controller
+        self.guard = guard
 
-    async def handle(self, request):
+    async def serve(self, request):
         body = request.body
         changes = {(t.topic_name, p.partition_index): IsrChange(
             p.leader_epoch, p.partition_epoch, tuple(p.new_isr), getattr(p, "leader_recovery_state", 0))

@@ -15,13 +15,15 @@ stores (tagged fields of this project's UpdateMetadata schema): they arrive
 before the LeaderAndIsr that creates a topic's logs, and the cluster's ACLs,
 which this broker's authorizer holds from then on.
 
-Authorization: ControlledShutdown needs CLUSTER_ACTION on the cluster, as in
-Kafka.  LeaderAndIsr, UpdateMetadata and StopReplica are authorized by the
-guard, which with an authorizer requires CLUSTER_ACTION on the cluster as
-well -- or the broker's own inter-broker principal, so the UpdateMetadata
-carrying a broker's first ACL set is not refused for want of it -- and then
-that the sender proves it is the active controller with this broker's broker
-epoch, which nobody else can know (see ``server/controller_requests.py``).
+Authorization: each is a ``ControllerApiHandler``.  With an authorizer the
+sender needs CLUSTER_ACTION on the cluster -- or the broker's own
+inter-broker principal, so the UpdateMetadata carrying a broker's first ACL
+set is not refused for want of it -- before anything of the request is read;
+LeaderAndIsr, UpdateMetadata and StopReplica must then prove they come from
+the active controller with this broker's broker epoch, which nobody else can
+know, and ControlledShutdown names the stopping broker's epoch, which the
+controller checks.  A refusal of who the sender is closes the connection
+after its answer (see ``server/controller_requests.py``).
 """
 
 from __future__ import annotations
@@ -34,12 +36,11 @@ from twisted_kafka.network.listeners import EndPoint
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
-from twisted_kafka.security.acl import AclBinding, AclOperation
+from twisted_kafka.security.acl import AclBinding
 
-from ..api_handler import ApiHandler
 from ..authorization import Authorization
 from ..config_repository import ConfigRepository
-from ..controller_requests import ControllerRequestGuard
+from ..controller_requests import ControllerApiHandler, ControllerRequestGuard
 from ..dynamic_config import DynamicBrokerConfig
 from ..metadata_cache import BrokerRegistration, MetadataCache, PartitionState
 from ..replica_manager import PartitionStateChange, ReplicaManager
@@ -59,22 +60,17 @@ def _topic_partition_states(body, ungrouped_until: int, version: int):
                 yield topic.topic_name, topic_id, state
 
 
-async def check_controller(guard: ControllerRequestGuard, request) -> None:
-    """Raise KafkaError (the whole request refused, nothing applied) unless ``guard`` admits it."""
-    await guard.admit(request.body, request.context, api=f"{request.spec.name} v{request.api_version}")
-
-
-class LeaderAndIsrHandler(ApiHandler):
+class LeaderAndIsrHandler(ControllerApiHandler):
     api_key = ApiKey.LEADER_AND_ISR
 
     def __init__(self, replica_manager: ReplicaManager, guard: ControllerRequestGuard):
         self.replicas = replica_manager
         self.guard = guard
 
-    async def handle(self, request):
+    async def serve(self, request):
         body = request.body
         replicas = self.replicas
-        await check_controller(self.guard, request)
+        await self.guard.verify(request.body)
         changes = [PartitionStateChange(topic, topic_id, state.partition_index, state.leader, state.leader_epoch,
                                         getattr(state, "partition_epoch", 0), list(state.replicas), list(state.isr))
                    for topic, topic_id, state in _topic_partition_states(body, 1, request.api_version)]
@@ -103,7 +99,7 @@ class LeaderAndIsrHandler(ApiHandler):
                               {t: tid for t, tid, _ in states}, error)
 
 
-class UpdateMetadataHandler(ApiHandler):
+class UpdateMetadataHandler(ControllerApiHandler):
     api_key = ApiKey.UPDATE_METADATA
 
     def __init__(self, replica_manager: ReplicaManager, metadata_cache: MetadataCache,
@@ -116,9 +112,9 @@ class UpdateMetadataHandler(ApiHandler):
         self.configs = config_repository
         self.dynamic_config = dynamic_config
 
-    async def handle(self, request):
+    async def serve(self, request):
         body = request.body
-        await check_controller(self.guard, request)
+        await self.guard.verify(request.body)
         cache = self.cache
         brokers = []
         for broker in body.live_brokers:
@@ -172,7 +168,7 @@ class UpdateMetadataHandler(ApiHandler):
         return m.UpdateMetadataResponse(error_code=error)
 
 
-class StopReplicaHandler(ApiHandler):
+class StopReplicaHandler(ControllerApiHandler):
     api_key = ApiKey.STOP_REPLICA
 
     def __init__(self, replica_manager: ReplicaManager, guard: ControllerRequestGuard):
@@ -189,9 +185,9 @@ class StopReplicaHandler(ApiHandler):
         return [(t.topic_name, p.partition_index, p.delete_partition)
                 for t in body.topic_states for p in t.partition_states]
 
-    async def handle(self, request):
+    async def serve(self, request):
         replicas = self.replicas
-        await check_controller(self.guard, request)
+        await self.guard.verify(request.body)
         errors = []
         deletions = []
         for topic, index, delete in self._partitions(request):
@@ -217,16 +213,16 @@ class StopReplicaHandler(ApiHandler):
             for t, i, _ in self._partitions(request)])
 
 
-class ControlledShutdownHandler(ApiHandler):
+class ControlledShutdownHandler(ControllerApiHandler):
     """Served by the controller's broker: another broker asks to stop."""
 
     api_key = ApiKey.CONTROLLED_SHUTDOWN
-    cluster_operation = AclOperation.CLUSTER_ACTION
 
-    def __init__(self, controller: ControllerClient):
+    def __init__(self, controller: ControllerClient, guard: ControllerRequestGuard):
         self.controller = controller
+        self.guard = guard
 
-    async def handle(self, request):
+    async def serve(self, request):
         remaining = await self.controller.controlled_shutdown(request.body.broker_id,
                                                               getattr(request.body, "broker_epoch", -1))
         R = m.ControlledShutdownResponse
