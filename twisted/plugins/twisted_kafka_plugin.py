@@ -7,8 +7,16 @@ value stops twistd before anything is bound or written.  Every startup
 failure -- a bad value, a port in use, an unusable log directory -- is one
 line, ``Broker startup failed: ...`` naming the key, the value and the
 reason, and exit status 1; ``TWISTED_KAFKA_DEBUG=1`` adds the traceback
-(``twisted_kafka/server/startup.py``).  ``twistd kafka --version`` prints
+(``twisted_kafka/server/startup.py``).  A command line that cannot be used
+(a misspelled option, no ``--config``) is one line naming what is wrong and
+pointing at ``--help``, and exit status 2 (``twisted_kafka.cli``).
+``twistd kafka --help`` lists the options, ``--version`` prints
 ``twisted_kafka <version>``.
+
+Without ``-n`` twistd daemonizes, and its parent process exits once the
+broker has started (status 0) or failed to (status 1, with the failure line):
+``StartupReport`` (``twisted_kafka/server/startup.py``) answers twistd's
+status pipe only then, and a broker that did not start leaves no pidfile.
 
 SIGTERM (or SIGINT) shuts the broker down cleanly and the process then exits
 with status 0, as Kafka's does.  twistd's own handlers would record the
@@ -45,6 +53,15 @@ class Options(usage.Options):
         """Override one configuration key (key=value); may be repeated."""
         self["override"].append(value)
 
+    def parseOptions(self, options=None):
+        """A command line that cannot be used is one line and exit status 2, not twistd's usage text."""
+        try:
+            super().parseOptions(options)
+        except usage.UsageError as exc:
+            from twisted_kafka.cli import usage_error
+
+            raise usage_error(str(exc)) from None
+
     def opt_version(self):
         """Print twisted_kafka's version and exit."""
         import twisted_kafka
@@ -76,11 +93,12 @@ class KafkaServiceMaker:
     def makeService(self, options):
         import signal
 
+        from twisted.application.service import MultiService
         from twisted.internet import reactor
         from twisted.logger import Logger
 
         from twisted_kafka.server.kafka_server import KafkaServer
-        from twisted_kafka.server.startup import exit_with
+        from twisted_kafka.server.startup import StartupReport, exit_with
 
         config = options["kafka_config"]
         try:
@@ -112,7 +130,13 @@ class KafkaServiceMaker:
             signal.signal(signal.SIGHUP, reload_certificates)
 
         reactor.callWhenRunning(install_stop_handlers)
-        return server
+        # The report starts first: in daemon mode it answers twistd's parent once the broker
+        # has really started (or failed), and a broker that failed leaves no pidfile.
+        root = MultiService()
+        twistd_options = options.parent if options.parent is not None else {}
+        StartupReport(twistd_options, server.started, config.log_dirs).setServiceParent(root)
+        server.setServiceParent(root)
+        return root
 
 
 serviceMaker = KafkaServiceMaker()
