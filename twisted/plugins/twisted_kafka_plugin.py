@@ -25,6 +25,11 @@ signal and re-raise it once the reactor stopped, so the status would say
 handlers once the reactor runs, which stop the reactor -- and with it the
 services, in order -- without that.
 
+The log goes where twistd sends it (standard output with ``-n``,
+``--logfile``, ``--syslog``) at info and above, as Kafka's log4j root level:
+debug lines only with ``TWISTED_KAFKA_DEBUG=1`` (``BrokerRoot`` gives twistd
+that observer; a ``--logger`` on the command line replaces it).
+
 SIGHUP re-reads the key and trust stores of every TLS listener and of an
 https admin endpoint (``KafkaServer.reload_certificates``): connections made afterwards get the
 new certificate, open connections stay up with theirs.
@@ -93,12 +98,11 @@ class KafkaServiceMaker:
     def makeService(self, options):
         import signal
 
-        from twisted.application.service import MultiService
         from twisted.internet import reactor
         from twisted.logger import Logger
 
         from twisted_kafka.server.kafka_server import KafkaServer
-        from twisted_kafka.server.startup import StartupReport, exit_with
+        from twisted_kafka.server.startup import BrokerRoot, StartupReport, broker_log_observer, exit_with
 
         config = options["kafka_config"]
         try:
@@ -130,10 +134,13 @@ class KafkaServiceMaker:
             signal.signal(signal.SIGHUP, reload_certificates)
 
         reactor.callWhenRunning(install_stop_handlers)
+        twistd_options = options.parent if options.parent is not None else {}
+        # twistd's log destination without debug lines (TWISTED_KAFKA_DEBUG=1 keeps them),
+        # unless the command line names a --logger of its own.
+        own_logger = options.parent is None or twistd_options.get("logger")
+        root = BrokerRoot(None if own_logger else broker_log_observer(twistd_options))
         # The report starts first: in daemon mode it answers twistd's parent once the broker
         # has really started (or failed), and a broker that failed leaves no pidfile.
-        root = MultiService()
-        twistd_options = options.parent if options.parent is not None else {}
         StartupReport(twistd_options, server.started, config.log_dirs).setServiceParent(root)
         server.setServiceParent(root)
         return root

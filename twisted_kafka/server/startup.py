@@ -37,13 +37,14 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from twisted.application.service import Service
+from twisted.application.service import MultiService, Service
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
 from twisted_kafka.config import ConfigError, StartupError
 
-__all__ = ["DEBUG_ENV", "StartupError", "StartupReport", "debug_enabled", "failure_line", "exit_with"]
+__all__ = ["DEBUG_ENV", "BrokerRoot", "StartupError", "StartupReport", "broker_log_observer", "debug_enabled",
+           "exit_with", "failure_line"]
 
 #: Set to 1 (or anything but 0/false/no) to see a startup failure's traceback too.
 DEBUG_ENV = "TWISTED_KAFKA_DEBUG"
@@ -127,3 +128,45 @@ class StartupReport(Service):
             os.write(pipe, status[:100])
             os.close(pipe)
         return result
+
+
+
+def broker_log_observer(twistd_options):
+    """twistd's log destination (``--logfile``, ``--syslog``, standard output with ``-n``), keeping
+    info and above: the broker's default log has no debug lines, as Kafka's log4j root level is INFO.
+    With ``TWISTED_KAFKA_DEBUG=1`` debug lines are kept too (the tracebacks of startup failures among
+    them)."""
+    from twisted.logger import (
+        FilteringLogObserver,
+        ILogObserver,
+        LegacyLogObserverWrapper,
+        LogLevel,
+        LogLevelFilterPredicate,
+    )
+    from twisted.scripts._twistd_unix import UnixAppLogger
+
+    destination = UnixAppLogger(twistd_options)._getLogObserver()
+    if not ILogObserver.providedBy(destination):          # syslog's is a legacy observer
+        destination = LegacyLogObserverWrapper(destination)
+    level = LogLevel.debug if debug_enabled() else LogLevel.info
+    return FilteringLogObserver(destination, [LogLevelFilterPredicate(defaultLogLevel=level)])
+
+
+class BrokerRoot(MultiService):
+    """The service ``twistd kafka`` runs: the ``StartupReport``, then the broker.
+
+    Put into twistd's application, it gives the application ``log_observer``
+    as its ``ILogObserver`` component, which twistd logs to unless the
+    command line names a ``--logger``.
+    """
+
+    def __init__(self, log_observer=None):
+        super().__init__()
+        self.log_observer = log_observer
+
+    def setServiceParent(self, parent):
+        super().setServiceParent(parent)
+        if self.log_observer is not None and hasattr(parent, "setComponent"):
+            from twisted.logger import ILogObserver
+
+            parent.setComponent(ILogObserver, self.log_observer)
