@@ -130,7 +130,6 @@ class StartupReport(Service):
         return result
 
 
-
 def broker_log_observer(twistd_options):
     """twistd's log destination (``--logfile``, ``--syslog``, standard output with ``-n``), keeping
     info and above: the broker's default log has no debug lines, as Kafka's log4j root level is INFO.
