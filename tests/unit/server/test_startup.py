@@ -104,3 +104,19 @@ def test_without_a_daemon_a_failed_start_still_removes_the_pidfile(tmp_path):
     assert not pidfile.exists()
     os.close(read)
     os.close(write)
+
+
+@pytest.mark.parametrize(("debug", "kept"), [("", ["info line", "warn line"]),
+                                              ("1", ["debug line", "info line", "warn line"])])
+def test_the_broker_log_keeps_info_and_above_unless_debugging(capsys, monkeypatch, debug, kept):
+    from twisted.logger import Logger
+
+    from twisted_kafka.server.startup import broker_log_observer
+
+    monkeypatch.setenv("TWISTED_KAFKA_DEBUG", debug)
+    observer = broker_log_observer({"logfile": "-", "nodaemon": True})   # twistd -n: standard output
+    log = Logger(namespace="test", observer=observer)
+    log.debug("debug line")
+    log.info("info line")
+    log.warn("warn line")
+    assert [line.split("] ", 1)[1] for line in capsys.readouterr().out.splitlines()] == kept
