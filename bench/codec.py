@@ -25,6 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.common import ClientCpu, Scaling, ratio_cell, report_scaling, scaling_check  # noqa: E402
 
 from twisted_kafka.protocol import codec, metadata_response  # noqa: E402
+from twisted_kafka.protocol.error_counts import error_counts  # noqa: E402
 from twisted_kafka.protocol.fetch_response import (  # noqa: E402
     FetchableTopicResponse, FetchResponseData, PartitionData,
 )
@@ -126,6 +127,21 @@ def main() -> None:
                 record_errors=[], error_message=None)])])
     rows.append(("ProduceResponse v9 encode (1 partition)",
                  measure(lambda: codec.encode_response(header, produce_resp)), "-"))
+
+    rows.append(("ProduceResponse v9 error counts, ErrorsPerSec (1 partition)",
+                 measure(lambda: error_counts(produce_resp, 9)), "-"))
+    wide_produce = ProduceResponse(version=9, throttle_time_ms=0, responses=[
+        ProduceResponse.TopicProduceResponse(name="bench-topic", partition_responses=[
+            ProduceResponse.TopicProduceResponse.PartitionProduceResponse(
+                index=i, error_code=0, base_offset=1234, log_append_time_ms=-1, log_start_offset=0,
+                record_errors=[], error_message=None) for i in range(100)])])
+    rows.append(("ProduceResponse v9 encode (100 partitions)",
+                 measure(lambda: codec.encode_response(header, wide_produce)), "-"))
+    rows.append(("ProduceResponse v9 error counts, ErrorsPerSec (100 partitions)",
+                 measure(lambda: error_counts(wide_produce, 9)), "-"))
+    wide_fetch = fetch_data(100, 0, False)
+    rows.append(("FetchResponse error counts, ErrorsPerSec (100 partitions)",
+                 measure(lambda: error_counts(wide_fetch, 12)), "-"))
 
     served = REGISTRY.keys()
     av_header = RequestHeader(api_key=18, api_version=3, correlation_id=1, client_id="c")

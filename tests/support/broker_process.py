@@ -206,6 +206,12 @@ class BrokerProcess:
             rendered["advertised.listeners"] = rendered["listeners"]
         return rendered
 
+    def write_config(self) -> list[str]:
+        """Write the configuration file as a start does; returns the plugin's arguments
+        (``--config FILE --override ...``) for a test that runs twistd itself."""
+        self._write_config()
+        return ["--config", *self.command[1:]]
+
     def _write_config(self) -> None:
         kept = []
         for line in BASE_CONFIG.read_text(encoding="utf-8").splitlines():

@@ -7,8 +7,16 @@ value stops twistd before anything is bound or written.  Every startup
 failure -- a bad value, a port in use, an unusable log directory -- is one
 line, ``Broker startup failed: ...`` naming the key, the value and the
 reason, and exit status 1; ``TWISTED_KAFKA_DEBUG=1`` adds the traceback
-(``twisted_kafka/server/startup.py``).  ``twistd kafka --version`` prints
+(``twisted_kafka/server/startup.py``).  A command line that cannot be used
+(a misspelled option, no ``--config``) is one line naming what is wrong and
+pointing at ``--help``, and exit status 2 (``twisted_kafka.cli``).
+``twistd kafka --help`` lists the options, ``--version`` prints
 ``twisted_kafka <version>``.
+
+Without ``-n`` twistd daemonizes, and its parent process exits once the
+broker has started (status 0) or failed to (status 1, with the failure line):
+``StartupReport`` (``twisted_kafka/server/startup.py``) answers twistd's
+status pipe only then, and a broker that did not start leaves no pidfile.
 
 SIGTERM (or SIGINT) shuts the broker down cleanly and the process then exits
 with status 0, as Kafka's does.  twistd's own handlers would record the
@@ -16,6 +24,11 @@ signal and re-raise it once the reactor stopped, so the status would say
 "killed by SIGTERM" even after a clean shutdown; the broker installs its own
 handlers once the reactor runs, which stop the reactor -- and with it the
 services, in order -- without that.
+
+The log goes where twistd sends it (standard output with ``-n``,
+``--logfile``, ``--syslog``) at info and above, as Kafka's log4j root level:
+debug lines only with ``TWISTED_KAFKA_DEBUG=1`` (``BrokerRoot`` gives twistd
+that observer; a ``--logger`` on the command line replaces it).
 
 SIGHUP re-reads the key and trust stores of every TLS listener and of an
 https admin endpoint (``KafkaServer.reload_certificates``): connections made afterwards get the
@@ -44,6 +57,15 @@ class Options(usage.Options):
     def opt_override(self, value):
         """Override one configuration key (key=value); may be repeated."""
         self["override"].append(value)
+
+    def parseOptions(self, options=None):
+        """A command line that cannot be used is one line and exit status 2, not twistd's usage text."""
+        try:
+            super().parseOptions(options)
+        except usage.UsageError as exc:
+            from twisted_kafka.cli import usage_error
+
+            raise usage_error(str(exc)) from None
 
     def opt_version(self):
         """Print twisted_kafka's version and exit."""
@@ -80,7 +102,7 @@ class KafkaServiceMaker:
         from twisted.logger import Logger
 
         from twisted_kafka.server.kafka_server import KafkaServer
-        from twisted_kafka.server.startup import exit_with
+        from twisted_kafka.server.startup import BrokerRoot, StartupReport, broker_log_observer, exit_with
 
         config = options["kafka_config"]
         try:
@@ -112,7 +134,16 @@ class KafkaServiceMaker:
             signal.signal(signal.SIGHUP, reload_certificates)
 
         reactor.callWhenRunning(install_stop_handlers)
-        return server
+        twistd_options = options.parent if options.parent is not None else {}
+        # twistd's log destination without debug lines (TWISTED_KAFKA_DEBUG=1 keeps them),
+        # unless the command line names a --logger of its own.
+        own_logger = options.parent is None or twistd_options.get("logger")
+        root = BrokerRoot(None if own_logger else broker_log_observer(twistd_options))
+        # The report starts first: in daemon mode it answers twistd's parent once the broker
+        # has really started (or failed), and a broker that failed leaves no pidfile.
+        StartupReport(twistd_options, server.started, config.log_dirs).setServiceParent(root)
+        server.setServiceParent(root)
+        return root
 
 
 serviceMaker = KafkaServiceMaker()

@@ -3,7 +3,10 @@
 ``kafka.network:type=RequestMetrics,name=<X>,request=<Api>`` for X in
 RequestQueueTimeMs, LocalTimeMs, RemoteTimeMs, ResponseQueueTimeMs,
 ResponseSendTimeMs, TotalTimeMs and RequestBytes, plus the RequestsPerSec
-meter tagged with the version — the names operators already graph.
+meter tagged with the version — the names operators already graph — and the
+ErrorsPerSec meter tagged with the error's name: as Kafka's
+``RequestChannel.updateErrorMetrics``, every response marks it once per
+error code it carries, NONE included (``protocol/error_counts.py``).
 
 "Response send" (ResponseSendTimeMs) ends when the response has left the
 broker's buffer, as far as Twisted reports it: a response that fits under
@@ -18,7 +21,11 @@ records the responses in flight at a disconnect.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from twisted_kafka.metrics import MetricName, MetricsRegistry
+from twisted_kafka.metrics.registry import Meter
+from twisted_kafka.protocol.errors import ErrorCode
 
 from .request import Request
 
@@ -36,6 +43,7 @@ class RequestMetrics:
     def __init__(self, registry: MetricsRegistry):
         self.registry = registry
         self._per_api: dict[tuple[str, int], tuple] = {}
+        self._errors: dict[tuple[str, int], Meter] = {}
 
     def _metrics_for(self, name: str, version: int) -> tuple:
         key = (name, version)
@@ -71,6 +79,21 @@ class RequestMetrics:
         total_time.update((request.complete_ns - start) / _NS_PER_MS)
         request_bytes.update(request.size)
 
-    def record_error(self, request: Request, error_name: str, count: int = 1) -> None:
-        self.registry.meter(MetricName("kafka.network", "RequestMetrics", "ErrorsPerSec",
-                                       (("request", request_name(request)), ("error", error_name)))).mark(count)
+    def record_errors(self, request: Request, counts: Mapping[int, int]) -> None:
+        """Mark ErrorsPerSec of the request's API once per error code of its response (``counts``)."""
+        api = request_name(request)
+        for code, count in counts.items():
+            if not count:
+                continue
+            meter = self._errors.get((api, code))
+            if meter is None:
+                meter = self._errors[(api, code)] = self.registry.meter(MetricName(
+                    "kafka.network", "RequestMetrics", "ErrorsPerSec", (("request", api), ("error", _name(code)))))
+            meter.mark(count)
+
+
+def _name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"UNKNOWN_ERROR_CODE_{code}"

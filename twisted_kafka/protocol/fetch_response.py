@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import cast
 
 from . import primitives as p
@@ -48,6 +49,7 @@ _EPOCH_END = struct.Struct(">iq").pack      # diverging_epoch: epoch, end_offset
 _LEADER = struct.Struct(">ii").pack         # current_leader: leader_id, leader_epoch
 _SNAPSHOT = struct.Struct(">qi").pack       # snapshot_id: end_offset, epoch
 _NULL_I32 = b"\xff\xff\xff\xff"
+_ERROR_CODE = attrgetter("error_code")
 _uvarint = p.encode_unsigned_varint
 
 
@@ -105,6 +107,12 @@ class FetchResponseData:
 
     def encode_chunks(self, version: int) -> list:
         return encode_fetch_response_body(self, version)
+
+    def error_codes(self) -> Iterator[int]:
+        """Every error code the response carries (the top level's, each partition's): Kafka's errorCounts."""
+        yield self.error_code
+        for topic in self.responses:
+            yield from map(_ERROR_CODE, topic.partitions)
 
 
 def _nbytes(chunk) -> int:

@@ -7,7 +7,9 @@ and how -- never from the connection.  ``handle`` returns one of:
 
 * a response message (kafka-python's class of that API), encoded by
   ``KafkaApis`` at ``response_version(request)``;
-* a list of already-encoded chunks (the Fetch and Metadata hot paths);
+* ``Encoded(chunks, errors)`` -- a response already encoded (ApiVersions
+  and Metadata, from cached parts), with the error codes it carries
+  (``{code: count}``, for ErrorsPerSec);
 * ``NO_RESPONSE`` -- nothing is written (acks=0 Produce);
 * ``CloseConnection(reason, message)`` -- nothing is answered and the
   connection is closed (an acks=0 Produce that failed: closing is how Kafka
@@ -25,6 +27,7 @@ and every further try must cost it a new connection.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -64,6 +67,16 @@ class RefusedPeer(KafkaError):
 
 
 @dataclass(frozen=True, slots=True)
+class Encoded:
+    """A response already encoded (framed chunks), and the error codes it carries: ``{code: count}``,
+    as Kafka's ``errorCounts`` (NONE included) -- what ErrorsPerSec counts, since the bytes are not
+    walked again."""
+
+    chunks: list
+    errors: Mapping[int, int]
+
+
+@dataclass(frozen=True, slots=True)
 class Reply:
     """A response together with state the connection keeps afterwards."""
 
@@ -97,4 +110,4 @@ class ApiHandler(ABC):
         return request.api_version
 
 
-__all__ = ["ApiHandler", "NO_RESPONSE", "CloseConnection", "RefusedPeer", "Reply"]
+__all__ = ["ApiHandler", "NO_RESPONSE", "CloseConnection", "Encoded", "RefusedPeer", "Reply"]

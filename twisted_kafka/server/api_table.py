@@ -12,7 +12,7 @@ from collections.abc import Callable
 from twisted_kafka.controller.client import ControllerClient
 from twisted_kafka.coordinator.group.coordinator import GroupCoordinator
 from twisted_kafka.coordinator.group.service import GroupCoordinatorService
-from twisted_kafka.coordinator.transaction import ProducerIdManager
+from twisted_kafka.coordinator.transaction import ProducerIdManager, TransactionRefusals
 from twisted_kafka.network.request import RequestContext
 from twisted_kafka.sasl.credential_store import InMemoryScramCredentialStore, ScramCredentialStore
 
@@ -84,11 +84,12 @@ def _handlers(*, advertised_keys, replica_manager, metadata_cache, admin_manager
               dynamic_config, controller, controller_guard, group_coordinator, offsets_topic, producer_ids, clock,
               authorization, scram_store) -> list[ApiHandler]:
     groups = group_coordinator
+    refusals = TransactionRefusals(clock)
     return [
         ApiVersionsHandler(advertised_keys),
         MetadataHandler(metadata_cache, admin_manager, dynamic_config),
         ProduceHandler(replica_manager),
-        InitProducerIdHandler(producer_ids),
+        InitProducerIdHandler(producer_ids, refusals),
         FetchHandler(replica_manager, metadata_cache, dynamic_config),
         ListOffsetsHandler(replica_manager),
         OffsetForLeaderEpochHandler(replica_manager),
@@ -108,7 +109,7 @@ def _handlers(*, advertised_keys, replica_manager, metadata_cache, admin_manager
         DescribeClusterHandler(metadata_cache),
         DescribeClientQuotasHandler(admin_manager),
         AlterClientQuotasHandler(admin_manager),
-        FindCoordinatorHandler(offsets_topic, metadata_cache),
+        FindCoordinatorHandler(offsets_topic, metadata_cache, refusals),
         JoinGroupHandler(groups),
         SyncGroupHandler(groups),
         HeartbeatHandler(groups),

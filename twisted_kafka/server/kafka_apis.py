@@ -8,8 +8,11 @@ with the registry's version ranges, filtered by what that plane carries.
 Every outcome of a handler becomes exactly one of Kafka's response kinds,
 which the handler pool hands to its plane's ``RequestChannel``:
 
-* a response object → ``SendResponse`` encoded at the handler's response version;
-* a list of byte chunks → ``SendResponse`` as is (Fetch, Metadata hot paths);
+* a response object → ``SendResponse`` encoded at the handler's response version,
+  after marking ErrorsPerSec once per error code it carries (Kafka's
+  ``errorCounts``, NONE included);
+* ``Encoded`` chunks → ``SendResponse`` as is (ApiVersions, Metadata), marking
+  ErrorsPerSec with the error codes the handler says they carry;
 * ``NO_RESPONSE`` → ``NoOpResponse`` (acks=0 Produce);
 * ``CloseConnection`` → ``CloseConnectionResponse``;
 * ``Reply`` → its response, with the connection update attached;
@@ -41,12 +44,13 @@ from twisted_kafka.network.request import (
 )
 from twisted_kafka.network.request_metrics import RequestMetrics
 from twisted_kafka.protocol.codec import encode_response
+from twisted_kafka.protocol.error_counts import error_counts
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import CONTROLLER_API_KEYS, REGISTRY, ApiSpec
 
 from twisted_kafka.security.acl import ResourceType
 
-from .api_handler import NO_RESPONSE, ApiHandler, CloseConnection, RefusedPeer, Reply
+from .api_handler import NO_RESPONSE, ApiHandler, CloseConnection, Encoded, RefusedPeer, Reply
 from .controller_requests import ControllerApiHandler
 
 
@@ -120,10 +124,17 @@ class KafkaApis:
             return NoOpResponse(request, update)
         if isinstance(result, CloseConnection):
             return CloseConnectionResponse(request, result.reason, result.message)
-        if isinstance(result, list):
-            return SendResponse(request, result, update)
+        version = handler.response_version(request)
+        if self.request_metrics is not None:
+            try:
+                counts = result.errors if isinstance(result, Encoded) else error_counts(result, version)
+                self.request_metrics.record_errors(request, counts)
+            except Exception:      # a metric is never worth a response
+                self.log.failure("Cannot count the error codes of the response to {request}", request=request)
+        if isinstance(result, Encoded):
+            return SendResponse(request, result.chunks, update)
         try:
-            chunks = encode_response(request.header, result, handler.response_version(request))
+            chunks = encode_response(request.header, result, version)
         except Exception:
             self.log.failure("Cannot encode the response to {request}; closing its connection", request=request)
             return CloseConnectionResponse(request, CloseReason.PROTOCOL_ERROR, "response could not be encoded",
@@ -131,11 +142,11 @@ class KafkaApis:
         return SendResponse(request, chunks, update)
 
     def _error_response(self, handler: ApiHandler, request: Request, code: ErrorCode, message: str | None):
-        if self.request_metrics is not None:
-            self.request_metrics.record_error(request, code.name)
         try:
             return handler.error_response(request, code, message)
         except Exception:
             self.log.failure("Cannot build the {code} error response to {request}", code=code.name,
                              request=request)
+            if self.request_metrics is not None:    # no response carries it: counted here
+                self.request_metrics.record_errors(request, {code: 1})
             return CloseConnection(CloseReason.PROTOCOL_ERROR, f"no error response could be built for {code.name}")

@@ -79,6 +79,7 @@ class MetadataCache:
     local_broker_id: int = -1
     cluster_id: str | None = None
     _fragments: dict[tuple[str, int], bytes] = field(default_factory=dict)
+    _fragment_errors: dict[str, dict[int, int]] = field(default_factory=dict)
     _topics_by_id: dict[uuid.UUID, str] = field(default_factory=dict)
     _waiters: list[_Waiter] = field(default_factory=list)
 
@@ -122,6 +123,7 @@ class MetadataCache:
     def _drop_fragments(self, name: str) -> None:
         for key in [k for k in self._fragments if k[0] == name]:
             del self._fragments[key]
+        self._fragment_errors.pop(name, None)
 
     # -- waiting for the controller ---------------------------------------------------------
 
@@ -193,6 +195,20 @@ class MetadataCache:
             if operations is None:
                 self._fragments[key] = fragment
         return fragment
+
+
+    def fragment_errors(self, name: str) -> dict[int, int]:
+        """The error codes an existing topic's entry carries (the topic's, each partition's):
+        ``{code: count}`` for ErrorsPerSec, cached with its fragments."""
+        errors = self._fragment_errors.get(name)
+        if errors is None:
+            partitions = self.topics[name].partitions.values()
+            leaderless = sum(1 for state in partitions if state.leader < 0)
+            errors = {ErrorCode.NONE: 1 + len(partitions) - leaderless}
+            if leaderless:
+                errors[ErrorCode.LEADER_NOT_AVAILABLE] = leaderless
+            self._fragment_errors[name] = errors
+        return errors
 
 
 def error_fragment(version: int, name: str | None, error: ErrorCode, topic_id: uuid.UUID | None = None) -> bytes:

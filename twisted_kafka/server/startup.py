@@ -14,18 +14,37 @@ reactor runs (while options are read and the server is built) the line goes
 to stderr, since logging has not started; afterwards it is logged (critical).
 The traceback is left out: with the environment variable
 ``TWISTED_KAFKA_DEBUG=1`` it is printed (or logged, at debug level) as well.
+
+Under ``twistd`` without ``-n`` (daemon mode) the command's parent process
+waits for its daemon child to say how startup went, through a pipe
+(``UnixApplicationRunner.daemonize``), and exits with that status.  twistd
+writes "started" as soon as the services' ``startService`` returned, but
+the broker's startup goes on after that (listeners bind when the reactor
+runs, a cluster member registers in ZooKeeper) and may still fail.
+``StartupReport`` takes the pipe from twistd and answers it when the broker
+has really started, or failed: the parent then exits 1 with the failure
+line.  A broker that did not start also removes the pidfile twistd wrote
+for it: it exits with status 1 from the reactor's shutdown, before twistd
+would remove the file, and a pidfile naming no broker misleads whatever
+reads it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import traceback
 from collections.abc import Sequence
 
+from twisted.application.service import MultiService, Service
+from twisted.internet.defer import Deferred
+from twisted.python.failure import Failure
+
 from twisted_kafka.config import ConfigError, StartupError
 
-__all__ = ["DEBUG_ENV", "StartupError", "debug_enabled", "failure_line", "exit_with"]
+__all__ = ["DEBUG_ENV", "BrokerRoot", "StartupError", "StartupReport", "broker_log_observer", "debug_enabled",
+           "exit_with", "failure_line"]
 
 #: Set to 1 (or anything but 0/false/no) to see a startup failure's traceback too.
 DEBUG_ENV = "TWISTED_KAFKA_DEBUG"
@@ -69,3 +88,84 @@ def exit_with(exc: BaseException, log_dirs: Sequence[str] = ()) -> SystemExit:
         traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
     print(failure_line(exc, log_dirs), file=sys.stderr)
     return SystemExit(1)
+
+
+class StartupReport(Service):
+    """Tells twistd's waiting parent (daemon mode) how startup ended; removes a failed broker's pidfile.
+
+    ``twistd_options`` is twistd's own options (the plugin options'
+    ``parent``): the status pipe is its ``statusPipe`` once twistd has
+    daemonized, and its ``pidfile`` the file twistd wrote.  ``started`` is the
+    broker's Deferred, fired once it has started or failed to.  Started
+    before the broker, so the pipe is taken before twistd would answer it.
+    """
+
+    def __init__(self, twistd_options, started: Deferred, log_dirs: Sequence[str] = ()):
+        self.twistd_options = twistd_options
+        self.log_dirs = log_dirs
+        self.status_pipe: int | None = None
+        started.addBoth(self._report)
+
+    def startService(self) -> None:
+        super().startService()
+        # twistd writes "0" into the pipe when startService returns unless the pipe is gone.
+        self.status_pipe = self.twistd_options.get("statusPipe")
+        if self.status_pipe is not None:
+            self.twistd_options["statusPipe"] = None
+
+    def _report(self, result):
+        failed = isinstance(result, Failure)
+        if failed:
+            pidfile = self.twistd_options.get("pidfile")
+            if pidfile:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(pidfile)
+        if self.status_pipe is not None:
+            pipe, self.status_pipe = self.status_pipe, None
+            # twistd's parent reads at most 100 bytes; "0" is success, anything else is printed.
+            status = b"1 " + failure_line(result.value, self.log_dirs).encode("ascii", "backslashreplace") \
+                if failed else b"0"
+            os.write(pipe, status[:100])
+            os.close(pipe)
+        return result
+
+
+def broker_log_observer(twistd_options):
+    """twistd's log destination (``--logfile``, ``--syslog``, standard output with ``-n``), keeping
+    info and above: the broker's default log has no debug lines, as Kafka's log4j root level is INFO.
+    With ``TWISTED_KAFKA_DEBUG=1`` debug lines are kept too (the tracebacks of startup failures among
+    them)."""
+    from twisted.logger import (
+        FilteringLogObserver,
+        ILogObserver,
+        LegacyLogObserverWrapper,
+        LogLevel,
+        LogLevelFilterPredicate,
+    )
+    from twisted.scripts._twistd_unix import UnixAppLogger
+
+    destination = UnixAppLogger(twistd_options)._getLogObserver()
+    if not ILogObserver.providedBy(destination):          # syslog's is a legacy observer
+        destination = LegacyLogObserverWrapper(destination)
+    level = LogLevel.debug if debug_enabled() else LogLevel.info
+    return FilteringLogObserver(destination, [LogLevelFilterPredicate(defaultLogLevel=level)])
+
+
+class BrokerRoot(MultiService):
+    """The service ``twistd kafka`` runs: the ``StartupReport``, then the broker.
+
+    Put into twistd's application, it gives the application ``log_observer``
+    as its ``ILogObserver`` component, which twistd logs to unless the
+    command line names a ``--logger``.
+    """
+
+    def __init__(self, log_observer=None):
+        super().__init__()
+        self.log_observer = log_observer
+
+    def setServiceParent(self, parent):
+        super().setServiceParent(parent)
+        if self.log_observer is not None and hasattr(parent, "setComponent"):
+            from twisted.logger import ILogObserver
+
+            parent.setComponent(ILogObserver, self.log_observer)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from twisted_kafka.cli import twistd_argv
+from twisted_kafka.cli import HELP, USAGE_STATUS, twistd_argv
 
 
 def test_config_file_and_overrides_go_to_the_kafka_plugin():
@@ -11,11 +11,15 @@ def test_config_file_and_overrides_go_to_the_kafka_plugin():
         "--override", "num.partitions=3"]
 
 
-@pytest.mark.parametrize("args", [[], ["--override", "x=1"]])
-def test_a_config_file_is_required(args):
+@pytest.mark.parametrize(("args", "says"), [([], "a CONFIG_FILE is required"),
+                                            (["--override", "x=1"], "the CONFIG_FILE comes first, before --override"),
+                                            (["--overide", "x=1"], "option --overide not recognized")])
+def test_a_command_line_without_a_config_file_first_is_one_line(capsys, args, says):
     with pytest.raises(SystemExit) as exited:
         twistd_argv(args)
-    assert "CONFIG_FILE" in str(exited.value)
+    assert exited.value.code == USAGE_STATUS
+    err = capsys.readouterr().err
+    assert err == f"twisted-kafka-server-start: {says} (--help lists the options)\n"
 
 
 def test_version_prints_the_version_and_exits_zero(capsys):
@@ -27,7 +31,20 @@ def test_version_prints_the_version_and_exits_zero(capsys):
     assert capsys.readouterr().out == f"twisted_kafka {twisted_kafka.__version__}\n"
 
 
-def test_help_prints_the_usage_and_exits_zero(capsys):
+@pytest.mark.parametrize("args", [["--help"], ["-h"], ["etc/server.properties", "--override", "a=1", "--help"]])
+def test_help_prints_the_options_and_exits_zero(capsys, args):
     with pytest.raises(SystemExit) as exited:
-        twistd_argv(["--help"])
-    assert exited.value.code == 0 and "CONFIG_FILE" in capsys.readouterr().out
+        twistd_argv(args)
+    assert exited.value.code == 0 and capsys.readouterr().out == HELP
+
+
+def test_an_override_value_that_looks_like_help_is_a_value():
+    assert twistd_argv(["f", "--override", "--help"])[-2:] == ["--override", "--help"]
+
+
+def test_the_help_lists_every_option_of_the_plugin_but_config():
+    from twisted.plugins.twisted_kafka_plugin import Options
+
+    long_names = {option.rstrip("=") for option in Options().longOpt}
+    described = {line.split()[0].lstrip("-") for line in HELP.splitlines() if line.startswith("  --")}
+    assert "override" in long_names and long_names - {"config"} <= described

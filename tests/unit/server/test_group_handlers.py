@@ -28,6 +28,7 @@ from twisted_kafka.network.request import Request, RequestContext, SendResponse
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.codec import decode_request
 from twisted_kafka.protocol.registry import REGISTRY, ApiKey
+from twisted_kafka.coordinator.transaction import TransactionRefusals
 from twisted_kafka.server.handlers.find_coordinator import FindCoordinatorHandler
 from twisted_kafka.server.handlers.group import HeartbeatHandler, JoinGroupHandler, LeaveGroupHandler, SyncGroupHandler
 from twisted_kafka.server.handlers.group_admin import DeleteGroupsHandler, DescribeGroupsHandler, ListGroupsHandler
@@ -63,7 +64,8 @@ class Broker:
         cache.update_partitions(states, {"t": uuid.uuid4(), OFFSETS_TOPIC: uuid.uuid4()}, frozenset({OFFSETS_TOPIC}))
         c = self.coordinator
         self.apis = KafkaApis([
-            FindCoordinatorHandler(FakeGroupService(c), cache), JoinGroupHandler(c), SyncGroupHandler(c),
+            FindCoordinatorHandler(FakeGroupService(c), cache, TransactionRefusals(self.clock)),
+            JoinGroupHandler(c), SyncGroupHandler(c),
             HeartbeatHandler(c), LeaveGroupHandler(c), OffsetCommitHandler(c, cache, self.clock),
             OffsetFetchHandler(c), OffsetDeleteHandler(c, cache), DescribeGroupsHandler(c), ListGroupsHandler(c),
             DeleteGroupsHandler(c)])

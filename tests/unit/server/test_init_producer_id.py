@@ -53,9 +53,11 @@ def test_an_id_without_an_epoch_is_an_invalid_request(node, producer_id, produce
 
 
 @pytest.mark.parametrize("version", [0, 4])
-def test_transactional_ids_find_no_transaction_coordinator(node, version):
+def test_transactional_ids_are_refused(node, version):
+    """Transactions are not built: a code every client stops on (coordinator/transaction/refusal.py)."""
     body = init(node, version, transactional_id="txn-1")
-    assert (body.error_code, body.producer_id, body.producer_epoch) == (ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1)
+    assert (body.error_code, body.producer_id, body.producer_epoch) == (
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1)
     assert init(node, version, transactional_id="").error_code == ErrorCode.INVALID_REQUEST
 
 
@@ -207,16 +209,17 @@ def test_init_producer_id_is_advertised_at_the_versions_served_and_transactions_
 
 
 @pytest.mark.parametrize("version", [1, 3, 4])
-def test_a_transactional_id_finds_no_coordinator(node, version):
-    """FindCoordinator key type 1 (a transactional id): COORDINATOR_NOT_AVAILABLE, which clients retry."""
+def test_a_transactional_id_is_refused(node, version):
+    """FindCoordinator key type 1 (a transactional id): refused with the reason in the error message."""
+    refused = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, "Transactions are not supported by this broker.")
     if version >= 4:
         body = node.call(m.FindCoordinatorRequest(key_type=1, coordinator_keys=["txn-1"]), version)
         (coordinator,) = body.coordinators
-        assert (coordinator.key, coordinator.error_code, coordinator.node_id) == (
-            "txn-1", ErrorCode.COORDINATOR_NOT_AVAILABLE, -1)
+        assert (coordinator.key, coordinator.error_code, coordinator.node_id, coordinator.error_message) == (
+            "txn-1", *refused)
     else:
         body = node.call(m.FindCoordinatorRequest(key="txn-1", key_type=1), version)
-        assert (body.error_code, body.node_id) == (ErrorCode.COORDINATOR_NOT_AVAILABLE, -1)
+        assert (body.error_code, body.node_id, body.error_message) == refused
 
 
 # -- the ZooKeeper block store -----------------------------------------------------------------

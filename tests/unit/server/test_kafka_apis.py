@@ -21,7 +21,7 @@ from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.codec import decode_response
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import REGISTRY, ApiKey
-from twisted_kafka.server.api_handler import NO_RESPONSE, ApiHandler, CloseConnection, Reply
+from twisted_kafka.server.api_handler import NO_RESPONSE, ApiHandler, CloseConnection, Encoded, Reply
 from twisted_kafka.server.kafka_apis import KafkaApis
 
 from .helpers import Broker, decode, make_request, response_bytes, decode_at_version, result_of, \
@@ -65,8 +65,9 @@ class RecordingMetrics:
     def __init__(self):
         self.errors = []
 
-    def record_error(self, request, error_name, count=1):
-        self.errors.append((request.spec.name, error_name))
+    def record_errors(self, request, counts):
+        for code, count in counts.items():
+            self.errors += [(request.spec.name, ErrorCode(code).name)] * count
 
 
 @pytest.fixture
@@ -93,17 +94,20 @@ def test_a_response_object_is_encoded_at_the_handlers_response_version():
     request, response, metrics = serve(Scripted(cluster_response(cluster_id="abc")))
     assert isinstance(response, SendResponse) and response.request is request and response.update is None
     assert decode(request, response).cluster_id == "abc"
-    assert request.remote_complete_ns > 0 and metrics.errors == []
+    assert request.remote_complete_ns > 0
+    assert metrics.errors == [("DescribeCluster", "NONE")]         # every response counts its codes
 
     request, response, _ = serve(Scripted(cluster_response(cluster_id="old"), version=0), version=1)
     _, body = decode_response(ApiKey.DESCRIBE_CLUSTER, 0, response_bytes(response)[4:], strict=True)
     assert body.cluster_id == "old"
 
 
-def test_chunks_are_sent_as_they_are():
+def test_encoded_chunks_are_sent_as_they_are_and_their_error_codes_counted():
     chunks = [b"\x00\x00\x00\x04", b"abcd"]
-    _, response, _ = serve(Scripted(chunks))
+    _, response, metrics = serve(Scripted(Encoded(chunks, {ErrorCode.NONE: 2, ErrorCode.LEADER_NOT_AVAILABLE: 1})))
     assert isinstance(response, SendResponse) and response.chunks is chunks
+    assert sorted(metrics.errors) == [("DescribeCluster", "LEADER_NOT_AVAILABLE"), ("DescribeCluster", "NONE"),
+                                      ("DescribeCluster", "NONE")]
 
 
 def test_no_response_is_a_noop_and_close_connection_closes_gracefully():
@@ -147,9 +151,10 @@ def test_any_other_exception_is_an_unknown_server_error_and_is_logged(logged):
 
 
 def test_a_failing_error_response_closes_the_connection(logged):
-    request, response, _ = serve(Scripted(KafkaError(ErrorCode.INVALID_REQUEST), error_response_fails=True))
+    request, response, metrics = serve(Scripted(KafkaError(ErrorCode.INVALID_REQUEST), error_response_fails=True))
     assert isinstance(response, CloseConnectionResponse)
     assert response.reason == CloseReason.PROTOCOL_ERROR and "INVALID_REQUEST" in response.message
+    assert metrics.errors == [("DescribeCluster", "INVALID_REQUEST")]       # counted though no response carries it
     assert failures(logged)
 
 

@@ -103,3 +103,17 @@ def test_a_failure_answers_every_topic_with_the_error(node, version):
     assert [b.node_id for b in body.brokers] == [0]
     if version >= 13:
         assert body.error_code == ErrorCode.POLICY_VIOLATION
+
+
+def test_the_error_codes_of_a_cached_topic_entry_follow_its_partitions():
+    """ErrorsPerSec of an answer built from cached fragments: the topic's code and each partition's."""
+    import uuid
+
+    from twisted_kafka.server.metadata_cache import MetadataCache, PartitionState
+
+    cache = MetadataCache(listeners=None)  # type: ignore[arg-type]
+    cache.update_partitions([PartitionState("t", 0, 0, 0, (0,), (0,)), PartitionState("t", 1, -1, 0, (0,), ())],
+                            {"t": uuid.uuid4()})
+    assert cache.fragment_errors("t") == {ErrorCode.NONE: 2, ErrorCode.LEADER_NOT_AVAILABLE: 1}
+    cache.update_partitions([PartitionState("t", 1, 0, 1, (0,), (0,))], {})          # a leader: recomputed
+    assert cache.fragment_errors("t") == {ErrorCode.NONE: 3}

@@ -54,3 +54,69 @@ def test_exit_with_prints_the_line_on_stderr_and_exits_one(monkeypatch, capsys):
         exit_with(exc)
     err = capsys.readouterr().err
     assert err.startswith("Traceback") and err.endswith("Broker startup failed: log.dirs: /x: Not a directory\n")
+
+
+def _report(tmp_path, daemon: bool):
+    import os
+
+    from twisted.internet.defer import Deferred
+
+    from twisted_kafka.server.startup import StartupReport
+
+    read, write = os.pipe()
+    pidfile = tmp_path / "twistd.pid"
+    pidfile.write_text("4711")
+    options = {"pidfile": str(pidfile), **({"statusPipe": write} if daemon else {})}
+    started: Deferred = Deferred()
+    report = StartupReport(options, started)
+    report.startService()
+    return read, write, pidfile, options, started
+
+
+def test_the_report_answers_twistds_parent_only_once_the_broker_started(tmp_path):
+    import os
+
+    read, _, pidfile, options, started = _report(tmp_path, daemon=True)
+    assert options["statusPipe"] is None          # taken from twistd, which would answer "0" at once
+    started.callback("broker")
+    assert os.read(read, 100) == b"0" and pidfile.exists()
+    os.close(read)
+
+
+def test_a_failed_start_answers_the_failure_line_and_removes_the_pidfile(tmp_path):
+    import os
+
+    read, _, pidfile, _, started = _report(tmp_path, daemon=True)
+    started.errback(StartupError("listeners", "PLAINTEXT://127.0.0.1:9092", "Address already in use " * 10))
+    started.addErrback(lambda _: None)
+    status = os.read(read, 200)
+    assert status.startswith(b"1 Broker startup failed: listeners: PLAINTEXT://127.0.0.1:9092") and len(status) == 100
+    assert not pidfile.exists()
+    os.close(read)
+
+
+def test_without_a_daemon_a_failed_start_still_removes_the_pidfile(tmp_path):
+    import os
+
+    read, write, pidfile, _, started = _report(tmp_path, daemon=False)
+    started.errback(StartupError("log.dirs", "/x", "Not a directory"))
+    started.addErrback(lambda _: None)
+    assert not pidfile.exists()
+    os.close(read)
+    os.close(write)
+
+
+@pytest.mark.parametrize(("debug", "kept"), [("", ["info line", "warn line"]),
+                                              ("1", ["debug line", "info line", "warn line"])])
+def test_the_broker_log_keeps_info_and_above_unless_debugging(capsys, monkeypatch, debug, kept):
+    from twisted.logger import Logger
+
+    from twisted_kafka.server.startup import broker_log_observer
+
+    monkeypatch.setenv("TWISTED_KAFKA_DEBUG", debug)
+    observer = broker_log_observer({"logfile": "-", "nodaemon": True})   # twistd -n: standard output
+    log = Logger(namespace="test", observer=observer)
+    log.debug("debug line")
+    log.info("info line")
+    log.warn("warn line")
+    assert [line.split("] ", 1)[1] for line in capsys.readouterr().out.splitlines()] == kept

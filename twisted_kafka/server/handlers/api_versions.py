@@ -23,7 +23,7 @@ from twisted_kafka.protocol.connection import valid_client_software
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.registry import ApiKey
 
-from ..api_handler import ApiHandler
+from ..api_handler import ApiHandler, Encoded
 
 
 class ApiVersionsHandler(ApiHandler):
@@ -34,11 +34,12 @@ class ApiVersionsHandler(ApiHandler):
 
     async def handle(self, request):
         if request.body is None:
-            return encode_api_versions_error(request.header)
+            return Encoded(encode_api_versions_error(request.header), {ErrorCode.UNSUPPORTED_VERSION: 1})
         if request.api_version >= 3 and not valid_client_software(request.body.client_software_name,
                                                                    request.body.client_software_version):
             return self.error_response(request, ErrorCode.INVALID_REQUEST)
-        return encode_api_versions_response(request.header, self.advertised_keys(request.context))
+        return Encoded(encode_api_versions_response(request.header, self.advertised_keys(request.context)),
+                       {ErrorCode.NONE: 1})
 
     def error_response(self, request, error: ErrorCode, message: str | None = None):
         response = api_versions_response((), version=request.api_version)

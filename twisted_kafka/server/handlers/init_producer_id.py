@@ -14,10 +14,11 @@ v2+ are flexible), as Kafka answers them:
   ask when it is exhausted).  An id without an epoch, or an epoch without
   an id, is INVALID_REQUEST;
 * ``transactional_id`` given: transactions are not built (their APIs are
-  not advertised, FindCoordinator finds no transaction coordinator), so
-  this broker answers as a Kafka broker with no transaction coordinator
-  available: COORDINATOR_NOT_AVAILABLE (retriable; an empty transactional
-  id is INVALID_REQUEST, as in Kafka).
+  not advertised), so it is refused as FindCoordinator refuses the id:
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which every client treats as final
+  (``coordinator/transaction/refusal.py`` says why this code), and a line
+  in the broker's log; an empty transactional id is INVALID_REQUEST, as in
+  Kafka.
 
 A producer id block that cannot be allocated (the block file unreadable, the
 disk full) is COORDINATOR_LOAD_IN_PROGRESS, which clients retry -- Kafka's
@@ -32,7 +33,7 @@ WRITE on some topic (KIP-679; CLUSTER_AUTHORIZATION_FAILED otherwise).
 
 from __future__ import annotations
 
-from twisted_kafka.coordinator.transaction import ProducerIdManager
+from twisted_kafka.coordinator.transaction import REFUSAL_ERROR, ProducerIdManager, TransactionRefusals
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
@@ -49,8 +50,9 @@ NO_PRODUCER_EPOCH = -1
 class InitProducerIdHandler(ApiHandler):
     api_key = ApiKey.INIT_PRODUCER_ID
 
-    def __init__(self, producer_ids: ProducerIdManager):
+    def __init__(self, producer_ids: ProducerIdManager, refusals: TransactionRefusals):
         self.producer_ids = producer_ids
+        self.refusals = refusals
 
     async def handle(self, request):
         body = request.body
@@ -70,7 +72,8 @@ class InitProducerIdHandler(ApiHandler):
         if body.transactional_id is not None:
             if not body.transactional_id:
                 return self.error_response(request, ErrorCode.INVALID_REQUEST)
-            return self.error_response(request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            self.refusals.refused("InitProducerId", request.context, [body.transactional_id])
+            return self.error_response(request, REFUSAL_ERROR)
         d = self.producer_ids.generate_producer_id()
         if not d.called:
             request.mark_local_complete()    # waiting for a producer id block to be written

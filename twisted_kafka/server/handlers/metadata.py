@@ -25,6 +25,8 @@ cluster or on that topic -- otherwise TOPIC_AUTHORIZATION_FAILED too.
 
 from __future__ import annotations
 
+from collections import Counter
+
 from twisted_kafka.controller.interface import validate_topic_name
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.metadata_response import assemble
@@ -33,7 +35,7 @@ from twisted_kafka.protocol.registry import ApiKey
 from ..admin_manager import AdminManager
 from twisted_kafka.security.acl import AclOperation
 
-from ..api_handler import ApiHandler
+from ..api_handler import ApiHandler, Encoded
 from ..authorization import CLUSTER, TOPIC
 from ..dynamic_config import DynamicBrokerConfig
 from ..metadata_cache import CLUSTER_AUTHORIZED_OPERATIONS, TOPIC_OPERATIONS, MetadataCache, error_fragment
@@ -60,6 +62,7 @@ class MetadataHandler(ApiHandler):
         with_topic_ops = bool(version >= 8 and body.include_topic_authorized_operations)
         names = self.requested_topics(request)
         fragments = []
+        errors: Counter[int] = Counter()            # the codes the answer carries (ErrorsPerSec)
         auth = self.authorization
         if names is None:
             visible = sorted(self.cache.topics)
@@ -68,27 +71,31 @@ class MetadataHandler(ApiHandler):
                                                     log_denied=False))
             for name in visible:
                 fragments.append(self._fragment(request, name, version, with_topic_ops))
+                errors.update(self.cache.fragment_errors(name))
         else:
             names = list(dict.fromkeys(names))
             denied: set[str] = set()
             if auth.enabled:
                 denied = set(names) - auth.allowed_names(request.context, AclOperation.DESCRIBE, TOPIC, names)
-            errors = await self._auto_create(request, [n for n in names
-                                                       if n not in self.cache.topics and n not in denied])
+            created = await self._auto_create(request, [n for n in names
+                                                        if n not in self.cache.topics and n not in denied])
             for name in names:
-                if name in denied:
-                    fragments.append(error_fragment(version, name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
-                elif name in self.cache.topics:
+                if name in self.cache.topics and name not in denied:
                     fragments.append(self._fragment(request, name, version, with_topic_ops))
-                else:
-                    fragments.append(error_fragment(version, name,
-                                                    errors.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
+                    errors.update(self.cache.fragment_errors(name))
+                    continue
+                error = ErrorCode.TOPIC_AUTHORIZATION_FAILED if name in denied else \
+                    created.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                fragments.append(error_fragment(version, name, error))
+                errors[error] += 1
         cluster_ops = None
         if 8 <= version <= 10 and body.include_cluster_authorized_operations:
             cluster_ops = auth.authorized_operations(request.context, CLUSTER, CLUSTER_AUTHORIZED_OPERATIONS)
-        return assemble(request.header, version, 0,
-                        self.cache.alive_brokers(request.listener_name), self.cache.cluster_id,
-                        self.cache.controller_id, fragments, cluster_ops)
+        if version >= 13:                                  # v13+ has a top-level error code too
+            errors[ErrorCode.NONE] += 1
+        return Encoded(assemble(request.header, version, 0,
+                                self.cache.alive_brokers(request.listener_name), self.cache.cluster_id,
+                                self.cache.controller_id, fragments, cluster_ops), errors)
 
     def _fragment(self, request, name: str, version: int, with_topic_ops: bool) -> bytes:
         """A topic's entry; its authorized operations (when asked for) are the principal's."""
@@ -128,7 +135,8 @@ class MetadataHandler(ApiHandler):
     def error_response(self, request, error: ErrorCode, message: str | None = None):
         version = request.api_version
         names = self.requested_topics(request) or []
-        return assemble(request.header, version, 0, self.cache.alive_brokers(request.listener_name),
-                        self.cache.cluster_id, self.cache.controller_id,
-                        [error_fragment(version, name, error) for name in names], None,
-                        error if version >= 13 else 0)
+        errors: dict[int, int] = {error: len(names) + (version >= 13)} if names or version >= 13 else {}
+        return Encoded(assemble(request.header, version, 0, self.cache.alive_brokers(request.listener_name),
+                                self.cache.cluster_id, self.cache.controller_id,
+                                [error_fragment(version, name, error) for name in names], None,
+                                error if version >= 13 else 0), errors)
