@@ -63,24 +63,30 @@ Decision:
 * loading/recovery, checkpoints, file deletion: in the pool.
 """
 
-from twisted_kafka.log.log import (
-    AppendOrigin,
-    FetchDataInfo,
-    Log,
-    LogAppendInfo,
-    TimestampAndOffset,
-)
 from twisted_kafka.log.log_config import LogConfig
 from twisted_kafka.log.log_manager import LogManager
-from twisted_kafka.log.unified_log import UnifiedLog
+from twisted_kafka.log.partition_log import (
+    AbortedTransaction,
+    AppendOrigin,
+    FetchDataInfo,
+    FetchIsolation,
+    LogAppendInfo,
+    LogStore,
+    PartitionLog,
+    ProducerStateEntry,
+    TimestampAndOffset,
+)
 
 __all__ = [
+    "AbortedTransaction",
     "AppendOrigin",
     "FetchDataInfo",
-    "Log",
+    "FetchIsolation",
     "LogAppendInfo",
     "LogConfig",
     "LogManager",
+    "LogStore",
+    "PartitionLog",
+    "ProducerStateEntry",
     "TimestampAndOffset",
-    "UnifiedLog",
 ]

@@ -47,16 +47,14 @@ Where future issues hook in:
 
 from __future__ import annotations
 
-import enum
 import os
 import shutil
 import threading
 import time
 from bisect import bisect_right
 from collections import deque
-from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 from collections.abc import Callable
 
 from twisted.logger import Logger
@@ -83,6 +81,7 @@ from twisted_kafka.log.layout import (
     fsync_dir,
 )
 from twisted_kafka.log.log_config import LogConfig
+from twisted_kafka.log.partition_log import AppendOrigin, FetchDataInfo, LogAppendInfo, TimestampAndOffset
 from twisted_kafka.log.producer_state import (
     BatchMetadata,
     Checks,
@@ -105,60 +104,8 @@ def wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
 
-class AppendOrigin(enum.Enum):
-    """Who is appending: the rules differ (Kafka's ``AppendOrigin``)."""
-
-    CLIENT = "client"              # Produce: no control batches, counts must match offsets
-    COORDINATOR = "coordinator"    # the broker's own writes (group offsets, txn markers)
-
-
 #: How much of the producer state each origin is checked against (Kafka's rules).
 _PRODUCER_CHECKS = {AppendOrigin.CLIENT: Checks.ALL, AppendOrigin.COORDINATOR: Checks.EPOCH}
-
-
-@dataclass(frozen=True, slots=True)
-class LogAppendInfo:
-    """What an append did (the Produce response is built from it)."""
-
-    first_offset: int              # base offset of the first batch (-1: nothing appended)
-    last_offset: int               # last offset of the last batch (-1: nothing appended)
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    log_append_time: int           # -1 unless the topic uses LogAppendTime
-    log_start_offset: int
-    num_records: int
-    num_batches: int
-    valid_bytes: int
-    leader_epoch: int
-
-
-@dataclass(frozen=True, slots=True)
-class FetchDataInfo:
-    """What a read returned.
-
-    ``records`` are bytes-like chunks holding whole batches back to back (a
-    read may span segments); ``first_offset`` is the base offset of the first
-    batch, which is below ``fetch_offset`` when the fetch offset falls inside
-    a batch (clients skip the earlier records, as with Kafka).
-    """
-
-    fetch_offset: int
-    records: list = field(default_factory=list)
-    size: int = 0
-    first_offset: int = -1
-    next_offset: int = -1
-
-    @property
-    def empty(self) -> bool:
-        return self.size == 0
-
-
-class TimestampAndOffset(NamedTuple):
-    """A ListOffsets answer: the record's offset, its timestamp, its batch's leader epoch."""
-
-    offset: int
-    timestamp: int
-    leader_epoch: int      # -1 when unknown
 
 
 class PendingAppend:

@@ -99,6 +99,7 @@ from twisted_kafka.log.layout import (
 from twisted_kafka.log.cleaner import CleanerConfig, LogCleaner
 from twisted_kafka.log.log import Log
 from twisted_kafka.log.log_config import LONG_MAX, LogConfig, config_value
+from twisted_kafka.log.partition_log import LogStore
 from twisted_kafka.log.producer_state import (
     DEFAULT_EXPIRATION_CHECK_INTERVAL_MS,
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
@@ -195,8 +196,8 @@ class _DirScan:
             return {}
 
 
-class LogManager(Service):
-    """Owns every partition's log (a ``UnifiedLog`` each); see the module docstring."""
+class LogManager(Service, LogStore):
+    """The file ``LogStore``: owns every partition's log (a ``UnifiedLog`` each); see the module docstring."""
 
     name = "log-manager"
 
@@ -650,7 +651,7 @@ class LogManager(Service):
         """Periodic: forget idempotent producers idle for ``producer.id.expiration.ms``
         (Kafka's per-log PeriodicProducerExpirationCheck); how many were forgotten."""
         now = self._now_ms()
-        return sum(log_.local_log.producer_state.remove_expired(now) for log_ in list(self._logs.values()))
+        return sum(log_.remove_expired_producers(now) for log_ in list(self._logs.values()))
 
     def update_producer_state_config(self, config: Any) -> None:
         """A new ``producer.id.expiration.ms`` (dynamic, cluster-wide): every log's next
