@@ -72,6 +72,7 @@ from twisted_kafka.log.batches import (
 from twisted_kafka.log.checkpoints import write_damaged_ranges, write_partition_metadata
 from twisted_kafka.log.disk_space import LogDirSpace
 from twisted_kafka.log.epoch_cache import LeaderEpochCache
+from twisted_kafka.log.file_handles import FileHandleCache
 from twisted_kafka.log.layout import (
     CLEANED_SUFFIX,
     DAMAGED_RANGES,
@@ -212,7 +213,7 @@ class Log:
     def __init__(self, dir: str, topic: str, partition: int, config: LogConfig, *,
                  segments: list[LogSegment], log_start_offset: int, recovery_point: int,
                  epoch_cache: LeaderEpochCache, topic_id=None,
-                 segment_deleter: SegmentDeleter | None = None,
+                 files: FileHandleCache, segment_deleter: SegmentDeleter | None = None,
                  producer_state: ProducerStateManager | None = None):
         if not segments:
             raise ValueError("a log has at least one segment")
@@ -240,10 +241,15 @@ class Log:
         #: leader append.  Replication turns this off and sets the setter.
         self.hw_follows_leo = True
         self._high_watermark = self._leo
+        #: The descriptor cache of the ``LogManager`` that made the log: every file of the
+        #: log (segments, indexes, checkpoints) is opened through it.
+        self.files = files
         self.epoch_cache = epoch_cache
+        epoch_cache.files = files
         #: Idempotent producers' epochs and last batches (``producer_state``).
         self.producer_state = producer_state if producer_state is not None else \
             ProducerStateManager(dir, f"{topic}-{partition}")
+        self.producer_state.files = files
         #: Producer state changes of appends that failed with their write, undone at the roll back.
         self._producer_undos: list[Undo] = []
         self.segment_deleter = segment_deleter or delete_segments_now
@@ -269,20 +275,21 @@ class Log:
 
     @classmethod
     def create(cls, dir: str, topic: str, partition: int, config: LogConfig, *,
-               topic_id=None, now_ms: int | None = None,
+               files: FileHandleCache, topic_id=None, now_ms: int | None = None,
                segment_deleter: SegmentDeleter | None = None, space=None,
                producer_state_config: ProducerStateConfig | None = None) -> Log:
-        """A new empty log at offset 0 (writes ``partition.metadata`` when a topic id is given)."""
+        """A new empty log at offset 0 (writes ``partition.metadata`` when a topic id is given);
+        its files are opened through ``files``."""
         os.makedirs(dir, exist_ok=True)
         if topic_id is not None:
             write_partition_metadata(os.path.join(dir, PARTITION_METADATA), topic_id, fsync=False,
-                                     space=space)
+                                     space=space, files=files)
         now_ms = wall_clock_ms() if now_ms is None else now_ms
-        segment = LogSegment.create(dir, 0, config, now_ms)
+        segment = LogSegment.create(dir, 0, config, now_ms, files=files)
         new = cls(dir, topic, partition, config, segments=[segment], log_start_offset=0,
                   recovery_point=0,
                   epoch_cache=LeaderEpochCache(os.path.join(dir, LEADER_EPOCH_CHECKPOINT)),
-                  topic_id=topic_id, segment_deleter=segment_deleter,
+                  topic_id=topic_id, files=files, segment_deleter=segment_deleter,
                   producer_state=ProducerStateManager(dir, f"{topic}-{partition}", producer_state_config))
         new._dir_generation += 1
         return new
@@ -667,7 +674,7 @@ class Log:
         base = self._leo if base_offset is None else max(base_offset, self._leo)
         if active.reserved_size == 0 and active.base_offset == base:
             return active
-        segment = LogSegment.create(self.dir, base, self.config, now_ms)
+        segment = LogSegment.create(self.dir, base, self.config, now_ms, files=self.files)
         if active.reserved_size == 0:
             # An empty active segment at the wrong base (follower jumped ahead): replace it.
             self._segments.pop()
@@ -786,7 +793,7 @@ class Log:
         if not ranges and not os.path.exists(path):
             return
         try:
-            write_damaged_ranges(path, ranges, fsync=fsync, space=self.space)
+            write_damaged_ranges(path, ranges, fsync=fsync, space=self.space, files=self.files)
         except OSError as e:
             log.warn("cannot write {path}: {e}", path=path, e=e)
 
@@ -1002,7 +1009,7 @@ class Log:
             if segment.base_offset == offset:
                 segment.rename_for_delete()   # free the name for the new segment
         self.segment_deleter(self, doomed)
-        segment = LogSegment.create(self.dir, offset, self.config, now_ms)
+        segment = LogSegment.create(self.dir, offset, self.config, now_ms, files=self.files)
         self._segments = [segment]
         self._bases = [offset]
         self._dir_generation += 1

@@ -77,7 +77,7 @@ from twisted_kafka.log.checkpoints import (
     write_offset_checkpoint,
     write_partition_metadata,
 )
-from twisted_kafka.log.file_handles import OPEN_FILES, out_of_descriptors
+from twisted_kafka.log.file_handles import FileHandleCache, default_capacity, out_of_descriptors
 from twisted_kafka.log.layout import (
     CLEAN_SHUTDOWN_FILE,
     INDEX_SUFFIX,
@@ -209,8 +209,9 @@ class LogManager(Service, LogStore):
         at start-up; ``threadpool`` runs blocking disk work (defaults to the
         reactor's); ``max_open_files`` bounds the segment files open at once
         (the broker's descriptor budget; default: half the open-file limit)."""
-        if max_open_files is not None:
-            OPEN_FILES.resize(max_open_files)
+        #: The descriptors of this manager's logs (``file_handles``): every log it creates or
+        #: loads opens its files through this cache, and no other.
+        self.files = FileHandleCache(default_capacity() if max_open_files is None else max_open_files)
         if reactor is None:
             from twisted.internet import reactor
         self.config = config
@@ -238,7 +239,7 @@ class LogManager(Service, LogStore):
         #: Compaction of the logs whose cleanup.policy has compact (``twisted_kafka.log.cleaner``).
         self.cleaner = LogCleaner(CleanerConfig.from_broker_config(config), reactor=self._reactor,
                                   blocking=self._blocking, log_dirs=self.log_dirs, logs=self._logs_and_dirs,
-                                  space_of=self._spaces.get)
+                                  space_of=self._spaces.get, files=self.files)
         #: Shared by every log's producer state; ``update_producer_state_config`` changes it at runtime.
         self.producer_state_config = ProducerStateConfig(int(config_value(
             config, "producer.id.expiration.ms", DEFAULT_PRODUCER_ID_EXPIRATION_MS)))
@@ -352,7 +353,7 @@ class LogManager(Service, LogStore):
                 partition=partition, recovery_point=scan.recovery_points.get(key, 0),
                 log_start_offset=scan.log_start_offsets.get(key, 0),
                 had_clean_shutdown=scan.clean, now_ms=now_ms,
-                producer_state_config=self.producer_state_config))
+                producer_state_config=self.producer_state_config, files=self.files))
 
         def register(logs: list[Log]):
             for loaded in logs:
@@ -523,7 +524,7 @@ class LogManager(Service, LogStore):
                                  f"{topic}-{partition} exists with topic id {existing.topic_id}")
             if topic_id is not None and existing.topic_id is None:
                 write_partition_metadata(os.path.join(existing.dir, PARTITION_METADATA), topic_id,
-                                         fsync=False, space=existing.space)
+                                         fsync=False, space=existing.space, files=self.files)
                 log.warn("{topic}-{partition}: partition.metadata rewritten with the topic id "
                          "{id} from the controller", topic=topic, partition=partition, id=topic_id)
                 existing.local_log.topic_id = topic_id
@@ -538,9 +539,11 @@ class LogManager(Service, LogStore):
         try:
             if existed and os.listdir(path):
                 new = Log.open(path, cfg, topic=topic, partition=partition, topic_id=topic_id,
-                               now_ms=self._now_ms(), producer_state_config=self.producer_state_config)
+                               now_ms=self._now_ms(), producer_state_config=self.producer_state_config,
+                               files=self.files)
             else:
-                new = Log.create(path, topic, partition, cfg, topic_id=topic_id, now_ms=self._now_ms(),
+                new = Log.create(path, topic, partition, cfg, files=self.files, topic_id=topic_id,
+                                 now_ms=self._now_ms(),
                                  space=self._spaces[log_dir], producer_state_config=self.producer_state_config)
         except OSError as e:
             if not existed:
@@ -698,7 +701,7 @@ class LogManager(Service, LogStore):
             for d, offsets in by_dir.items():
                 if os.path.isdir(d):
                     write_offset_checkpoint(os.path.join(d, name), offsets,
-                                            space=self._spaces[d] if use_reserve else None)
+                                            space=self._spaces[d] if use_reserve else None, files=self.files)
 
         return self._checkpoint_lock.run(self._blocking, write_all)
 
@@ -813,4 +816,4 @@ class LogManager(Service, LogStore):
         for d in self.log_dirs:
             if os.path.isdir(d):
                 write_clean_shutdown_marker(os.path.join(d, CLEAN_SHUTDOWN_FILE), self._broker_epoch,
-                                            space=self._spaces[d])
+                                            space=self._spaces[d], files=self.files)
