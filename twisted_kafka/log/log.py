@@ -35,11 +35,14 @@ Where future issues hook in:
   ``flush`` writes it; segment deletion removes snapshots; loading rebuilds
   the state (``recovery.load_log``);
 * transactions — ``AppendOrigin.COORDINATOR`` is the origin allowed to write
-  control batches; the last stable offset would bound ``read`` through
-  ``max_offset`` exactly like the high watermark does now;
+  control batches; ``UnifiedLog`` bounds ``read`` by the last stable offset
+  through ``max_offset`` (``FetchIsolation.TXN_COMMITTED``) exactly like the
+  high watermark, and answers ``last_stable_offset`` and
+  ``aborted_transactions`` of ``partition_log.PartitionLog``;
 * replication — ``append_as_follower``, ``truncate_to``, the
   ``high_watermark`` setter, ``hw_follows_leo=False`` and
-  ``end_offset_for_epoch``;
+  ``end_offset_for_epoch``, which ``UnifiedLog`` offers to the broker as
+  ``PartitionLog``'s high-watermark and epoch methods;
 * compaction — ``replace_segments`` swaps the log cleaner's output in for
   finished segments (``twisted_kafka.log.cleaner``); ``_delete_segments`` is
   the other way out.
