@@ -38,6 +38,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from bench.common import ClientCpu, report_scaling, scaling_check  # noqa: E402
 
 from twisted_kafka.log.cleaner import CleanTask, OffsetMap, log_to_clean  # noqa: E402
+from twisted_kafka.log.file_handles import FileHandleCache, default_capacity  # noqa: E402
 from twisted_kafka.log.log import AppendOrigin, Log  # noqa: E402
 from twisted_kafka.log.log_config import LogConfig  # noqa: E402
 from twisted_kafka.protocol.records.builder import build_batch  # noqa: E402
@@ -52,7 +53,7 @@ MB = 1024 * 1024
 def fill(directory: str, records: int, value_bytes: int) -> Log:
     config = LogConfig(cleanup_policy=("compact",), segment_bytes=1 << 20,
                        message_timestamp_before_max_ms=2**63 - 1, message_timestamp_after_max_ms=2**63 - 1)
-    log = Log.create(directory, "bench", 0, config, now_ms=NOW)
+    log = Log.create(directory, "bench", 0, config, now_ms=NOW, files=FileHandleCache(default_capacity()))
     rng = random.Random(records)
     keys = max(1, records // 100)
     for start in range(0, records, BATCH):

@@ -47,6 +47,7 @@ from bench.common import ClientCpu, ratio_cell, report_scaling, scaling_check  #
 from twisted.internet import defer, reactor, task, threads  # noqa: E402
 from twisted.python.threadpool import ThreadPool  # noqa: E402
 
+from twisted_kafka.log.file_handles import FileHandleCache, default_capacity  # noqa: E402
 from twisted_kafka.log.log import Log  # noqa: E402
 from twisted_kafka.log.log_config import LogConfig  # noqa: E402
 from twisted_kafka.log.segment import WouldBlock  # noqa: E402
@@ -218,7 +219,7 @@ def main(args):
                 path = os.path.join(base, f"bench-{size}-{op.replace(' ', '_')}-{mode}-0")
                 shutil.rmtree(path, ignore_errors=True)
                 config = LogConfig(segment_bytes=256 * MIB, max_message_bytes=2 * MIB)
-                log = Log.create(path, "bench", 0, config)
+                log = Log.create(path, "bench", 0, config, files=FileHandleCache(default_capacity()))
                 if op.startswith("read"):
                     for _ in range(min(n, 200)):
                         log.append_as_leader(data, 0)

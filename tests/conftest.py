@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import re
 import resource
+import weakref
 
 import pytest
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.zookeeper import ZooKeeperServer
-from twisted_kafka.log.file_handles import OPEN_FILES
+from twisted_kafka.log.file_handles import FileHandleCache
 
 
 def pytest_configure(config):
@@ -48,19 +49,39 @@ def pytest_configure(config):
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 1 << 20, hard))
 
 
+#: Every segment-file descriptor cache alive in this process (each ``LogManager`` makes one, and
+#: so does ``tests/unit/log/helpers.new_log``), and the ones made during the running test, held
+#: until the test's idle descriptors are closed (a dropped cache is otherwise collected with its
+#: descriptors still open).
+_FILE_CACHES: weakref.WeakSet[FileHandleCache] = weakref.WeakSet()
+_FILE_CACHES_OF_THIS_TEST: list[FileHandleCache] = []
+_make_file_cache = FileHandleCache.__init__
+
+
+def _tracked_file_cache(self: FileHandleCache, capacity: int) -> None:
+    _make_file_cache(self, capacity)
+    _FILE_CACHES.add(self)
+    _FILE_CACHES_OF_THIS_TEST.append(self)
+
+
+FileHandleCache.__init__ = _tracked_file_cache  # type: ignore[method-assign]
+
+
 @pytest.fixture(autouse=True)
 def close_idle_segment_files():
-    """Close the idle descriptors of the process-wide segment file cache after each test.
+    """Close the idle descriptors of every segment file cache after each test.
 
-    Many unit tests drop a ``Log`` without closing it; the cache
-    (``twisted_kafka.log.file_handles.OPEN_FILES``) keeps its files open
-    until evicted, and its capacity is half this session's raised open-file
-    limit, so a worker would otherwise hold every segment file of hundreds
-    of tests.  A closed idle descriptor is reopened on its next use, so a
-    module-scoped log is unaffected.
+    Many unit tests drop a ``Log`` or a ``LogManager`` without closing it;
+    its cache (``twisted_kafka.log.file_handles.FileHandleCache``, one per
+    log manager) keeps its files open until evicted, and its capacity is
+    half this session's raised open-file limit, so a worker would otherwise
+    hold every segment file of hundreds of tests.  A closed idle descriptor
+    is reopened on its next use, so a module-scoped log is unaffected.
     """
     yield
-    OPEN_FILES.close_idle()
+    for cache in list(_FILE_CACHES):
+        cache.close_idle()
+    _FILE_CACHES_OF_THIS_TEST.clear()
 
 
 SPARK_TESTS = "tests/integration/spark/"

@@ -15,6 +15,19 @@
   and ``controller.cluster_client``.
 * ``twisted_kafka/controller/`` has no import circle (no strongly connected
   component of its module imports holds more than one module).
+* Storage has one seam: outside ``twisted_kafka/log/`` a partition's log
+  is a ``PartitionLog`` and the logs are a ``LogStore`` (``log/partition_log.py``).
+  Modules there import from ``twisted_kafka.log`` only the package itself,
+  for the names it exports (``STORAGE_NAMES``: the interface, its types,
+  ``LogConfig`` and ``LogManager``), and the modules in ``STORAGE_MODULES``:
+  ``partition_log``, ``log_manager``, ``log_config``, plus the files the
+  controller's store and the SASL store share (``checkpoints``, the
+  crash-safe small-file writer; ``layout``, the file names; ``inventory``,
+  what partition dirs say about themselves) and ``cleaner`` (its metrics).
+  Never the internals (``log``, ``unified_log``, ``segment``, ``index``,
+  ``file_handles``, ``epoch_cache``, ``producer_state``, the manager's parts,
+  ...), and no attribute that reaches inside a log (``STORAGE_INTERNALS``:
+  ``local_log``, ``epoch_cache``, ``hw_follows_leo``, segments, producer state).
 * ``server/handlers/`` holds API handlers only: every class defined there is
   an ``ApiHandler``, and each module defines at least one.
 * ``KafkaServer`` composes child services rather than starting things by hand.
@@ -174,6 +187,38 @@ def test_the_controller_has_no_import_circle():
     assert {"kafka_controller", "client", "admin_rules", "interface"} <= set(graph)
     assert "kafka_controller" in graph["client"]         # the graph sees imports (TYPE_CHECKING ones too)
     assert import_circles(graph) == []
+#: What ``twisted_kafka.log`` exports to the rest of the broker (see the module docstring).
+STORAGE_NAMES = {"AbortedTransaction", "AppendOrigin", "FetchDataInfo", "FetchIsolation", "LogAppendInfo",
+                 "LogConfig", "LogManager", "LogStore", "PartitionLog", "ProducerStateEntry", "TimestampAndOffset"}
+#: The modules of ``twisted_kafka.log`` the rest of the broker may import.
+STORAGE_MODULES = {"partition_log", "log_manager", "log_config", "checkpoints", "layout", "inventory", "cleaner"}
+#: Attributes that reach inside a partition's log.
+STORAGE_INTERNALS = {"local_log", "epoch_cache", "hw_follows_leo", "segments", "active_segment", "producer_state"}
+
+
+def storage_imports(path: Path) -> set[str]:
+    """What ``path`` imports from ``twisted_kafka.log`` that is not the storage's public face."""
+    wrong = set()
+    for name in imported_modules(path):
+        if not name.startswith("twisted_kafka.log."):
+            continue
+        first = name.removeprefix("twisted_kafka.log.").split(".")[0]
+        if first not in STORAGE_MODULES and first not in STORAGE_NAMES:
+            wrong.add(name)
+    return wrong
+
+
+def test_the_storage_package_exports_its_public_face_only():
+    import twisted_kafka.log as storage
+
+    assert set(storage.__all__) == STORAGE_NAMES
+    assert all(importlib.import_module(f"twisted_kafka.log.{m}") for m in STORAGE_MODULES)
+
+
+@pytest.mark.parametrize("path", modules_outside("log"), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_only_the_storage_touches_its_internals(path):
+    assert not storage_imports(path)
+    assert not STORAGE_INTERNALS & attribute_names(path)
 
 
 def handler_modules() -> list[str]:

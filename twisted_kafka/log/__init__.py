@@ -18,18 +18,25 @@ On disk (Kafka's layout, so operators' habits carry over)::
         00000000000000004711.log ...    next segment, named by its base offset
       <topic>-<partition>.<uuid>-delete/  a deleted partition awaiting removal
 
-Modules: ``log_config`` (``LogConfig``), ``layout`` (names), ``checkpoints``
-(the small text files), ``file_handles`` (segment files' descriptors: opened
-on demand, bounded, least recently used closed first), ``index`` (offset and
-time index, written at flush/close), ``batches`` (what
-the log uses of the record codec), ``segment`` (``LogSegment``),
-``epoch_cache`` (``LeaderEpochCache``), ``log`` (``Log``), ``recovery``
-(loading and crash recovery), ``retention``, ``flusher`` (coalesced fsyncs),
-``disk_space`` (a full log dir: refused appends, the space reserve),
-``inventory`` (what the partition directories say about themselves),
-``unified_log`` (``UnifiedLog``, the asynchronous per-partition API the
-broker uses) and ``log_manager`` (``LogManager``, the service: loading,
-scheduling, the registry of one ``UnifiedLog`` per partition).
+The rest of the broker sees ``partition_log`` only: ``PartitionLog`` (one
+partition's log) and ``LogStore`` (the logs a broker hosts), with the types
+they use, exported here with ``LogConfig`` and ``LogManager``.
+
+Modules: ``partition_log`` (the interface), ``log_config`` (``LogConfig``),
+``layout`` (names), ``checkpoints`` (the small text files),
+``file_handles`` (segment files' descriptors: opened on demand, bounded,
+least recently used closed first, one cache per ``LogManager``), ``index``
+(offset and time index, written at flush/close), ``batches`` (what the log
+uses of the record codec), ``segment`` (``LogSegment``), ``epoch_cache``
+(``LeaderEpochCache``), ``log`` (``Log``, Kafka's ``LocalLog``),
+``recovery`` (loading and crash recovery of one log), ``retention``,
+``flusher`` (coalesced fsyncs), ``disk_space`` (a full log dir: refused
+appends, the space reserve), ``inventory`` (what the partition directories
+say about themselves), ``unified_log`` (``UnifiedLog``, the file log's
+``PartitionLog``), and ``log_manager`` (``LogManager``, the service and the
+file ``LogStore``) with its parts ``log_loader`` (loading and recovery),
+``log_registry`` (one ``UnifiedLog`` per partition), ``log_scheduler``
+(periodic tasks, delayed deletion) and ``disk_space.LogDirSpaces``.
 
 What runs where — measured with ``bench/log_io.py`` (ext4 on a virtio disk,
 2 shared cores; ms per operation)::
@@ -63,24 +70,30 @@ Decision:
 * loading/recovery, checkpoints, file deletion: in the pool.
 """
 
-from twisted_kafka.log.log import (
-    AppendOrigin,
-    FetchDataInfo,
-    Log,
-    LogAppendInfo,
-    TimestampAndOffset,
-)
 from twisted_kafka.log.log_config import LogConfig
 from twisted_kafka.log.log_manager import LogManager
-from twisted_kafka.log.unified_log import UnifiedLog
+from twisted_kafka.log.partition_log import (
+    AbortedTransaction,
+    AppendOrigin,
+    FetchDataInfo,
+    FetchIsolation,
+    LogAppendInfo,
+    LogStore,
+    PartitionLog,
+    ProducerStateEntry,
+    TimestampAndOffset,
+)
 
 __all__ = [
+    "AbortedTransaction",
     "AppendOrigin",
     "FetchDataInfo",
-    "Log",
+    "FetchIsolation",
     "LogAppendInfo",
     "LogConfig",
     "LogManager",
+    "LogStore",
+    "PartitionLog",
+    "ProducerStateEntry",
     "TimestampAndOffset",
-    "UnifiedLog",
 ]

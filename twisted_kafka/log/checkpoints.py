@@ -47,7 +47,7 @@ import uuid
 from collections.abc import Iterable
 
 from twisted_kafka.log.disk_space import is_out_of_space
-from twisted_kafka.log.file_handles import OPEN_FILES
+from twisted_kafka.log.file_handles import FileHandleCache, os_open
 from twisted_kafka.log.layout import TMP_SUFFIX, fsync_dir
 
 
@@ -59,7 +59,8 @@ class CheckpointError(ValueError):
 PRIVATE_MODE = 0o600
 
 
-def write_atomically(path: str, data: bytes, *, fsync: bool = True, space=None, mode: int = 0o644) -> None:
+def write_atomically(path: str, data: bytes, *, fsync: bool = True, space=None, mode: int = 0o644,
+                     files: FileHandleCache | None = None) -> None:
     """Replace ``path`` with ``data`` so a crash leaves old or new content, never a mix.
 
     ``fsync=False`` keeps the rename (never a torn file) but skips the disk
@@ -68,21 +69,24 @@ def write_atomically(path: str, data: bytes, *, fsync: bool = True, space=None, 
     releases the directory's space reserve and is tried once more.  A failed
     write leaves no temporary file behind.  The new file has exactly ``mode``
     (``PRIVATE_MODE`` for secrets), whatever the umask or a temporary file
-    left by a crash had.
+    left by a crash had.  ``files`` (the log manager's descriptor cache)
+    closes idle segment files when the process is out of descriptors;
+    without it the file is opened plainly.
     """
     try:
-        _write_atomically(path, data, fsync, mode)
+        _write_atomically(path, data, fsync, mode=mode, files=files)
     except OSError as e:
         if space is None or not is_out_of_space(e) or \
                 not space.release_reserve(os.path.relpath(path, space.path)):
             raise
-        _write_atomically(path, data, fsync, mode)
+        _write_atomically(path, data, fsync, mode=mode, files=files)
 
 
-def _write_atomically(path: str, data: bytes, fsync: bool, mode: int = 0o644) -> None:
+def _write_atomically(path: str, data: bytes, fsync: bool, mode: int = 0o644,
+                      files: FileHandleCache | None = None) -> None:
     tmp = path + TMP_SUFFIX
     try:
-        fd = OPEN_FILES.os_open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        fd = os_open(files, tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
         try:
             # O_CREAT's mode applies only to a file it creates, and through the umask: a
             # temporary file left behind by a crash would keep its mode otherwise.
@@ -148,10 +152,10 @@ def read_offset_checkpoint(path: str) -> dict[tuple[str, int], int]:
 
 
 def write_offset_checkpoint(path: str, offsets: dict[tuple[str, int], int], *,
-                            fsync: bool = True, space=None) -> None:
+                            fsync: bool = True, space=None, files: FileHandleCache | None = None) -> None:
     lines = ["0", str(len(offsets))]
     lines += [f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())]
-    write_atomically(path, ("\n".join(lines) + "\n").encode(), fsync=fsync, space=space)
+    write_atomically(path, ("\n".join(lines) + "\n").encode(), fsync=fsync, space=space, files=files)
 
 
 def read_epoch_checkpoint(path: str) -> list[tuple[int, int]]:
@@ -174,10 +178,10 @@ def read_epoch_checkpoint(path: str) -> list[tuple[int, int]]:
 
 
 def write_epoch_checkpoint(path: str, entries: Iterable[tuple[int, int]], *,
-                           fsync: bool = True, space=None) -> None:
+                           fsync: bool = True, space=None, files: FileHandleCache | None = None) -> None:
     entries = list(entries)
     lines = ["0", str(len(entries))] + [f"{e} {o}" for e, o in entries]
-    write_atomically(path, ("\n".join(lines) + "\n").encode(), fsync=fsync, space=space)
+    write_atomically(path, ("\n".join(lines) + "\n").encode(), fsync=fsync, space=space, files=files)
 
 
 def read_damaged_ranges(path: str) -> dict[int, list[tuple[int, int, int, int]]]:
@@ -199,7 +203,7 @@ def read_damaged_ranges(path: str) -> dict[int, list[tuple[int, int, int, int]]]
 
 
 def write_damaged_ranges(path: str, ranges: dict[int, list[tuple[int, int, int, int]]], *,
-                         fsync: bool = True, space=None) -> None:
+                         fsync: bool = True, space=None, files: FileHandleCache | None = None) -> None:
     """Write the damaged ranges; with none left the file is removed."""
     entries = [(base, *r) for base, rs in sorted(ranges.items()) for r in sorted(rs)]
     if not entries:
@@ -207,7 +211,7 @@ def write_damaged_ranges(path: str, ranges: dict[int, list[tuple[int, int, int, 
             os.unlink(path)
         return
     lines = ["0", str(len(entries))] + [" ".join(str(x) for x in entry) for entry in entries]
-    write_atomically(path, ("\n".join(lines) + "\n").encode(), fsync=fsync, space=space)
+    write_atomically(path, ("\n".join(lines) + "\n").encode(), fsync=fsync, space=space, files=files)
 
 
 def topic_id_to_str(topic_id: uuid.UUID) -> str:
@@ -240,14 +244,15 @@ def read_partition_metadata(path: str) -> uuid.UUID | None:
 
 
 def write_partition_metadata(path: str, topic_id: uuid.UUID, *, fsync: bool = True,
-                             space=None) -> None:
+                             space=None, files: FileHandleCache | None = None) -> None:
     text = f"version: 0\ntopic_id: {topic_id_to_str(topic_id)}\n"
-    write_atomically(path, text.encode(), fsync=fsync, space=space)
+    write_atomically(path, text.encode(), fsync=fsync, space=space, files=files)
 
 
-def write_clean_shutdown_marker(path: str, broker_epoch: int = -1, *, space=None) -> None:
+def write_clean_shutdown_marker(path: str, broker_epoch: int = -1, *, space=None,
+                                files: FileHandleCache | None = None) -> None:
     write_atomically(path, json.dumps({"version": 0, "brokerEpoch": broker_epoch},
-                                      separators=(",", ":")).encode(), space=space)
+                                      separators=(",", ":")).encode(), space=space, files=files)
 
 
 def write_private_atomically(path: str, data: bytes, *, space=None) -> None:

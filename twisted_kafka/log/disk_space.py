@@ -43,7 +43,9 @@ import contextlib
 import errno
 import os
 import threading
+from collections.abc import Callable, Iterable
 
+from twisted.internet.defer import Deferred, gatherResults
 from twisted.logger import Logger
 
 log = Logger()
@@ -182,3 +184,38 @@ class LogDirSpace:
             return False
         log.warn("released the space reserve of {dir} to write {why}", dir=self.path, why=why)
         return True
+
+
+class LogDirSpaces:
+    """The ``LogDirSpace`` of each of a log manager's dirs: the manager's disk-space part.
+
+    At start-up each dir gets its reserve (``prepare``); every
+    ``CHECK_INTERVAL_SECONDS`` the full ones are checked for room to resume
+    appends (``resume_full``).  The rest happens where space runs out: the
+    logs of a dir refuse appends while it is full, and its small files'
+    writes release its reserve (``checkpoints.write_atomically``).
+    """
+
+    def __init__(self, log_dirs: Iterable[str]):
+        self._spaces = {d: LogDirSpace(d) for d in log_dirs}
+
+    def __getitem__(self, log_dir: str) -> LogDirSpace:
+        return self._spaces[log_dir]
+
+    def get(self, log_dir: str) -> LogDirSpace | None:
+        return self._spaces.get(log_dir)
+
+    def prepare(self, log_dir: str) -> None:
+        """Preallocate the dir's reserve; without room for it the dir starts full: appends
+        are refused until space is freed (BLOCKING)."""
+        space = self._spaces[log_dir]
+        if not space.ensure_reserve():
+            space.mark_full("no room for the space reserve at start-up")
+
+    def resume_full(self, blocking: Callable[..., Deferred]) -> Deferred | None:
+        """Let appends resume in full dirs that have space again (``try_resume`` of each, run
+        through ``blocking``); None when no dir is full."""
+        full = [space for space in self._spaces.values() if space.full]
+        if not full:
+            return None
+        return gatherResults([blocking(space.try_resume) for space in full], consumeErrors=True)

@@ -37,6 +37,7 @@ from bisect import bisect_right
 from twisted.logger import Logger
 
 from twisted_kafka.log.disk_space import LogDirSpace
+from twisted_kafka.log.file_handles import FileHandleCache
 from twisted_kafka.log.checkpoints import (
     CheckpointError,
     read_epoch_checkpoint,
@@ -56,6 +57,8 @@ class LeaderEpochCache:
         self.path = path
         #: The log dir's ``LogDirSpace`` (set by ``LogManager``): writes may use its reserve.
         self.space: LogDirSpace | None = None
+        #: The log manager's descriptor cache (set by ``Log``): the checkpoint is opened through it.
+        self.files: FileHandleCache | None = None
         #: The checkpoint file could not be read (see ``load``).
         self.damaged = False
         self._lock = threading.RLock()   # flush() runs in the thread pool
@@ -208,7 +211,7 @@ class LeaderEpochCache:
             if not fsync and entries == self._on_disk:
                 return
             try:
-                write_epoch_checkpoint(self.path, entries, fsync=fsync, space=self.space)
+                write_epoch_checkpoint(self.path, entries, fsync=fsync, space=self.space, files=self.files)
             except OSError as e:
                 if fsync:
                     raise

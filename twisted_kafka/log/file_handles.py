@@ -1,8 +1,8 @@
 """Descriptors of segment files: opened on demand, bounded, least recently used closed first.
 
 A partition's ``.log`` files are opened only when an append, a read, an
-fsync or recovery needs them, through one process-wide ``FileHandleCache``
-(``OPEN_FILES``) holding at most ``capacity`` of them: opening one more
+fsync or recovery needs them, through a ``FileHandleCache`` holding at most
+``capacity`` of them: opening one more
 closes the least recently used descriptor that nobody is using.  So a
 broker holds one descriptor per partition it is actually serving, not one
 per segment on disk, and a broker with more partitions than descriptors
@@ -10,8 +10,12 @@ still loads and serves every one of them (descriptors of idle partitions
 are closed and reopened as their partitions are used).  Index files hold no
 descriptor at all between writes (``twisted_kafka.log.index``).
 
-``LogManager`` sizes the cache from the broker's descriptor budget
-(``twisted_kafka.server.descriptor_budget``).  When the process runs out
+The cache belongs to the ``LogManager`` that made it, which sizes it from
+the broker's descriptor budget (``twisted_kafka.server.descriptor_budget``)
+and hands it down to every log it creates or loads: their segments, indexes
+and checkpoint writes open files through it.  There is no process-wide
+cache: two managers (two brokers in one process, a tool next to a broker)
+each keep to their own budget.  When the process runs out
 of descriptors anyway (EMFILE/ENFILE: connections took them), opening a
 file first closes idle cached descriptors and retries once; if that does
 not help the ``OSError`` reaches the one operation that needed the file,
@@ -33,7 +37,7 @@ import resource
 import threading
 from collections import OrderedDict
 
-__all__ = ["CachedFile", "FileHandleCache", "OPEN_FILES", "out_of_descriptors"]
+__all__ = ["CachedFile", "FileHandleCache", "default_capacity", "os_open", "out_of_descriptors"]
 
 _OUT_OF_DESCRIPTORS = (errno.EMFILE, errno.ENFILE)
 
@@ -203,13 +207,17 @@ class CachedFile:
             os.close(fd)
 
 
-def _default_capacity() -> int:
+def default_capacity() -> int:
+    """Half the process's open-file limit: a cache's size when no descriptor budget is given."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         return 1 << 16
     return max(16, soft // 2)
 
 
-#: The process's cache.  Half the open-file limit until ``LogManager`` applies the
-#: broker's descriptor budget (a library user of ``Log`` gets a sane bound as well).
-OPEN_FILES = FileHandleCache(_default_capacity())
+def os_open(files: FileHandleCache | None, path: str, flags: int, mode: int = 0o644) -> int:
+    """``files.os_open`` (idle cached descriptors are closed when the process is out of them), or
+    a plain ``os.open`` for a writer that has no cache (a store outside the logs)."""
+    if files is None:
+        return os.open(path, flags, mode)
+    return files.os_open(path, flags, mode)

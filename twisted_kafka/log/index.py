@@ -49,7 +49,7 @@ import contextlib
 
 from twisted.logger import Logger
 
-from twisted_kafka.log.file_handles import OPEN_FILES
+from twisted_kafka.log.file_handles import FileHandleCache, os_open
 
 log = Logger()
 
@@ -75,8 +75,11 @@ class _SparseIndex(ABC):
     VALUE_TYPECODE: str   # array typecode of the value column
 
     def __init__(self, path: str, base_offset: int, max_index_size: int,
-                 *, entries: int, loaded: bool = False):
+                 *, entries: int, loaded: bool = False, files: FileHandleCache | None = None):
         self.path = path
+        #: The log manager's descriptor cache: opening an index file when the process is
+        #: out of descriptors closes idle segment files first (None: a plain open).
+        self.files = files
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_size // self.ENTRY.size)
         self._count = entries
@@ -93,15 +96,15 @@ class _SparseIndex(ABC):
     # -- construction -------------------------------------------------------
 
     @classmethod
-    def create(cls, path: str, base_offset: int, max_index_size: int):
+    def create(cls, path: str, base_offset: int, max_index_size: int, *, files: FileHandleCache | None = None):
         """A new, empty index (an existing file at ``path`` is emptied)."""
-        fd = OPEN_FILES.os_open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        fd = os_open(files, path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         os.close(fd)
-        return cls(path, base_offset, max_index_size, entries=0, loaded=True)
+        return cls(path, base_offset, max_index_size, entries=0, loaded=True, files=files)
 
     @classmethod
     def open(cls, path: str, base_offset: int, max_index_size: int, segment_size: int,
-             *, full_check: bool = False):
+             *, full_check: bool = False, files: FileHandleCache | None = None):
         """An existing index, sanity-checked cheaply (first and last entries).
 
         ``full_check`` also loads it and checks every entry is in order; the
@@ -112,9 +115,9 @@ class _SparseIndex(ABC):
         size = os.path.getsize(path)
         if size % cls.ENTRY.size:
             raise CorruptIndexError(f"{path}: size {size} is not a multiple of {cls.ENTRY.size}")
-        index = cls(path, base_offset, max_index_size, entries=size // cls.ENTRY.size)
+        index = cls(path, base_offset, max_index_size, entries=size // cls.ENTRY.size, files=files)
         if index._count:
-            fd = OPEN_FILES.os_open(path, os.O_RDONLY)
+            fd = os_open(files, path, os.O_RDONLY)
             try:
                 first = cls.ENTRY.unpack(os.pread(fd, cls.ENTRY.size, 0))
                 last = cls.ENTRY.unpack(os.pread(fd, cls.ENTRY.size, size - cls.ENTRY.size))
@@ -155,7 +158,7 @@ class _SparseIndex(ABC):
                 if not self._count:
                     data = b""
                 else:
-                    fd = OPEN_FILES.os_open(self.path, os.O_RDONLY)
+                    fd = os_open(self.files, self.path, os.O_RDONLY)
                     try:
                         data = _read_fully(fd, self._count * self.ENTRY.size)
                     finally:
@@ -221,7 +224,7 @@ class _SparseIndex(ABC):
         (the caller closes it), or None if the file is gone.  Raises OSError with the
         file cut back to its whole entries (or marked to be cut at the next write)."""
         try:
-            fd = OPEN_FILES.os_open(self.path, os.O_WRONLY)
+            fd = os_open(self.files, self.path, os.O_WRONLY)
         except FileNotFoundError:
             return None       # deleted (its segment or partition): never recreate it
         end = self._written * self.ENTRY.size

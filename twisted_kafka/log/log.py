@@ -35,11 +35,14 @@ Where future issues hook in:
   ``flush`` writes it; segment deletion removes snapshots; loading rebuilds
   the state (``recovery.load_log``);
 * transactions — ``AppendOrigin.COORDINATOR`` is the origin allowed to write
-  control batches; the last stable offset would bound ``read`` through
-  ``max_offset`` exactly like the high watermark does now;
+  control batches; ``UnifiedLog`` bounds ``read`` by the last stable offset
+  through ``max_offset`` (``FetchIsolation.TXN_COMMITTED``) exactly like the
+  high watermark, and answers ``last_stable_offset`` and
+  ``aborted_transactions`` of ``partition_log.PartitionLog``;
 * replication — ``append_as_follower``, ``truncate_to``, the
   ``high_watermark`` setter, ``hw_follows_leo=False`` and
-  ``end_offset_for_epoch``;
+  ``end_offset_for_epoch``, which ``UnifiedLog`` offers to the broker as
+  ``PartitionLog``'s high-watermark and epoch methods;
 * compaction — ``replace_segments`` swaps the log cleaner's output in for
   finished segments (``twisted_kafka.log.cleaner``); ``_delete_segments`` is
   the other way out.
@@ -47,16 +50,14 @@ Where future issues hook in:
 
 from __future__ import annotations
 
-import enum
 import os
 import shutil
 import threading
 import time
 from bisect import bisect_right
 from collections import deque
-from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 from collections.abc import Callable
 
 from twisted.logger import Logger
@@ -74,6 +75,7 @@ from twisted_kafka.log.batches import (
 from twisted_kafka.log.checkpoints import write_damaged_ranges, write_partition_metadata
 from twisted_kafka.log.disk_space import LogDirSpace
 from twisted_kafka.log.epoch_cache import LeaderEpochCache
+from twisted_kafka.log.file_handles import FileHandleCache
 from twisted_kafka.log.layout import (
     CLEANED_SUFFIX,
     DAMAGED_RANGES,
@@ -83,6 +85,7 @@ from twisted_kafka.log.layout import (
     fsync_dir,
 )
 from twisted_kafka.log.log_config import LogConfig
+from twisted_kafka.log.partition_log import AppendOrigin, FetchDataInfo, LogAppendInfo, TimestampAndOffset
 from twisted_kafka.log.producer_state import (
     BatchMetadata,
     Checks,
@@ -105,60 +108,8 @@ def wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
 
-class AppendOrigin(enum.Enum):
-    """Who is appending: the rules differ (Kafka's ``AppendOrigin``)."""
-
-    CLIENT = "client"              # Produce: no control batches, counts must match offsets
-    COORDINATOR = "coordinator"    # the broker's own writes (group offsets, txn markers)
-
-
 #: How much of the producer state each origin is checked against (Kafka's rules).
 _PRODUCER_CHECKS = {AppendOrigin.CLIENT: Checks.ALL, AppendOrigin.COORDINATOR: Checks.EPOCH}
-
-
-@dataclass(frozen=True, slots=True)
-class LogAppendInfo:
-    """What an append did (the Produce response is built from it)."""
-
-    first_offset: int              # base offset of the first batch (-1: nothing appended)
-    last_offset: int               # last offset of the last batch (-1: nothing appended)
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    log_append_time: int           # -1 unless the topic uses LogAppendTime
-    log_start_offset: int
-    num_records: int
-    num_batches: int
-    valid_bytes: int
-    leader_epoch: int
-
-
-@dataclass(frozen=True, slots=True)
-class FetchDataInfo:
-    """What a read returned.
-
-    ``records`` are bytes-like chunks holding whole batches back to back (a
-    read may span segments); ``first_offset`` is the base offset of the first
-    batch, which is below ``fetch_offset`` when the fetch offset falls inside
-    a batch (clients skip the earlier records, as with Kafka).
-    """
-
-    fetch_offset: int
-    records: list = field(default_factory=list)
-    size: int = 0
-    first_offset: int = -1
-    next_offset: int = -1
-
-    @property
-    def empty(self) -> bool:
-        return self.size == 0
-
-
-class TimestampAndOffset(NamedTuple):
-    """A ListOffsets answer: the record's offset, its timestamp, its batch's leader epoch."""
-
-    offset: int
-    timestamp: int
-    leader_epoch: int      # -1 when unknown
 
 
 class PendingAppend:
@@ -265,7 +216,7 @@ class Log:
     def __init__(self, dir: str, topic: str, partition: int, config: LogConfig, *,
                  segments: list[LogSegment], log_start_offset: int, recovery_point: int,
                  epoch_cache: LeaderEpochCache, topic_id=None,
-                 segment_deleter: SegmentDeleter | None = None,
+                 files: FileHandleCache, segment_deleter: SegmentDeleter | None = None,
                  producer_state: ProducerStateManager | None = None):
         if not segments:
             raise ValueError("a log has at least one segment")
@@ -293,10 +244,15 @@ class Log:
         #: leader append.  Replication turns this off and sets the setter.
         self.hw_follows_leo = True
         self._high_watermark = self._leo
+        #: The descriptor cache of the ``LogManager`` that made the log: every file of the
+        #: log (segments, indexes, checkpoints) is opened through it.
+        self.files = files
         self.epoch_cache = epoch_cache
+        epoch_cache.files = files
         #: Idempotent producers' epochs and last batches (``producer_state``).
         self.producer_state = producer_state if producer_state is not None else \
             ProducerStateManager(dir, f"{topic}-{partition}")
+        self.producer_state.files = files
         #: Producer state changes of appends that failed with their write, undone at the roll back.
         self._producer_undos: list[Undo] = []
         self.segment_deleter = segment_deleter or delete_segments_now
@@ -322,20 +278,21 @@ class Log:
 
     @classmethod
     def create(cls, dir: str, topic: str, partition: int, config: LogConfig, *,
-               topic_id=None, now_ms: int | None = None,
+               files: FileHandleCache, topic_id=None, now_ms: int | None = None,
                segment_deleter: SegmentDeleter | None = None, space=None,
                producer_state_config: ProducerStateConfig | None = None) -> Log:
-        """A new empty log at offset 0 (writes ``partition.metadata`` when a topic id is given)."""
+        """A new empty log at offset 0 (writes ``partition.metadata`` when a topic id is given);
+        its files are opened through ``files``."""
         os.makedirs(dir, exist_ok=True)
         if topic_id is not None:
             write_partition_metadata(os.path.join(dir, PARTITION_METADATA), topic_id, fsync=False,
-                                     space=space)
+                                     space=space, files=files)
         now_ms = wall_clock_ms() if now_ms is None else now_ms
-        segment = LogSegment.create(dir, 0, config, now_ms)
+        segment = LogSegment.create(dir, 0, config, now_ms, files=files)
         new = cls(dir, topic, partition, config, segments=[segment], log_start_offset=0,
                   recovery_point=0,
                   epoch_cache=LeaderEpochCache(os.path.join(dir, LEADER_EPOCH_CHECKPOINT)),
-                  topic_id=topic_id, segment_deleter=segment_deleter,
+                  topic_id=topic_id, files=files, segment_deleter=segment_deleter,
                   producer_state=ProducerStateManager(dir, f"{topic}-{partition}", producer_state_config))
         new._dir_generation += 1
         return new
@@ -720,7 +677,7 @@ class Log:
         base = self._leo if base_offset is None else max(base_offset, self._leo)
         if active.reserved_size == 0 and active.base_offset == base:
             return active
-        segment = LogSegment.create(self.dir, base, self.config, now_ms)
+        segment = LogSegment.create(self.dir, base, self.config, now_ms, files=self.files)
         if active.reserved_size == 0:
             # An empty active segment at the wrong base (follower jumped ahead): replace it.
             self._segments.pop()
@@ -839,7 +796,7 @@ class Log:
         if not ranges and not os.path.exists(path):
             return
         try:
-            write_damaged_ranges(path, ranges, fsync=fsync, space=self.space)
+            write_damaged_ranges(path, ranges, fsync=fsync, space=self.space, files=self.files)
         except OSError as e:
             log.warn("cannot write {path}: {e}", path=path, e=e)
 
@@ -1055,7 +1012,7 @@ class Log:
             if segment.base_offset == offset:
                 segment.rename_for_delete()   # free the name for the new segment
         self.segment_deleter(self, doomed)
-        segment = LogSegment.create(self.dir, offset, self.config, now_ms)
+        segment = LogSegment.create(self.dir, offset, self.config, now_ms, files=self.files)
         self._segments = [segment]
         self._bases = [offset]
         self._dir_generation += 1

@@ -1,15 +1,27 @@
 """``LogManager``: every partition log under ``log.dirs``, as one Twisted service.
 
+It is the file ``LogStore`` (``partition_log``): the broker asks it for a
+partition's ``PartitionLog`` (a ``UnifiedLog``), creates, configures and
+deletes logs through it, and starts and stops it as a service.  It composes
+one part per job:
+
+* loading and recovery -- ``log_loader.LogLoader``;
+* the registry of logs, one per partition, and the dir of each --
+  ``log_registry.LogRegistry``;
+* scheduling: periodic tasks and delayed deletion -- ``log_scheduler.LogScheduler``;
+* disk space: each dir's reserve and full state -- ``disk_space.LogDirSpaces``;
+
+and owns the descriptor cache its logs open their files through
+(``files``, a ``file_handles.FileHandleCache``), the dir checkpoints, and
+the log cleaner.
+
 Start (``startService``, returns a Deferred that fires when every log is
-loaded): each log dir is scanned for ``<topic>-<partition>`` directories
-(anything else — ``meta.properties``, the metadata store, checkpoints,
-``__cluster_metadata-0``, ``-future``/``-stray`` dirs — is left alone) and
-the logs are loaded in the thread pool, at most
-``num.recovery.threads.per.data.dir`` at a time per dir.  If the dir holds
-``.kafka_cleanshutdown`` the logs are trusted (no recovery scan) and the
-marker is removed once they are loaded, so a crash from then on is seen as
-unclean.  Leftover ``*-delete`` dirs are removed.  Then the periodic tasks
-start:
+loaded): each log dir is scanned and its logs are loaded in the thread pool,
+at most ``num.recovery.threads.per.data.dir`` at a time per dir.  If the dir
+holds ``.kafka_cleanshutdown`` the logs are trusted (no recovery scan) and
+the marker is removed once they are loaded, so a crash from then on is seen
+as unclean.  Leftover ``*-delete`` dirs are removed.  Then the periodic
+tasks start:
 
 * retention, every ``log.retention.check.interval.ms``;
 * the flusher check, every ``log.flush.scheduler.interval.ms`` — or, as that
@@ -24,6 +36,8 @@ start:
   ``replica.high.watermark.checkpoint.interval.ms`` (loaded at start-up, so
   a restarted replica does not take its log end for committed; a partition
   with one replica moves it back to its log end when it becomes leader);
+* full log dirs are checked for space to resume appends every
+  ``disk_space.CHECK_INTERVAL_SECONDS``;
 * idempotent producers idle for ``producer.id.expiration.ms`` are forgotten
   every ``producer.id.expiration.check.interval.ms`` (``producer_state``).
 
@@ -39,10 +53,10 @@ serving more partitions than the process has descriptors works; a log that
 cannot be created for want of descriptors (or any other I/O error) fails
 alone with KAFKA_STORAGE_ERROR.
 
-The registry hands out one ``UnifiedLog`` per partition: appends, reads,
-ListOffsets lookups and flushes go through it (it decides what runs on the
-reactor and what in the thread pool).  The manager only drives what spans
-logs: loading, the periodic tasks, checkpoints, deletion and configuration.
+Appends, reads, ListOffsets lookups and flushes go through each partition's
+``UnifiedLog`` (it decides what runs on the reactor and what in the thread
+pool).  The manager only drives what spans logs: loading, the periodic
+tasks, checkpoints, deletion and configuration.
 """
 
 from __future__ import annotations
@@ -55,29 +69,19 @@ from typing import Any
 from collections.abc import Callable, Mapping
 
 from twisted.application.service import Service
-from twisted.internet import task, threads
-from twisted.internet.defer import (
-    Deferred,
-    DeferredLock,
-    DeferredSemaphore,
-    FirstError,
-    fail,
-    gatherResults,
-    succeed,
-)
+from twisted.internet import threads
+from twisted.internet.defer import Deferred, DeferredLock, DeferredSemaphore, fail, gatherResults, succeed
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from twisted_kafka.config import StartupError
-from twisted_kafka.log.disk_space import CHECK_INTERVAL_SECONDS, LogDirSpace, is_out_of_space
+from twisted_kafka.log.disk_space import CHECK_INTERVAL_SECONDS, LogDirSpace, LogDirSpaces, is_out_of_space
 from twisted_kafka.log.checkpoints import (
-    CheckpointError,
-    read_offset_checkpoint,
     write_clean_shutdown_marker,
     write_offset_checkpoint,
     write_partition_metadata,
 )
-from twisted_kafka.log.file_handles import OPEN_FILES, out_of_descriptors
+from twisted_kafka.log.file_handles import FileHandleCache, default_capacity
 from twisted_kafka.log.layout import (
     CLEAN_SHUTDOWN_FILE,
     INDEX_SUFFIX,
@@ -90,15 +94,16 @@ from twisted_kafka.log.layout import (
     TIME_INDEX_SUFFIX,
     TMP_SUFFIX,
     delete_dir_name,
-    fsync_dir,
-    is_delete_dir,
-    parse_partition_dir,
     partition_dir_name,
     segment_file_name,
 )
 from twisted_kafka.log.cleaner import CleanerConfig, LogCleaner
 from twisted_kafka.log.log import Log
 from twisted_kafka.log.log_config import LONG_MAX, LogConfig, config_value
+from twisted_kafka.log.log_loader import DirScan, LogLoader
+from twisted_kafka.log.log_registry import LogRegistry, TopicPartition
+from twisted_kafka.log.log_scheduler import LogScheduler, unwrap
+from twisted_kafka.log.partition_log import LogStore
 from twisted_kafka.log.producer_state import (
     DEFAULT_EXPIRATION_CHECK_INTERVAL_MS,
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
@@ -110,17 +115,6 @@ from twisted_kafka.log.unified_log import UnifiedLog
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
 log = Logger()
-
-TopicPartition = tuple[str, int]
-
-
-def _unwrap(failure: Failure) -> Failure:
-    while failure.check(FirstError):
-        error = failure.value
-        assert isinstance(error, FirstError)
-        failure = error.subFailure
-    return failure
-
 
 def _log_dirs(config: Any) -> list[str]:
     dirs = getattr(config, "log_dirs", None)
@@ -156,47 +150,8 @@ CHECKPOINTED: dict[str, Callable[[Any], int]] = {
 }
 
 
-class _DirScan:
-    """What a log dir holds at start-up (read in the thread pool)."""
-
-    def __init__(self, path: str):
-        self.path = path
-        self.clean = os.path.exists(os.path.join(path, CLEAN_SHUTDOWN_FILE))
-        self.damaged: list[str] = []        # checkpoints discarded: written again once loaded
-        self.recovery_points = self._read(RECOVERY_POINT_CHECKPOINT,
-                                          "its logs are recovered from their first segment")
-        self.log_start_offsets = self._read(LOG_START_OFFSET_CHECKPOINT,
-                                            "its logs start at their first segment")
-        self.high_watermarks = self._read(REPLICATION_OFFSET_CHECKPOINT,
-                                          "its high watermarks start at their log ends")
-        self.partitions: list[tuple[str, int, str]] = []
-        self.delete_dirs: list[str] = []
-        for name in sorted(os.listdir(path)):
-            full = os.path.join(path, name)
-            if not os.path.isdir(full):
-                continue
-            if is_delete_dir(name):
-                self.delete_dirs.append(full)
-                continue
-            parsed = parse_partition_dir(name)
-            if parsed is not None:
-                self.partitions.append((parsed[0], parsed[1], full))
-
-    def _read(self, name: str, consequence: str) -> dict:
-        """A checkpoint of the dir; a damaged one is discarded (it is written again
-        from the loaded logs at the next checkpoint)."""
-        path = os.path.join(self.path, name)
-        try:
-            return read_offset_checkpoint(path)
-        except (CheckpointError, OSError) as e:
-            log.warn("discarding the damaged {e}: {consequence}; it is written again from the "
-                     "loaded logs", e=e, consequence=consequence)
-            self.damaged.append(name)
-            return {}
-
-
-class LogManager(Service):
-    """Owns every partition's log (a ``UnifiedLog`` each); see the module docstring."""
+class LogManager(Service, LogStore):
+    """The file ``LogStore``: owns every partition's log (a ``UnifiedLog`` each); see the module docstring."""
 
     name = "log-manager"
 
@@ -208,8 +163,9 @@ class LogManager(Service):
         at start-up; ``threadpool`` runs blocking disk work (defaults to the
         reactor's); ``max_open_files`` bounds the segment files open at once
         (the broker's descriptor budget; default: half the open-file limit)."""
-        if max_open_files is not None:
-            OPEN_FILES.resize(max_open_files)
+        #: The descriptors of this manager's logs (``file_handles``): every log it creates or
+        #: loads opens its files through this cache, and no other.
+        self.files = FileHandleCache(default_capacity() if max_open_files is None else max_open_files)
         if reactor is None:
             from twisted.internet import reactor
         self.config = config
@@ -219,14 +175,13 @@ class LogManager(Service):
         self._topic_configs = topic_configs
         self._topic_overrides: dict[str, dict[str, Any]] = {}
         self._configs: dict[str, LogConfig] = {}
-        self._logs: dict[TopicPartition, UnifiedLog] = {}
-        self._dir_of: dict[TopicPartition, str] = {}
-        self._spaces = {d: LogDirSpace(d) for d in self.log_dirs}
+        #: The registry part: one ``UnifiedLog`` per partition, and its dir.
+        self.registry = LogRegistry(self.log_dirs)
+        #: The disk-space part: each dir's reserve and full state.
+        self.spaces = LogDirSpaces(self.log_dirs)
+        #: The scheduling part: periodic tasks and delayed deletions.
+        self.scheduler = LogScheduler(self._reactor, self._blocking)
         self._recovery_checkpoints_wanted: set[str] = set()
-        self._checking: dict[str, Deferred] = {}     # background damage check running, per dir
-        self._loops: list[task.LoopingCall] = []
-        self._pending_deletes: dict[object, tuple[Any, Callable[[], Deferred]]] = {}
-        self._running_deletes: set[Deferred] = set()
         self._checkpoint_lock = DeferredLock()
         #: Deleted logs whose writes or fsyncs still run: shutdown waits for them too.
         self._settling: set[Deferred] = set()
@@ -237,10 +192,14 @@ class LogManager(Service):
         #: Compaction of the logs whose cleanup.policy has compact (``twisted_kafka.log.cleaner``).
         self.cleaner = LogCleaner(CleanerConfig.from_broker_config(config), reactor=self._reactor,
                                   blocking=self._blocking, log_dirs=self.log_dirs, logs=self._logs_and_dirs,
-                                  space_of=self._spaces.get)
+                                  space_of=self.spaces.get, files=self.files)
         #: Shared by every log's producer state; ``update_producer_state_config`` changes it at runtime.
         self.producer_state_config = ProducerStateConfig(int(config_value(
             config, "producer.id.expiration.ms", DEFAULT_PRODUCER_ID_EXPIRATION_MS)))
+        #: The loading and recovery part.
+        self.loader = LogLoader(reactor=self._reactor, blocking=self._blocking, files=self.files,
+                                spaces=self.spaces, recovery_threads=self.recovery_threads,
+                                log_config=self.log_config, producer_state_config=self.producer_state_config)
 
     # -- helpers ------------------------------------------------------------
 
@@ -273,18 +232,19 @@ class LogManager(Service):
 
     def dir_space(self, log_dir: str) -> LogDirSpace:
         """The ``LogDirSpace`` (full state, space reserve) of one of ``log_dirs``."""
-        return self._spaces[os.path.abspath(log_dir)]
+        return self.spaces[os.path.abspath(log_dir)]
 
     def _register(self, local_log: Log, log_dir: str) -> UnifiedLog:
+        """Wire a loaded or new ``Log`` to this manager (its dir's space, delayed segment
+        deletion, recovery-point checkpoints after a roll) and enter it in the registry."""
         key = (local_log.topic, local_log.partition)
-        space = self._spaces[log_dir]
+        space = self.spaces[log_dir]
         local_log.segment_deleter = self._delete_segments_later
         local_log.space = space
         local_log.epoch_cache.space = space
         unified = UnifiedLog(local_log, reactor=self._reactor, threadpool=self._threadpool, space=space)
         unified.on_flushed_roll = lambda: self._checkpoint_recovery_point_of(log_dir)
-        self._logs[key] = unified
-        self._dir_of[key] = log_dir
+        self.registry.add(key, unified, log_dir)
         return unified
 
     # -- start --------------------------------------------------------------
@@ -296,12 +256,12 @@ class LogManager(Service):
         def loaded(_):
             self._load_ok = True
             self._start_tasks()
-            log.info("loaded {n} log(s) from {dirs}", n=len(self._logs), dirs=self.log_dirs)
+            log.info("loaded {n} log(s) from {dirs}", n=len(self.registry), dirs=self.log_dirs)
             return None
 
         def failed(f):
             # Reported by whoever started this service (KafkaServer: one line, then exit 1).
-            return _unwrap(f)
+            return unwrap(f)
 
         d.addCallbacks(loaded, failed)
         self._loaded = d
@@ -325,105 +285,41 @@ class LogManager(Service):
 
     def _load_dir(self, path: str) -> Deferred:
         os.makedirs(path, exist_ok=True)
-        d = self._blocking(self._scan_dir, path)
+        d = self._blocking(self.loader.scan, path)
         d.addCallback(self._load_partitions)
         return d
 
-    def _scan_dir(self, path: str) -> _DirScan:
-        """Preallocate the dir's space reserve — without room for it the dir starts
-        full: appends are refused until space is freed — and scan it (BLOCKING)."""
-        space = self._spaces[path]
-        if not space.ensure_reserve():
-            space.mark_full("no room for the space reserve at start-up")
-        return _DirScan(path)
-
-    def _load_partitions(self, scan: _DirScan) -> Deferred:
-        for doomed in scan.delete_dirs:
-            log.info("removing deleted partition dir {dir}", dir=doomed)
-            self._blocking(shutil.rmtree, doomed, True)
-        semaphore = DeferredSemaphore(self.recovery_threads)
-        now_ms = self._now_ms()
-        loads = []
-        for topic, partition, part_dir in scan.partitions:
-            key = (topic, partition)
-            loads.append(semaphore.run(
-                self._blocking, Log.open, part_dir, self.log_config(topic), topic=topic,
-                partition=partition, recovery_point=scan.recovery_points.get(key, 0),
-                log_start_offset=scan.log_start_offsets.get(key, 0),
-                had_clean_shutdown=scan.clean, now_ms=now_ms,
-                producer_state_config=self.producer_state_config))
+    def _load_partitions(self, scan: DirScan) -> Deferred:
+        d = self.loader.load(scan, self._now_ms())
 
         def register(logs: list[Log]):
             for loaded in logs:
                 key = (loaded.topic, loaded.partition)
-                if key in self._logs:
+                if key in self.registry:
                     raise StartupError("log.dirs", scan.path,
-                                       f"partition {key[0]}-{key[1]} is also in {self._dir_of[key]}; move the "
-                                       f"stale copy out of log.dirs and start again")
+                                       f"partition {key[0]}-{key[1]} is also in {self.registry.dir_of(key)}; "
+                                       f"move the stale copy out of log.dirs and start again")
                 self._register(loaded, scan.path)
                 if key in scan.high_watermarks:
                     loaded.high_watermark = scan.high_watermarks[key]     # clamped to the log
             rewritten = gatherResults([self._write_checkpoints(name, CHECKPOINTED[name], [scan.path])
                                        for name in scan.damaged], consumeErrors=True)
             if scan.clean:
-                rewritten.addCallback(lambda _: self._blocking(self._remove_marker, scan.path))
+                rewritten.addCallback(lambda _: self._blocking(self.loader.remove_marker, scan.path))
             elif scan.partitions:
                 log.info("{dir} had no clean shutdown: recovered {n} log(s)", dir=scan.path,
                          n=len(scan.partitions))
                 self._reactor.callLater(0, self._check_below_recovery_points, scan.path)
             return rewritten
 
-        d = gatherResults(loads, consumeErrors=True)
         d.addCallback(register)
         return d
 
     def _check_below_recovery_points(self, path: str) -> None:
-        """After an unclean shutdown, CRC-check in the background the finished segments
-        below each log's recovery point — recovery only checks from the recovery point
-        on — so damage that came from outside is found and reported (fetches of it
-        fail with CORRUPT_MESSAGE) rather than served.  One segment at a time."""
-        work = [(key, segment, end) for key, log_ in self._logs.items() if self._dir_of[key] == path
-                for segment, end in log_.local_log.segments_to_check()]
-        if work:
-            log.info("checking {n} segment(s) of {dir} below the recovery point for damage, in the "
-                     "background", n=len(work), dir=path)
-            self._check_next(work, path)
-
-    def _check_next(self, work: list, path: str) -> None:
-        self._checking.pop(path, None)
-        while work and self.running:
-            key, segment, end = work.pop(0)
-            unified = self._logs.get(key)
-            if unified is None or segment.deleted or segment.closed:
-                continue
-            d = self._blocking(segment.scan_for_damage, end, unified.recovery_point)
-            self._checking[path] = d
-
-            def found(ranges, unified=unified, segment=segment):
-                segment.verified = True
-                if ranges:
-                    unified.local_log.mark_damaged(segment, ranges)
-
-            def failed(f, segment=segment):
-                if segment.deleted or segment.closed:
-                    return
-                if out_of_descriptors(f.value):
-                    # Checked again after the next unclean shutdown; nothing else depends on it.
-                    log.warn("cannot check {path} for damage: {e}", path=segment.log_path, e=f.value)
-                else:
-                    log.failure("checking {path} failed", failure=f, path=segment.log_path)
-
-            d.addCallbacks(found, failed)
-            d.addBoth(lambda _: self._check_next(work, path))
-            return
-
-    @staticmethod
-    def _remove_marker(path: str) -> None:
-        try:
-            os.unlink(os.path.join(path, CLEAN_SHUTDOWN_FILE))
-        except FileNotFoundError:
-            return
-        fsync_dir(path)
+        """After an unclean shutdown, CRC-check the finished segments below each log's
+        recovery point in the background (``LogLoader.check_below_recovery_points``)."""
+        self.loader.check_below_recovery_points(path, self.registry.in_dir(path), self.registry.get,
+                                                lambda: bool(self.running))
 
     def _start_tasks(self) -> None:
         if not self.running:
@@ -432,7 +328,7 @@ class LogManager(Service):
         scheduler_ms = int(config_value(self.config, "log.flush.scheduler.interval.ms", LONG_MAX))
         if scheduler_ms >= LONG_MAX:
             scheduler_ms = max(10, min(1000, broker_defaults.flush_interval_ms))
-        tasks = [
+        self.scheduler.start([
             (self.cleanup_logs, config_value(self.config, "log.retention.check.interval.ms", 300000)),
             (self.flush_dirty_logs, scheduler_ms),
             (self.checkpoint_recovery_points,
@@ -445,55 +341,23 @@ class LogManager(Service):
             (self.remove_expired_producers,
              config_value(self.config, "producer.id.expiration.check.interval.ms",
                           DEFAULT_EXPIRATION_CHECK_INTERVAL_MS)),
-        ]
-        for f, interval_ms in tasks:
-            if not interval_ms or interval_ms <= 0:
-                continue
-            loop = task.LoopingCall(self._periodic, f)
-            loop.clock = self._reactor
-            loop.start(interval_ms / 1000.0, now=False).addErrback(self._task_died, f.__name__)
-            self._loops.append(loop)
+        ])
         self.cleaner.start().addErrback(
-            lambda f: log.failure("the log cleaner did not start", failure=_unwrap(f)))
-
-    @staticmethod
-    def _task_died(failure: Failure, name: str) -> None:
-        log.failure("periodic task {name} died", failure=failure, name=name)
-
-    @staticmethod
-    def _periodic(f: Callable[[], Any]) -> Any:
-        """Run a periodic task; a failure is logged and the task keeps its schedule."""
-        try:
-            result = f()
-        except Exception:
-            log.failure("periodic task {name} failed", name=f.__name__)
-            return None
-        if isinstance(result, Deferred):
-            result.addErrback(LogManager._periodic_failed, f.__name__)
-        return result
-
-    @staticmethod
-    def _periodic_failed(failure: Failure, name: str) -> None:
-        failure = _unwrap(failure)
-        if is_out_of_space(failure.value):
-            # A full disk is reported where it is found (``disk_space``): one line here.
-            log.warn("periodic task {name} failed: {e}", name=name, e=failure.value)
-        else:
-            log.failure("periodic task {name} failed", failure=failure, name=name)
+            lambda f: log.failure("the log cleaner did not start", failure=unwrap(f)))
 
     # -- lookup -------------------------------------------------------------
 
     def get_log(self, topic: str, partition: int) -> UnifiedLog | None:
-        return self._logs.get((topic, partition))
+        return self.registry.get((topic, partition))
 
     def all_logs(self) -> list[UnifiedLog]:
-        return list(self._logs.values())
+        return self.registry.logs()
 
     def log_dir_of(self, topic: str, partition: int) -> str | None:
-        return self._dir_of.get((topic, partition))
+        return self.registry.dir_of((topic, partition))
 
     def _logs_and_dirs(self) -> list[tuple[TopicPartition, Log, str]]:
-        return [(key, unified.local_log, self._dir_of[key]) for key, unified in self._logs.items()]
+        return [(key, unified.local_log, log_dir) for key, unified, log_dir in self.registry.entries()]
 
     # -- create / delete / configure ---------------------------------------
 
@@ -515,32 +379,23 @@ class LogManager(Service):
             # naming 25,000 partitions of one topic would do that 25,000 times.)
             self.update_topic_config(topic, topic_config)
         key = (topic, partition)
-        existing = self._logs.get(key)
+        existing = self.registry.get(key)
         if existing is not None:
             if topic_id is not None and existing.topic_id is not None and existing.topic_id != topic_id:
                 raise KafkaError(ErrorCode.INCONSISTENT_TOPIC_ID,
                                  f"{topic}-{partition} exists with topic id {existing.topic_id}")
             if topic_id is not None and existing.topic_id is None:
                 write_partition_metadata(os.path.join(existing.dir, PARTITION_METADATA), topic_id,
-                                         fsync=False, space=existing.space)
+                                         fsync=False, space=existing.space, files=self.files)
                 log.warn("{topic}-{partition}: partition.metadata rewritten with the topic id "
                          "{id} from the controller", topic=topic, partition=partition, id=topic_id)
                 existing.local_log.topic_id = topic_id
             return existing
-        counts = {d: 0 for d in self.log_dirs}
-        for d in self._dir_of.values():
-            counts[d] = counts.get(d, 0) + 1
-        log_dir = min(self.log_dirs, key=lambda d: (counts[d], self.log_dirs.index(d)))
+        log_dir = self.registry.dir_for_new_log()
         path = os.path.join(log_dir, partition_dir_name(topic, partition))
-        cfg = self.log_config(topic)
         existed = os.path.isdir(path)
         try:
-            if existed and os.listdir(path):
-                new = Log.open(path, cfg, topic=topic, partition=partition, topic_id=topic_id,
-                               now_ms=self._now_ms(), producer_state_config=self.producer_state_config)
-            else:
-                new = Log.create(path, topic, partition, cfg, topic_id=topic_id, now_ms=self._now_ms(),
-                                 space=self._spaces[log_dir], producer_state_config=self.producer_state_config)
+            new = self.loader.open_or_create(path, topic, partition, topic_id, self._now_ms())
         except OSError as e:
             if not existed:
                 _remove_new_dir(path)
@@ -557,7 +412,7 @@ class LogManager(Service):
         self._topic_overrides[topic] = dict(overrides)
         self._configs.pop(topic, None)
         cfg = self.log_config(topic)
-        for (t, _), log_ in self._logs.items():
+        for (t, _), log_ in self.registry.items():
             if t == topic:
                 log_.update_config(cfg)
         return cfg
@@ -571,10 +426,10 @@ class LogManager(Service):
         files are gone; False if there was no such log.
         """
         key = (topic, partition)
-        unified = self._logs.pop(key, None)
-        if unified is None:
+        removed = self.registry.remove(key)
+        if removed is None:
             return succeed(False)
-        log_dir = self._dir_of.pop(key)
+        unified, log_dir = removed
         self.cleaner.forget(topic, partition, log_dir)
         local_log = unified.local_log
         delay_ms = local_log.config.file_delete_delay_ms
@@ -589,37 +444,13 @@ class LogManager(Service):
         def settled(_):
             self._settling.discard(d)
             local_log.close()
-            self._schedule_delete(delay_ms, lambda: shutil.rmtree(target, ignore_errors=True),
-                                  done, True)
+            self.scheduler.delete_later(delay_ms, lambda: shutil.rmtree(target, ignore_errors=True),
+                                        done, True)
 
         d = unified.when_idle()
         self._settling.add(d)
         d.addCallback(settled).addErrback(done.errback)
         return done
-
-    def _schedule_delete(self, delay_ms: int, remove: Callable[[], None], done: Deferred,
-                         result: Any) -> None:
-        """Run ``remove`` in the thread pool after ``delay_ms``; then fire ``done``."""
-        token = object()
-
-        def run() -> Deferred:
-            self._pending_deletes.pop(token, None)
-            d = self._blocking(remove)
-            self._running_deletes.add(d)
-
-            def finished(outcome):
-                self._running_deletes.discard(d)
-                if isinstance(outcome, Failure):
-                    done.errback(outcome)
-                else:
-                    done.callback(result)
-                return None
-
-            d.addBoth(finished)
-            return d
-
-        call = self._reactor.callLater(delay_ms / 1000.0, run)
-        self._pending_deletes[token] = (call, run)
 
     def _delete_segments_later(self, log_: Log, segments: list[LogSegment]) -> None:
         """Segment deleter handed to every log: rename now, unlink after the delay."""
@@ -632,14 +463,14 @@ class LogManager(Service):
 
         done: Deferred[None] = Deferred()
         done.addErrback(lambda f: log.failure("deleting segments failed", failure=f))
-        self._schedule_delete(log_.config.file_delete_delay_ms, remove, done, None)
+        self.scheduler.delete_later(log_.config.file_delete_delay_ms, remove, done, None)
 
     # -- periodic work ------------------------------------------------------
 
     def flush_dirty_logs(self) -> None:
         """Periodic: flush logs whose unflushed data is older than their ``flush.ms``."""
         now = self._now_ms()
-        for log_ in list(self._logs.values()):
+        for log_ in self.registry.logs():
             flush_ms = log_.config.flush_interval_ms
             if flush_ms >= LONG_MAX or log_.unflushed_messages <= 0:
                 continue
@@ -650,7 +481,7 @@ class LogManager(Service):
         """Periodic: forget idempotent producers idle for ``producer.id.expiration.ms``
         (Kafka's per-log PeriodicProducerExpirationCheck); how many were forgotten."""
         now = self._now_ms()
-        return sum(log_.local_log.producer_state.remove_expired(now) for log_ in list(self._logs.values()))
+        return sum(log_.remove_expired_producers(now) for log_ in self.registry.logs())
 
     def update_producer_state_config(self, config: Any) -> None:
         """A new ``producer.id.expiration.ms`` (dynamic, cluster-wide): every log's next
@@ -660,16 +491,13 @@ class LogManager(Service):
 
     def check_full_dirs(self) -> Deferred | None:
         """Periodic: let appends resume in full dirs that have space again (see ``disk_space``)."""
-        full = [space for space in self._spaces.values() if space.full]
-        if not full:
-            return None
-        return gatherResults([self._blocking(space.try_resume) for space in full], consumeErrors=True)
+        return self.spaces.resume_full(self._blocking)
 
     def cleanup_logs(self) -> int:
         """Periodic: apply retention to every log; returns segments deleted."""
         now = self._now_ms()
         total = 0
-        for log_ in list(self._logs.values()):
+        for log_ in self.registry.logs():
             try:
                 total += delete_old_segments(log_.local_log, now)
             except Exception:
@@ -682,8 +510,8 @@ class LogManager(Service):
                            dirs: list[str] | None = None) -> Deferred:
         dirs = self.log_dirs if dirs is None else dirs
         by_dir: dict[str, dict] = {d: {} for d in dirs}
-        for key, log_ in self._logs.items():
-            offsets = by_dir.get(self._dir_of[key])
+        for key, log_, log_dir in self.registry.entries():
+            offsets = by_dir.get(log_dir)
             if offsets is not None:
                 offsets[key] = value(log_)
 
@@ -697,7 +525,7 @@ class LogManager(Service):
             for d, offsets in by_dir.items():
                 if os.path.isdir(d):
                     write_offset_checkpoint(os.path.join(d, name), offsets,
-                                            space=self._spaces[d] if use_reserve else None)
+                                            space=self.spaces[d] if use_reserve else None, files=self.files)
 
         return self._checkpoint_lock.run(self._blocking, write_all)
 
@@ -730,7 +558,7 @@ class LogManager(Service):
 
     @staticmethod
     def _recovery_checkpoint_failed(failure: Failure, log_dir: str) -> None:
-        failure = _unwrap(failure)
+        failure = unwrap(failure)
         if is_out_of_space(failure.value):
             log.warn("cannot checkpoint the recovery points of {dir}: {e}; the previous checkpoint "
                      "stays (a crash now only makes recovery re-read more)", dir=log_dir, e=failure.value)
@@ -741,10 +569,7 @@ class LogManager(Service):
 
     def stopService(self) -> Deferred:
         Service.stopService(self)
-        for loop in self._loops:
-            if loop.running:
-                loop.stop()
-        self._loops = []
+        self.scheduler.stop()
         d: Deferred[None] = Deferred()
         if self._loaded is None:
             d.callback(None)
@@ -757,21 +582,21 @@ class LogManager(Service):
                 # would claim state we do not know.
                 self._close_all()
                 return None
-            steps = gatherResults([self.cleaner.stop()] + [log_.when_idle() for log_ in self._logs.values()]
-                                  + list(self._settling) + list(self._checking.values()))
+            steps = gatherResults([self.cleaner.stop()] + [log_.when_idle() for log_ in self.registry.logs()]
+                                  + list(self._settling) + self.loader.checks_running())
             steps.addCallback(lambda _: self._snapshot_producer_state())
             steps.addCallback(lambda _: self._flush_all())
             steps.addCallback(lambda _: self.checkpoint_recovery_points())
             steps.addCallback(lambda _: self.checkpoint_log_start_offsets())
             steps.addCallback(lambda _: self.checkpoint_high_watermarks())
-            steps.addCallback(lambda _: self._finish_deletes())
+            steps.addCallback(lambda _: self.scheduler.finish_deletes())
             steps.addCallback(lambda _: self._close_all())
             steps.addCallback(lambda _: self._blocking(self._write_markers))
             return steps
 
         def failed(f):
             log.failure("the log manager did not shut down cleanly; logs are recovered at "
-                        "the next start", failure=_unwrap(f))
+                        "the next start", failure=unwrap(f))
             self.cleaner.stop()
             self._close_all()
 
@@ -782,7 +607,7 @@ class LogManager(Service):
     def _snapshot_producer_state(self) -> None:
         """Capture each log's producer state at its end (Kafka snapshots at close); the
         flush below writes the files.  Nothing appends any more at this point."""
-        for log_ in self._logs.values():
+        for log_ in self.registry.logs():
             log_.local_log.snapshot_for_shutdown()
 
     def _flush_all(self) -> Deferred:
@@ -791,18 +616,10 @@ class LogManager(Service):
         # Log.flush itself, not the flusher: it also makes the epoch checkpoint
         # and the directory durable when no record is left unflushed.
         return gatherResults([semaphore.run(self._blocking, log_.local_log.flush, None, now)
-                              for log_ in self._logs.values()], consumeErrors=True)
-
-    def _finish_deletes(self) -> Deferred:
-        """Do every delayed deletion now (shutdown must not leave timers behind)."""
-        for call, run in list(self._pending_deletes.values()):
-            if call.active():
-                call.cancel()
-            run()
-        return gatherResults(list(self._running_deletes), consumeErrors=True)
+                              for log_ in self.registry.logs()], consumeErrors=True)
 
     def _close_all(self) -> None:
-        for log_ in self._logs.values():
+        for log_ in self.registry.logs():
             try:
                 log_.local_log.close()
             except OSError:
@@ -812,4 +629,4 @@ class LogManager(Service):
         for d in self.log_dirs:
             if os.path.isdir(d):
                 write_clean_shutdown_marker(os.path.join(d, CLEAN_SHUTDOWN_FILE), self._broker_epoch,
-                                            space=self._spaces[d])
+                                            space=self.spaces[d], files=self.files)

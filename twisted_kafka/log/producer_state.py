@@ -105,6 +105,7 @@ from crc32c import crc32c
 from twisted.logger import Logger
 
 from twisted_kafka.log.checkpoints import write_atomically
+from twisted_kafka.log.file_handles import FileHandleCache
 from twisted_kafka.log.layout import (
     DELETED_SUFFIX,
     PRODUCER_SNAPSHOT_SUFFIX,
@@ -378,6 +379,8 @@ class ProducerStateManager:
         self._doomed: list[str] = []                 # renamed ``.deleted``, unlinked by write_snapshots
         self._lock = threading.Lock()                # _pending, _doomed
         self._io_lock = threading.Lock()             # snapshot files being written or removed
+        #: The log manager's descriptor cache (set by ``Log``): snapshots are opened through it.
+        self.files: FileHandleCache | None = None
 
     def __repr__(self) -> str:
         return f"<ProducerStateManager {self.name} producers={len(self.producers)}>"
@@ -468,7 +471,8 @@ class ProducerStateManager:
                 doomed, self._doomed = self._doomed, []
             for offset in sorted(pending):
                 try:
-                    write_atomically(self.snapshot_path(offset), encode_snapshot(pending[offset]), fsync=fsync)
+                    write_atomically(self.snapshot_path(offset), encode_snapshot(pending[offset]), fsync=fsync,
+                                     files=self.files)
                     written += 1
                 except OSError as e:
                     log.warn("cannot write the producer state snapshot {path}: {e}; after a crash the state "

@@ -59,6 +59,7 @@ from twisted_kafka.log.checkpoints import (
     read_partition_metadata,
 )
 from twisted_kafka.log.epoch_cache import LeaderEpochCache
+from twisted_kafka.log.file_handles import FileHandleCache
 from twisted_kafka.log.layout import (
     CLEANED_SUFFIX,
     DAMAGED_RANGES,
@@ -203,8 +204,10 @@ def load_log(dir: str, config: LogConfig, *, topic: str | None = None,
              log_start_offset: int = 0, had_clean_shutdown: bool = False,
              now_ms: int | None = None, segment_deleter: SegmentDeleter | None = None,
              stats: RecoveryStats | None = None,
-             producer_state_config: ProducerStateConfig | None = None) -> Log:
-    """Open (creating if needed) and, after an unclean shutdown, recover the log in ``dir``."""
+             producer_state_config: ProducerStateConfig | None = None,
+             files: FileHandleCache) -> Log:
+    """Open (creating if needed) and, after an unclean shutdown, recover the log in ``dir``;
+    its files are opened through ``files`` (the log manager's descriptor cache)."""
     now_ms = wall_clock_ms() if now_ms is None else now_ms
     stats = stats if stats is not None else RecoveryStats()
     if topic is None or partition is None:
@@ -229,6 +232,7 @@ def load_log(dir: str, config: LogConfig, *, topic: str | None = None,
         rewrite_damage = True
     epoch_cache = LeaderEpochCache.load(os.path.join(dir, LEADER_EPOCH_CHECKPOINT),
                                         durable=had_clean_shutdown)
+    epoch_cache.files = files
     bases = _clean_leftovers(dir)
 
     def on_batch(header) -> None:
@@ -246,7 +250,7 @@ def load_log(dir: str, config: LogConfig, *, topic: str | None = None,
     for i, base in enumerate(bases):
         is_last = i == len(bases) - 1
         end_offset = None if is_last else bases[i + 1]
-        segment, indexes_ok = LogSegment.open(dir, base, config, now_ms, full_index_check=is_last)
+        segment, indexes_ok = LogSegment.open(dir, base, config, now_ms, files=files, full_index_check=is_last)
         segment.damaged = sorted(DamagedRange(*r) for r in known_damage.get(base, ())
                                  if r[1] <= segment.size)
         segments.append(segment)
@@ -290,7 +294,7 @@ def load_log(dir: str, config: LogConfig, *, topic: str | None = None,
             segment.write_indexes()
 
     if not segments:
-        segments = [LogSegment.create(dir, max(log_start_offset, 0), config, now_ms)]
+        segments = [LogSegment.create(dir, max(log_start_offset, 0), config, now_ms, files=files)]
     log_end = segments[-1].next_offset
     start = max(log_start_offset, segments[0].base_offset)
     if start > log_end:
@@ -305,7 +309,7 @@ def load_log(dir: str, config: LogConfig, *, topic: str | None = None,
     producers.rebuild(segments, start, log_end, now_ms, had_clean_shutdown=had_clean_shutdown)
     result = Log(dir, topic, partition, config, segments=segments, log_start_offset=start,
                  recovery_point=min(recovery_point, log_end), epoch_cache=epoch_cache,
-                 topic_id=topic_id, segment_deleter=segment_deleter, producer_state=producers)
+                 topic_id=topic_id, files=files, segment_deleter=segment_deleter, producer_state=producers)
     result.recovery_stats = stats
     if rewrite_damage or known_damage or any(segment.damaged for segment in segments):
         result.save_damaged_ranges()

@@ -14,7 +14,7 @@ shared file position.  Only ``flush`` (fsync) and ``recover`` (reads the whole
 segment) are slow; the log calls them in the thread pool.
 
 The descriptor is opened when first needed and may be closed while the
-segment is idle (``file_handles.OPEN_FILES``, bounded by the broker's
+segment is idle (the log manager's ``file_handles.FileHandleCache``, bounded by the broker's
 descriptor budget); every use pins it (``acquire``/``release``).  An append
 pins it from ``pin()`` -- before anything is reserved, so running out of
 descriptors fails that append cleanly -- to its commit.
@@ -39,7 +39,7 @@ from twisted_kafka.log.batches import (
     parse_batch_header,
     validate_batch,
 )
-from twisted_kafka.log.file_handles import OPEN_FILES, CachedFile
+from twisted_kafka.log.file_handles import CachedFile, FileHandleCache
 from twisted_kafka.log.index import CorruptIndexError, OffsetIndex, TimeIndex
 from twisted_kafka.log.layout import (
     DELETED_SUFFIX,
@@ -166,7 +166,7 @@ class LogSegment:
 
     @classmethod
     def create(cls, dir: str, base_offset: int, config: LogConfig, now_ms: int, *,
-               suffix: str = "") -> LogSegment:
+               files: FileHandleCache, suffix: str = "") -> LogSegment:
         """A new empty segment (existing files of that name are emptied).
 
         ``suffix`` is appended to the three file names (the log cleaner writes
@@ -177,10 +177,10 @@ class LogSegment:
         path = os.path.join(dir, segment_file_name(base_offset, LOG_SUFFIX)) + suffix
         index_path = os.path.join(dir, segment_file_name(base_offset, INDEX_SUFFIX)) + suffix
         time_path = os.path.join(dir, segment_file_name(base_offset, TIME_INDEX_SUFFIX)) + suffix
-        fd = OPEN_FILES.os_open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+        fd = files.os_open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
         try:
-            offset_index = OffsetIndex.create(index_path, base_offset, config.max_index_size)
-            time_index = TimeIndex.create(time_path, base_offset, config.max_index_size)
+            offset_index = OffsetIndex.create(index_path, base_offset, config.max_index_size, files=files)
+            time_index = TimeIndex.create(time_path, base_offset, config.max_index_size, files=files)
         except OSError:
             os.close(fd)
             for leftover in (path, index_path, time_path):
@@ -196,14 +196,14 @@ class LogSegment:
                 log.warn("preallocating {path} failed: {e}", path=path, e=e)
         # The new segment is about to be appended to: its descriptor stays open (in the cache).
         return cls(
-            dir, base_offset, file=OPEN_FILES.file(path, os.O_RDWR, fd=fd), size=0,
+            dir, base_offset, file=files.file(path, os.O_RDWR, fd=fd), size=0,
             offset_index=offset_index, time_index=time_index,
             config=config, created_ms=now_ms, next_offset=base_offset,
             preallocated=preallocated, suffix=suffix)
 
     @classmethod
     def open(cls, dir: str, base_offset: int, config: LogConfig, now_ms: int, *,
-             full_index_check: bool = False) -> tuple[LogSegment, bool]:
+             files: FileHandleCache, full_index_check: bool = False) -> tuple[LogSegment, bool]:
         """Open an existing segment; returns (segment, indexes_ok).
 
         A missing or insane index is replaced by an empty one and
@@ -217,16 +217,16 @@ class LogSegment:
         time_path = os.path.join(dir, segment_file_name(base_offset, TIME_INDEX_SUFFIX))
         try:
             offset_index = OffsetIndex.open(index_path, base_offset, config.max_index_size, size,
-                                            full_check=full_index_check)
+                                            full_check=full_index_check, files=files)
             time_index = TimeIndex.open(time_path, base_offset, config.max_index_size, size,
-                                        full_check=full_index_check)
+                                        full_check=full_index_check, files=files)
         except (FileNotFoundError, CorruptIndexError) as e:
             log.warn("rebuilding the indexes of {path}: {e}", path=path, e=e)
             ok = False
-            offset_index = OffsetIndex.create(index_path, base_offset, config.max_index_size)
-            time_index = TimeIndex.create(time_path, base_offset, config.max_index_size)
+            offset_index = OffsetIndex.create(index_path, base_offset, config.max_index_size, files=files)
+            time_index = TimeIndex.create(time_path, base_offset, config.max_index_size, files=files)
         max_ts, offset_of_max = time_index.last_entry
-        segment = cls(dir, base_offset, file=OPEN_FILES.file(path, os.O_RDWR), size=size,
+        segment = cls(dir, base_offset, file=files.file(path, os.O_RDWR), size=size,
                       offset_index=offset_index,
                       time_index=time_index, config=config, created_ms=now_ms, next_offset=None,
                       max_timestamp=max_ts, offset_of_max_timestamp=offset_of_max)

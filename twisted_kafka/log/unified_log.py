@@ -47,8 +47,16 @@ from twisted_kafka.log.disk_space import LogDirSpace, is_out_of_space
 from twisted_kafka.log.epoch_cache import LeaderEpochCache
 from twisted_kafka.log.file_handles import out_of_descriptors
 from twisted_kafka.log.flusher import LogFlusher
-from twisted_kafka.log.log import AppendOrigin, LogAppendInfo, Log, PendingAppend
+from twisted_kafka.log.log import Log, PendingAppend
 from twisted_kafka.log.log_config import LogConfig
+from twisted_kafka.log.partition_log import (
+    AbortedTransaction,
+    AppendOrigin,
+    FetchIsolation,
+    LogAppendInfo,
+    PartitionLog,
+    ProducerStateEntry,
+)
 from twisted_kafka.log.segment import WouldBlock
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
@@ -60,13 +68,16 @@ log = Logger()
 INLINE_WRITE_MAX_BYTES = 64 * 1024
 
 
-class UnifiedLog:
-    """The asynchronous per-partition API over one ``Log`` (see the module docstring).
+class UnifiedLog(PartitionLog):
+    """The file log's ``PartitionLog``: the asynchronous per-partition API over one ``Log``
+    (see the module docstring).
 
     ``LogManager`` builds one per partition and hands it out from its
     registry; everything else in the broker reads and writes the partition
-    through it.  ``local_log`` is the synchronous ``Log`` underneath, for
-    the log's own machinery (loading, retention, checkpoints, deletion).
+    through the ``PartitionLog`` methods.  ``local_log`` is the synchronous
+    ``Log`` underneath, for the log's own machinery in ``twisted_kafka.log``
+    (loading, retention, checkpoints, deletion, the cleaner); nothing outside
+    that package touches it.
     """
 
     __slots__ = ("local_log", "inline_write_max_bytes", "space", "on_flushed_roll", "_reactor",
@@ -131,9 +142,34 @@ class UnifiedLog:
     def high_watermark(self) -> int:
         return self.local_log.high_watermark
 
-    @high_watermark.setter
-    def high_watermark(self, offset: int) -> None:
-        self.local_log.high_watermark = offset
+    def update_high_watermark(self, offset: int) -> int:
+        local = self.local_log
+        local.high_watermark = offset            # clamped to [log start, committed end]
+        return local.high_watermark
+
+    def maybe_increment_high_watermark(self, offset: int) -> bool:
+        local = self.local_log
+        old = local.high_watermark
+        offset = min(offset, local.committed_end_offset)
+        if offset <= old:
+            return False
+        local.high_watermark = offset
+        return local.high_watermark > old
+
+    def high_watermark_follows_log_end(self, follows: bool) -> None:
+        local = self.local_log
+        local.hw_follows_leo = follows
+        if follows:
+            local.high_watermark = local.committed_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        # No transactions yet (transactional batches are refused): nothing is unstable.
+        return self.local_log.high_watermark
+
+    def aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTransaction]:
+        # No transactions yet: nothing was aborted (see ``partition_log``).
+        return []
 
     @property
     def log_start_offset(self) -> int:
@@ -163,11 +199,27 @@ class UnifiedLog:
 
     @property
     def epoch_cache(self) -> LeaderEpochCache:
+        """The leader-epoch file of the log, for ``twisted_kafka.log``'s own machinery."""
         return self.local_log.epoch_cache
 
     @property
     def latest_epoch(self) -> int:
         return self.local_log.latest_epoch
+
+    def assign_epoch_start_offset(self, epoch: int, start_offset: int) -> bool:
+        return self.local_log.epoch_cache.assign(epoch, start_offset)
+
+    def epoch_for_offset(self, offset: int) -> int:
+        return self.local_log.epoch_cache.epoch_for_offset(offset)
+
+    def epoch_entries(self) -> list[tuple[int, int]]:
+        return self.local_log.epoch_cache.entries
+
+    def producer_state_entry(self, producer_id: int) -> ProducerStateEntry | None:
+        return self.local_log.producer_state.entry(producer_id)
+
+    def remove_expired_producers(self, now_ms: int) -> int:
+        return self.local_log.producer_state.remove_expired(now_ms)
 
     @property
     def size(self) -> int:
@@ -372,9 +424,13 @@ class UnifiedLog:
 
     # -- reads -------------------------------------------------------------
 
-    def read(self, fetch_offset: int, max_bytes: int, *, max_offset: int | None = None,
-             min_one_message: bool = True) -> Deferred:
+    def read(self, fetch_offset: int, max_bytes: int, *, isolation: FetchIsolation = FetchIsolation.LOG_END,
+             max_offset: int | None = None, min_one_message: bool = True) -> Deferred:
         """``Log.read`` without stalling the reactor on the disk.
+
+        The bound of ``isolation`` is taken now: the high watermark, the last
+        stable offset, or for ``LOG_END`` the log's own end (nothing past the
+        committed end is readable).
 
         The read is tried on the reactor with ``nowait`` (page cache only:
         ~0.1 ms for 1 MiB); if data or index would have to come from the
@@ -384,6 +440,9 @@ class UnifiedLog:
         open a segment file (the process is out of them).
         """
         local = self.local_log
+        if isolation is not FetchIsolation.LOG_END:
+            bound = local.high_watermark if isolation is FetchIsolation.HIGH_WATERMARK else self.last_stable_offset
+            max_offset = bound if max_offset is None else min(bound, max_offset)
         try:
             return succeed(local.read(fetch_offset, max_bytes, max_offset=max_offset,
                                       min_one_message=min_one_message, nowait=True))

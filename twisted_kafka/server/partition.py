@@ -19,7 +19,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from twisted_kafka.log import UnifiedLog
+from twisted_kafka.log import PartitionLog
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
 
@@ -40,7 +40,7 @@ class Partition:
     topic: str
     index: int
     topic_id: uuid.UUID
-    log: UnifiedLog
+    log: PartitionLog
     local_broker_id: int
     leader_id: int = -1
     leader_epoch: int = -1
@@ -67,10 +67,7 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        # No transactions yet: nothing is unstable below the high watermark.  It must equal the
-        # high watermark then: librdkafka reads read_committed by default and hides records at
-        # or past a smaller last stable offset.
-        return self.log.high_watermark
+        return self.log.last_stable_offset
 
     @property
     def log_start_offset(self) -> int:
@@ -101,12 +98,11 @@ class Partition:
         # the leader under a new epoch keeps what it knows of its followers.
         self.followers = {b: kept.get(b) or ReplicaState(last_caught_up_ms=now if b in self.isr else 0)
                           for b in self.replicas if b != self.local_broker_id}
-        self.log.local_log.hw_follows_leo = not self.followers
-        if not self.followers:
-            self.log.high_watermark = self.log.committed_end_offset
+        # Without followers the high watermark is the log end, after every append.
+        self.log.high_watermark_follows_log_end(not self.followers)
         # Kafka records where each leader epoch starts when the leadership begins,
         # so OffsetForLeaderEpoch answers correctly even before the first append.
-        self.log.epoch_cache.assign(leader_epoch, self.log.log_end_offset)
+        self.log.assign_epoch_start_offset(leader_epoch, self.log.log_end_offset)
 
     def make_follower(self, leader_id: int, leader_epoch: int, partition_epoch: int, replicas: list[int],
                       isr: list[int]) -> None:
@@ -118,7 +114,7 @@ class Partition:
         self.isr = list(isr)
         self.followers = {}
         self.pending_isr = None
-        self.log.local_log.hw_follows_leo = False
+        self.log.high_watermark_follows_log_end(False)
 
     # -- leader: followers and the high watermark ------------------------------------------
 
@@ -166,10 +162,7 @@ class Partition:
             if state is None:
                 continue
             end = min(end, state.log_end_offset)
-        old = log.high_watermark
-        if end > old:
-            log.high_watermark = end
-        return log.high_watermark > old
+        return log.maybe_increment_high_watermark(end)
 
     def out_of_sync_replicas(self, now_ms: int, max_lag_ms: int) -> list[int]:
         """ISR followers that have not caught up for more than ``max_lag_ms`` (replica.lag.time.max.ms)."""
@@ -182,5 +175,5 @@ class Partition:
         state = self.followers.get(replica_id)
         if state is None or state.log_end_offset < 0:
             return False
-        epoch_start = next((start for epoch, start in self.log.epoch_cache.entries if epoch == self.leader_epoch), 0)
+        epoch_start = next((start for epoch, start in self.log.epoch_entries() if epoch == self.leader_epoch), 0)
         return state.log_end_offset >= self.log.high_watermark and state.log_end_offset >= epoch_start

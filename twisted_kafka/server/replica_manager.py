@@ -39,7 +39,7 @@ from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
 from twisted_kafka.controller.interface import INTERNAL_TOPICS
-from twisted_kafka.log import AppendOrigin, LogConfig
+from twisted_kafka.log import AppendOrigin, FetchIsolation, LogConfig, LogStore
 from twisted_kafka.metrics.registry import MetricName
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
@@ -78,7 +78,7 @@ class LeadershipListener(Protocol):
 class ReplicaManager:
     log = Logger(namespace="twisted_kafka.server.ReplicaManager")
 
-    def __init__(self, *, broker_id: int, log_manager, reactor, topic_overrides):
+    def __init__(self, *, broker_id: int, log_manager: LogStore, reactor, topic_overrides):
         self.broker_id = broker_id
         self.log_manager = log_manager
         self.reactor = reactor
@@ -287,11 +287,9 @@ class ReplicaManager:
 
     def append_as_follower(self, partition: Partition, records, leader_high_watermark: int):
         """Follower: append the leader's batches as they are and take its high watermark."""
-        info = partition.log.append_as_follower(records) if records else None
         log = partition.log
-        hw = min(leader_high_watermark, log.committed_end_offset)
-        if hw > log.high_watermark:
-            log.high_watermark = hw
+        info = log.append_as_follower(records) if records else None
+        log.maybe_increment_high_watermark(leader_high_watermark)      # clamped to what it has
         return info
 
     def shutdown(self) -> None:
@@ -303,9 +301,12 @@ class ReplicaManager:
         self.produce_purgatory.complete_all()
         self.purgatory.complete_all()
 
-    def read(self, partition: Partition, fetch_offset: int, max_bytes: int, *, max_offset: int,
+    def read(self, partition: Partition, fetch_offset: int, max_bytes: int, *,
+             isolation: FetchIsolation = FetchIsolation.LOG_END, max_offset: int | None = None,
              min_one_message: bool) -> Deferred:
-        return partition.log.read(fetch_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message)
+        """Read a hosted partition up to the bound of ``isolation`` (and ``max_offset``)."""
+        return partition.log.read(fetch_offset, max_bytes, isolation=isolation, max_offset=max_offset,
+                                  min_one_message=min_one_message)
 
     def fetch_offset_for_timestamp(self, partition: Partition, timestamp: int) -> Deferred:
         """ListOffsets by time (KIP-79): fires with the ``TimestampAndOffset`` of the first

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 
+from twisted_kafka.log.file_handles import FileHandleCache, default_capacity
 from twisted_kafka.log.log import Log
 from twisted_kafka.log.log_config import LogConfig
 from twisted_kafka.protocol.records.batch import parse_batch_header, iter_batch_headers
@@ -31,9 +32,12 @@ def config(**changes) -> LogConfig:
     return LogConfig(**base)
 
 
-def new_log(tmp_path, name: str = "t-0", **changes) -> Log:
+def new_log(tmp_path, name: str = "t-0", *, files: FileHandleCache | None = None, **changes) -> Log:
+    """A new log; its files go through ``files``, else a descriptor cache of its own (as a
+    ``LogManager`` would make)."""
+    files = files if files is not None else FileHandleCache(default_capacity())
     return Log.create(os.path.join(str(tmp_path), name), name.rsplit("-", 1)[0],
-                      int(name.rsplit("-", 1)[1]), config(**changes), now_ms=NOW)
+                      int(name.rsplit("-", 1)[1]), config(**changes), files=files, now_ms=NOW)
 
 
 def reopen(log: Log, *, clean: bool = False, **changes) -> Log:
@@ -41,7 +45,7 @@ def reopen(log: Log, *, clean: bool = False, **changes) -> Log:
     recovery_point = log.recovery_point
     start = log.log_start_offset
     log.close()
-    return Log.open(log.dir, config(**changes), recovery_point=recovery_point,
+    return Log.open(log.dir, config(**changes), files=log.files, recovery_point=recovery_point,
                     log_start_offset=start, had_clean_shutdown=clean, now_ms=NOW)
 
 

@@ -67,7 +67,7 @@ def _kill(log, *extra):
 
 def _reload(log: Log) -> Log:
     return Log.open(log.dir, config(cleanup_policy=("compact",), segment_bytes=2048),
-                    recovery_point=log.recovery_point, had_clean_shutdown=False, now_ms=NOW)
+                    recovery_point=log.recovery_point, had_clean_shutdown=False, now_ms=NOW, files=log.files)
 
 
 def _check(before: list, log: Log) -> list:

@@ -76,11 +76,11 @@ def test_a_write_out_of_space_releases_the_reserve_marks_the_dir_full_and_retrie
     real = checkpoints._write_atomically
     calls = []
 
-    def full_once(path, data, fsync, mode):
+    def full_once(path, data, fsync, **kwargs):
         calls.append(path)
         if len(calls) == 1:
             raise OSError(errno.ENOSPC, "No space left on device")
-        real(path, data, fsync, mode)
+        real(path, data, fsync, **kwargs)
 
     monkeypatch.setattr(checkpoints, "_write_atomically", full_once)
     target = str(tmp_path / "checkpoint")
@@ -154,10 +154,10 @@ def test_checkpoints_use_the_reserve(manager, monkeypatch):
     real = checkpoints._write_atomically
     state = {"full": True}
 
-    def full_until_reserve_released(path, data, fsync, mode):
+    def full_until_reserve_released(path, data, fsync, **kwargs):
         if state["full"] and os.path.exists(space.reserve_path):
             raise OSError(errno.ENOSPC, "No space left on device")
-        real(path, data, fsync, mode)
+        real(path, data, fsync, **kwargs)
 
     monkeypatch.setattr(checkpoints, "_write_atomically", full_until_reserve_released)
     _result(manager.checkpoint_log_start_offsets())

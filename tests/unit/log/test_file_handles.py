@@ -11,7 +11,7 @@ import resource
 import pytest
 
 from twisted_kafka.config import KafkaConfig
-from twisted_kafka.log.file_handles import OPEN_FILES, FileHandleCache
+from twisted_kafka.log.file_handles import FileHandleCache, default_capacity
 from twisted_kafka.log.log_manager import LogManager
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
@@ -55,12 +55,11 @@ def no_descriptor_left():
 
 @pytest.fixture
 def open_files():
-    """The process's cache, emptied of idle descriptors (so running out cannot be helped by
-    closing some) and given back its capacity afterwards."""
-    capacity = OPEN_FILES.capacity
-    OPEN_FILES.close_idle()
-    yield OPEN_FILES
-    OPEN_FILES.resize(capacity)
+    """A descriptor cache of the size a ``LogManager`` makes without a budget, with no idle
+    descriptor (so running out cannot be helped by closing some), for the logs of one test."""
+    files = FileHandleCache(default_capacity())
+    yield files
+    files.close_idle()
 
 
 def _files(tmp_path, n: int) -> list[str]:
@@ -165,7 +164,7 @@ def test_out_of_descriptors_idle_ones_are_closed_to_make_room(tmp_path):
 
 def test_a_log_with_more_segments_than_descriptors(tmp_path, open_files):
     open_files.resize(3)
-    log = new_log(tmp_path, segment_bytes=400)
+    log = new_log(tmp_path, files=open_files, segment_bytes=400)
     for i in range(40):
         log.append_as_leader(batch(2, value_size=40, prefix=b"b%d." % i), 0, NOW)
     assert len(log.segments) > 10 and fds_under(tmp_path) <= 3
@@ -175,14 +174,14 @@ def test_a_log_with_more_segments_than_descriptors(tmp_path, open_files):
     log.flush()
     log.close()
     assert fds_under(tmp_path) == 0
-    again = log.open(log.dir, log.config, recovery_point=0, had_clean_shutdown=False, now_ms=NOW)
+    again = log.open(log.dir, log.config, files=log.files, recovery_point=0, had_clean_shutdown=False, now_ms=NOW)
     assert again.recovery_stats.segments_recovered == len(log.segments)
     assert [v for _, v in records_of(again.read(0, 1 << 20))] == values and fds_under(tmp_path) <= 3
     again.close()
 
 
 def test_an_append_without_a_descriptor_fails_alone(tmp_path, open_files):
-    log = new_log(tmp_path)
+    log = new_log(tmp_path, files=open_files)
     log.append_as_leader(batch(1), 0, NOW)
     open_files.close_idle()
     assert log.active_segment.fd is None
@@ -237,7 +236,7 @@ def test_a_read_without_a_descriptor_fails_alone(tmp_path, open_files):
     from twisted_kafka.log.unified_log import UnifiedLog
 
     clock = InlineReactor()
-    unified = UnifiedLog(new_log(tmp_path), reactor=clock, threadpool=SyncThreadPool())
+    unified = UnifiedLog(new_log(tmp_path, files=open_files), reactor=clock, threadpool=SyncThreadPool())
     unified.local_log.append_as_leader(batch(1), 0, NOW)
     open_files.close_idle()
     failures = []
@@ -290,3 +289,21 @@ def test_an_index_append_never_waits_for_an_index_fsync(tmp_path, monkeypatch):
     index.write_pending()
     assert len(index) == 2 and index.pending_entries == 0
     assert (tmp_path / "x.index").read_bytes() == b"\0\0\0\0\0\0\0\0\0\0\0\x0a\0\0\0\x64"
+
+
+def test_each_log_manager_keeps_its_logs_descriptors_in_its_own_cache(tmp_path, open_files):
+    """No process-wide cache: the budget of one manager bounds its own logs only."""
+    small = _manager(tmp_path / "small", 2)
+    large = _manager(tmp_path / "large", 50)
+    assert small.files is not large.files and small.files.capacity == 2 and large.files.capacity == 50
+    for p in range(6):
+        for manager in (small, large):
+            log = manager.create_log("t", p)
+            log.local_log.append_as_leader(batch(1), 0, NOW)
+            assert log.local_log.files is manager.files
+            assert all(s.file.cache is manager.files for s in log.local_log.segments)
+    assert fds_under(tmp_path / "small") <= 2 and len(small.files) <= 2
+    assert fds_under(tmp_path / "large") == len(large.files) == 6
+    small.stopService()
+    large.stopService()
+    assert fds_under(tmp_path) == 0

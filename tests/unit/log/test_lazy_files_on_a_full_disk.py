@@ -18,7 +18,7 @@ import os
 import pytest
 
 from twisted_kafka.config import KafkaConfig
-from twisted_kafka.log.file_handles import OPEN_FILES
+from twisted_kafka.log.file_handles import FileHandleCache, default_capacity
 from twisted_kafka.log.layout import CLEAN_SHUTDOWN_FILE, segment_file_name
 from twisted_kafka.log.log import Log
 from twisted_kafka.log.log_manager import LogManager
@@ -34,11 +34,10 @@ ENOSPC = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 @pytest.fixture
 def open_files():
-    """The process's cache with no idle descriptor, given back its capacity afterwards."""
-    capacity = OPEN_FILES.capacity
-    OPEN_FILES.close_idle()
-    yield OPEN_FILES
-    OPEN_FILES.resize(capacity)
+    """A descriptor cache (as a ``LogManager`` makes) with no idle descriptor, for one test's log."""
+    files = FileHandleCache(default_capacity())
+    yield files
+    files.close_idle()
 
 
 @contextlib.contextmanager
@@ -64,7 +63,7 @@ def _index_sizes(segment) -> tuple[int, int]:
 
 
 def test_a_failed_write_is_cut_back_even_after_the_lru_closed_the_segment_file(tmp_path, open_files):
-    log = new_log(tmp_path)
+    log = new_log(tmp_path, files=open_files)
     log.append_as_leader(batch(1), 0, NOW)
     committed_size = log.active_segment.size
     other = open_files.file(str(tmp_path / "other"), os.O_RDWR | os.O_CREAT)
@@ -122,7 +121,7 @@ def test_index_entries_that_cannot_be_written_keep_the_recovery_point_and_are_wr
     assert _index_sizes(segment)[0] == segment.offset_index.size_bytes == on_disk[0] + 6 * 8
     log.close()
     again = Log.open(log.dir, config(index_interval_bytes=1), recovery_point=10, had_clean_shutdown=True,
-                     now_ms=NOW)
+                     now_ms=NOW, files=log.files)
     assert again.recovery_stats.indexes_rebuilt == 0 and again.recovery_stats.segments_recovered == 0
     assert again.active_segment.offset_index.lookup(8) == segment.offset_index.lookup(8)
     assert [o for o, _ in records_of(again.read(0, 1 << 20))] == list(range(10))
@@ -171,7 +170,7 @@ def _flip(path: str, position: int) -> None:
         f.write(bytes([byte[0] ^ 0x40]))
 
 
-def test_damage_is_found_in_segments_whose_files_are_not_open(tmp_path, open_files):
+def test_damage_is_found_in_segments_whose_files_are_not_open(tmp_path):
     reactor = InlineReactor()
     reactor.advance(NOW / 1000)
     manager = _manager(tmp_path, reactor)
@@ -187,14 +186,14 @@ def test_damage_is_found_in_segments_whose_files_are_not_open(tmp_path, open_fil
 
     manager = _manager(tmp_path, reactor)
     log = manager.get_log("t", 0)
-    open_files.resize(1)                       # every idle descriptor goes
+    manager.files.resize(1)                    # every idle descriptor of its logs goes
     assert log.local_log.recovery_point == 36 and log.local_log.segments[0].fd is None
     reactor.advance(0)                         # the background check reads them through the cache
     with pytest.raises(KafkaError) as raised:
         log.local_log.read(4, 1 << 20)
     assert raised.value.code == ErrorCode.CORRUPT_MESSAGE
     assert [o for o, _ in records_of(log.local_log.read(6, 1 << 20))][0] == 6
-    assert len(open_files) <= 1
+    assert len(manager.files) <= 1
     manager.stopService()
 
 
@@ -211,10 +210,10 @@ def test_a_recovery_point_checkpoint_never_takes_the_space_reserve(tmp_path, mon
         log.local_log.append_as_leader(batch(3, value_size=40, prefix=b"b%d." % i), 0, NOW)
     real = checkpoints._write_atomically
 
-    def full(path, data, fsync, mode):
+    def full(path, data, fsync, **kwargs):
         if os.path.exists(space.reserve_path):
             raise OSError(errno.ENOSPC, "No space left on device")
-        real(path, data, fsync, mode)
+        real(path, data, fsync, **kwargs)
 
     monkeypatch.setattr(checkpoints, "_write_atomically", full)
     log.local_log.roll()                       # its flush is followed by a recovery-point checkpoint

@@ -41,7 +41,7 @@ def _filled(tmp_path, batches=12, **changes):
 
 def _load(log, *, recovery_point, clean=False, **changes) -> Log:
     return Log.open(log.dir, config(**{**SEGMENT, **changes}), recovery_point=recovery_point,
-                    had_clean_shutdown=clean, now_ms=NOW)
+                    had_clean_shutdown=clean, now_ms=NOW, files=log.files)
 
 
 def _batches(path):

@@ -29,7 +29,7 @@ def _crash(log: Log) -> None:
 
 def _load(log: Log, *, recovery_point=0, clean=False, **changes) -> Log:
     return Log.open(log.dir, config(**changes), recovery_point=recovery_point,
-                    had_clean_shutdown=clean, now_ms=NOW)
+                    had_clean_shutdown=clean, now_ms=NOW, files=log.files)
 
 
 def _filled(tmp_path, batches=10, **changes):

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from twisted.logger import Logger
 
+from twisted_kafka.log import FetchIsolation, PartitionLog
 from twisted_kafka.protocol.records.batch import RecordBatchHeader, iter_batch_headers
 from twisted_kafka.protocol.records.record import Record, iter_records
 
@@ -125,13 +126,14 @@ def batches_of(chunks: Iterable) -> Iterator[tuple[RecordBatchHeader, Iterator[R
             yield header, iter_records(buf, pos, header)
 
 
-async def read_partition(unified_log, load_buffer_size: int) -> LoadedPartition:
+async def read_partition(partition_log: PartitionLog, load_buffer_size: int) -> LoadedPartition:
     """Replay a partition's whole log (from its start to the end it had when the load began)."""
     loaded = LoadedPartition()
-    offset = unified_log.log_start_offset
-    end = unified_log.log_end_offset
+    offset = partition_log.log_start_offset
+    end = partition_log.log_end_offset
     while offset < end:
-        info = await unified_log.read(offset, load_buffer_size, max_offset=end, min_one_message=True)
+        info = await partition_log.read(offset, load_buffer_size, isolation=FetchIsolation.LOG_END, max_offset=end,
+                                        min_one_message=True)
         if not info.records:
             break
         loaded.next_offset = offset

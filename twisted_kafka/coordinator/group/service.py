@@ -82,11 +82,11 @@ class GroupCoordinatorService(Service):
         if partition.topic != OFFSETS_TOPIC:
             return
         self._follow_partition_count()
-        unified_log = partition.log
+        partition_log = partition.log
         buffer_size = self.offset_config.load_buffer_size
         self.coordinator.on_election(
             partition.index, partition.leader_epoch,
-            lambda: ensureDeferred(read_partition(unified_log, buffer_size)))
+            lambda: ensureDeferred(read_partition(partition_log, buffer_size)))
 
     def on_follower(self, partition) -> None:
         if partition.topic == OFFSETS_TOPIC:

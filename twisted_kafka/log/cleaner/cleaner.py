@@ -273,7 +273,7 @@ class CleanTask:
         self._group_position = 0
         self._cleaned_producers = {}
         self.cleaned = LogSegment.create(self.log.dir, group[0].base_offset, self.log.config, self.now_ms,
-                                         suffix=CLEANED_SUFFIX)
+                                         files=self.log.files, suffix=CLEANED_SUFFIX)
         self.stats.segments_in += len(group)
         return self.cleaned
 

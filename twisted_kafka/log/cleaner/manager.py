@@ -46,6 +46,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from twisted_kafka.log.checkpoints import CheckpointError, read_offset_checkpoint, write_offset_checkpoint
+from twisted_kafka.log.file_handles import FileHandleCache
 from twisted_kafka.log.disk_space import LogDirSpace, is_out_of_space
 from twisted_kafka.log.log import Log
 
@@ -88,15 +89,17 @@ class LogCleaner:
 
     def __init__(self, config: CleanerConfig, *, reactor, blocking: Callable[..., Deferred],
                  log_dirs: list[str], logs: Callable[[], Iterable[tuple[TopicPartition, Log, str]]],
-                 space_of: Callable[[str], LogDirSpace | None] = lambda _: None):
+                 space_of: Callable[[str], LogDirSpace | None] = lambda _: None,
+                 files: FileHandleCache | None = None):
         """``logs()`` lists (key, log, log dir) of every log now; ``blocking(f, *args)``
-        runs ``f`` in the I/O thread pool."""
+        runs ``f`` in the I/O thread pool; ``files`` is the log manager's descriptor cache."""
         self.config = config
         self._reactor = reactor
         self._blocking = blocking
         self.log_dirs = list(log_dirs)
         self._logs = logs
         self._space_of = space_of
+        self._files = files
         self.throttler = Throttler(config.io_max_bytes_per_second, reactor)
         self._checkpoints: dict[str, dict[TopicPartition, int]] = {d: {} for d in self.log_dirs}
         self._checkpoint_lock = DeferredLock()
@@ -434,7 +437,7 @@ class LogCleaner:
 
         def write():
             if os.path.isdir(log_dir):
-                write_offset_checkpoint(path, offsets)
+                write_offset_checkpoint(path, offsets, files=self._files)
 
         d = self._checkpoint_lock.run(self._blocking, write)
 

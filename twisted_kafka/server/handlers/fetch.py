@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from twisted.logger import Logger
 
+from twisted_kafka.log import FetchIsolation
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.fetch_response import FetchableTopicResponse, FetchResponseData, PartitionData
 from twisted_kafka.protocol.registry import ApiKey
@@ -64,6 +65,7 @@ class FetchHandler(ApiHandler):
         remaining = min(body.max_bytes if request.api_version >= 3 else 2**31 - 1, self.config["fetch.max.bytes"])
         read_committed = request.api_version >= 4 and body.isolation_level == READ_COMMITTED
         follower = body.replica_id if body.replica_id >= 0 else None
+        isolation = FetchIsolation.of(follower=follower is not None, read_committed=read_committed)
         total = 0
         any_error = False
         topics = []
@@ -95,14 +97,8 @@ class FetchHandler(ApiHandler):
                     entry.log_start_offset = partition.log_start_offset
                     limit = min(wanted.partition_max_bytes, remaining)
                     if limit > 0 or total == 0:
-                        if follower is not None:
-                            max_offset = partition.log.committed_end_offset
-                        elif read_committed:
-                            max_offset = partition.last_stable_offset
-                        else:
-                            max_offset = partition.high_watermark
                         info = await self._read(partition, wanted.fetch_offset, max(limit, 0),
-                                                max_offset=max_offset, min_one_message=total == 0)
+                                                isolation=isolation, min_one_message=total == 0)
                         if info.size:
                             entry.records = info.records
                             total += info.size

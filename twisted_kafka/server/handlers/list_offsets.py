@@ -43,7 +43,7 @@ class ListOffsetsHandler(ApiHandler):
         log = partition.log
         timestamp = wanted.timestamp
         if timestamp == EARLIEST:
-            return -1, log.log_start_offset, log.epoch_cache.epoch_for_offset(log.log_start_offset)
+            return -1, log.log_start_offset, log.epoch_for_offset(log.log_start_offset)
         if timestamp == LATEST and request.body.replica_id >= 0:
             # A follower (Kafka's debug/replica read): the leader's log end, not the high watermark.
             return -1, log.committed_end_offset, partition.leader_epoch
