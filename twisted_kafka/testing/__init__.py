@@ -1,0 +1,1 @@
+"""A real Kafka broker for tests (docs/testing.md)."""
