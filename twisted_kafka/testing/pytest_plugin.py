@@ -8,7 +8,8 @@ Fixtures:
   starts its own (its own port, its own directory).
 * ``kafka_bootstrap_servers`` -- its ``host:port``.
 * ``kafka_client_config`` -- confluent-kafka settings for it (bootstrap
-  servers, and security settings on a secured broker).
+  servers, and security settings on a secured broker), a new dict for every
+  test.
 * ``kafka_topic`` -- a new topic for this test only, uniquely named,
   deleted afterwards; ``@pytest.mark.kafka_topic(partitions=3,
   config={...})`` shapes it.
@@ -219,9 +220,10 @@ def kafka_bootstrap_servers(kafka_broker) -> str:
     return kafka_broker.bootstrap_servers
 
 
-@pytest.fixture(scope=_scope)
+@pytest.fixture
 def kafka_client_config(kafka_broker) -> dict:
-    """confluent-kafka settings for ``kafka_broker`` (a new dict each time it is set up: add to it freely)."""
+    """confluent-kafka settings for ``kafka_broker``: a new dict for every test, to add keys to freely (a
+    fixture of a broader scope calls ``kafka_broker.client_config()`` itself)."""
     return kafka_broker.client_config("confluent-kafka")
 
 

@@ -70,7 +70,8 @@ def test_the_broker_log_of_a_failing_test_is_in_its_report(pytester):
             producer.flush(30)
             assert False, "the test's own failure"
     """)
-    result = pytester.runpytest("-p", "no:randomly", "-p", "no:cacheprovider")
+    # In a process of its own: the failed test's traceback keeps its producer (and librdkafka's threads) alive.
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     section = result.stdout.str().split("Captured kafka broker log call", 1)[1]
     # What the broker did during the test: it created the topic the producer asked for.
