@@ -57,8 +57,6 @@ TEST_DEFAULTS: Mapping[str, str] = {
     # The first consumer group creates __consumer_offsets: one partition, not 50.
     "offsets.topic.num.partitions": "1",
     "offsets.topic.replication.factor": "1",
-    "transaction.state.log.num.partitions": "1",
-    "transaction.state.log.replication.factor": "1",
     # A new group's first rebalance completes once its members joined, not 3 s later.
     "group.initial.rebalance.delay.ms": "0",
     # No topic the test did not make (connection events are an operator's record: docs/operations.md).
@@ -372,7 +370,6 @@ class EmbeddedCluster:
             self.brokers = [
                 EmbeddedBroker({"broker.id": broker_id, "zookeeper.connect": connect,
                                 "offsets.topic.replication.factor": min(3, self.size),
-                                "transaction.state.log.replication.factor": min(3, self.size),
                                 "default.replication.factor": min(3, self.size),
                                 **self.overrides},
                                directory=parent / f"broker-{broker_id}", startup_timeout=self.startup_timeout)
