@@ -19,7 +19,16 @@ Each start is what a test suite's first test pays, one after another:
   message acknowledged (delivery callback) -- the time from a test's
   fixture request (``kafka_broker`` + ``kafka_topic``) to its first produce
   acknowledged, measured from the call to ``start()``;
+* ``group``: a new consumer of a new group (subscribe, earliest) received
+  that message -- the broker's first group: ``__consumer_offsets`` created,
+  the group's first rebalance (also reported on its own, from the
+  consumer's creation);
 * ``stop``: SIGTERM to exit.
+
+``--override key=value`` (repeatable) starts the brokers with broker keys
+changed, e.g. Kafka's own defaults instead of the test broker's
+(``--override offsets.topic.num.partitions=50 --override
+group.initial.rebalance.delay.ms=3000``).
 
 Every phase is reported from the call to ``start()`` (median, min, max of
 N starts), as is the broker's own "started in" figure (its services only,
@@ -47,16 +56,16 @@ from bench.common import ClientCpu, report_scaling, scaling_check  # noqa: E402
 import twisted_kafka  # noqa: E402
 from twisted_kafka.testing import EmbeddedBroker  # noqa: E402
 
-PHASES = ("started", "metadata", "topic", "produce", "stop")
+PHASES = ("started", "metadata", "topic", "produce", "group", "stop")
 _SELF_REPORTED = re.compile(r"started in ([\d.]+)s")
 
 
-def one_start(security: str) -> dict[str, float]:
-    from confluent_kafka import Producer
+def one_start(security: str, overrides: dict[str, str]) -> dict[str, float]:
+    from confluent_kafka import Consumer, Producer
 
     times: dict[str, float] = {}
     began = time.perf_counter()
-    broker = EmbeddedBroker(security=security).start()
+    broker = EmbeddedBroker(overrides, security=security).start()
     times["started"] = time.perf_counter() - began
     try:
         with broker.admin_connection() as admin:
@@ -75,6 +84,18 @@ def one_start(security: str) -> dict[str, float]:
         if acked[0] is not None:
             raise RuntimeError(f"first produce failed: {acked[0]}")
         times["produce"] = time.perf_counter() - began
+        joined = time.perf_counter()
+        consumer = Consumer({**broker.client_config(), "group.id": "bench", "auto.offset.reset": "earliest"})
+        consumer.subscribe([topic])
+        while True:
+            message = consumer.poll(0.01)
+            if message is not None and not message.error():
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError("the new group's consumer got nothing within 60 s")
+        times["group"] = time.perf_counter() - began
+        times["group only"] = time.perf_counter() - joined
+        consumer.close()
         match = _SELF_REPORTED.search(broker.log_text())
         times["services"] = float(match[1]) if match else float("nan")
         del producer                              # closed before the broker goes
@@ -87,11 +108,11 @@ def one_start(security: str) -> dict[str, float]:
     return times
 
 
-def run(starts: int, security: str) -> tuple[list[dict[str, float]], float, float, float]:
+def run(starts: int, security: str, overrides: dict[str, str]) -> tuple[list[dict[str, float]], float, float, float]:
     client = ClientCpu().start()
     broker_cpu = ClientCpu(children=True).start()
     began = time.perf_counter()
-    results = [one_start(security) for _ in range(starts)]
+    results = [one_start(security, overrides) for _ in range(starts)]
     elapsed = time.perf_counter() - began
     client_seconds = client.stop()
     broker_seconds = broker_cpu.stop() - client_seconds
@@ -103,8 +124,10 @@ def main() -> None:
     parser.add_argument("--starts", type=int, default=10, help="N: brokers started one after another (N/2 first)")
     parser.add_argument("--security", default="PLAINTEXT", help="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
     parser.add_argument("--quick", action="store_true", help="N=4: a smoke run")
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="a broker key")
     args = parser.parse_args()
     starts = 4 if args.quick else max(2, args.starts)
+    overrides = dict(item.split("=", 1) for item in args.override)
 
     package = os.path.dirname(twisted_kafka.__file__)
     compiled = os.path.isdir(os.path.join(package, "__pycache__"))
@@ -112,17 +135,18 @@ def main() -> None:
           f"({'byte-compiled' if compiled else 'NOT byte-compiled: every start compiles the modules'}); "
           f"Python {sys.version.split()[0]}; {os.cpu_count()} CPUs, load average "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    print(f"security {args.security}; N/2 = {starts // 2} starts, then N = {starts}")
+    print(f"security {args.security}; overrides {overrides or 'none'}; N/2 = {starts // 2} starts, then N = {starts}")
 
-    one_start(args.security)          # warm the page cache: the figures are those of a second test run
-    _, half_elapsed, _, _ = run(starts // 2, args.security)
-    results, elapsed, client_seconds, broker_seconds = run(starts, args.security)
+    one_start(args.security, overrides)      # warm the page cache: the figures are those of a second test run
+    _, half_elapsed, _, _ = run(starts // 2, args.security, overrides)
+    results, elapsed, client_seconds, broker_seconds = run(starts, args.security, overrides)
 
     print(f"\n{'from start() to':<28}{'median':>9}{'min':>9}{'max':>9}   (seconds, N = {starts})")
     labels = {"started": "started line read", "metadata": "first Metadata answered",
               "topic": "topic created, leader known", "produce": "first produce acknowledged",
+              "group": "a new group's first message", "group only": "(from the consumer's creation)",
               "stop": "stop (SIGTERM to exit)", "services": "(broker's own: services)"}
-    for phase in (*PHASES[:-1], "services", "stop"):
+    for phase in (*PHASES[:-1], "group only", "services", "stop"):
         values = [r[phase] for r in results]
         print(f"{labels[phase]:<28}{statistics.median(values):>9.3f}{min(values):>9.3f}{max(values):>9.3f}")
     print(f"\nbroker CPU per start (its whole life): {broker_seconds / starts:.3f} s; "
