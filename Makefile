@@ -2,7 +2,8 @@
 #   make run    start a broker (single node, ./data, loopback listeners)
 #   make cluster  start ZooKeeper and three brokers (etc/cluster/, ./data/cluster; docs/cluster.md);
 #                 CLUSTER_ARGS="--port-offset N --data-dir DIR" runs them elsewhere
-#   make test   run the linters (make lint), then the whole test suite
+#   make test   run the linters (make lint), then the whole test suite, then the example project
+#               (make test-examples)
 # Each does its own set-up on first use: a virtualenv in .venv, the package
 # installed into it in editable mode, and (as root) the Debian packages the
 # tests drive (kcat).
@@ -18,7 +19,7 @@ PYTEST_ARGS ?=
 # generators wait on sockets much of the time.  PYTEST_PARALLEL= runs it serially.
 PYTEST_PARALLEL ?= -n 3 --dist loadfile
 
-.PHONY: run cluster lint test test-slow bench-codec bench-log bench-network bench-planes bench-produce bench-groups bench-tls bench-failed-logins system-deps clean
+.PHONY: run cluster lint test test-examples test-slow bench-codec bench-embedded bench-failed-logins bench-log bench-network bench-planes bench-produce bench-groups bench-tls system-deps clean
 
 run: $(VENV)/.base-installed
 	bin/twisted-kafka-server-start $(CONFIG) $(ARGS)
@@ -33,6 +34,19 @@ lint: $(VENV)/.test-installed
 
 test: $(VENV)/.test-installed lint system-deps
 	$(BIN)/python -m pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)
+	$(MAKE) test-examples
+
+# examples/orders -- a project that depends on this package and tests its Kafka code with
+# the pytest plugin's fixtures only -- run as its users run it: a fresh virtualenv, this
+# package installed from the checkout as a user installs it (`pip install .`, not editable:
+# nothing of the checkout is used at run time), the example with its test extra, and its
+# suite on four pytest-xdist workers, each starting its own broker.
+EXAMPLE_VENV := build/example-venv
+test-examples:
+	rm -rf $(EXAMPLE_VENV)
+	$(PYTHON) -m venv $(EXAMPLE_VENV)
+	$(EXAMPLE_VENV)/bin/pip install --disable-pip-version-check -q . './examples/orders[test]'
+	cd examples/orders && $(abspath $(EXAMPLE_VENV))/bin/python -m pytest -n 4 -p no:cacheprovider $(EXAMPLE_PYTEST_ARGS)
 
 test-slow: $(VENV)/.test-installed system-deps
 	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
@@ -60,6 +74,9 @@ bench-tls: $(VENV)/.test-installed
 
 bench-failed-logins: $(VENV)/.test-installed
 	$(BIN)/python bench/failed_logins.py
+
+bench-embedded: $(VENV)/.test-installed
+	$(BIN)/python bench/embedded_start.py
 
 system-deps:
 	@bin/install-system-deps

@@ -96,6 +96,7 @@ class KafkaServiceMaker:
     options = Options
 
     def makeService(self, options):
+        import gc
         import signal
 
         from twisted.internet import reactor
@@ -110,6 +111,12 @@ class KafkaServiceMaker:
         except Exception as exc:
             # Logging is not running yet: one line on stderr, and exit status 1.
             raise exit_with(exc, config.log_dirs) from None
+        # What was imported and built so far lives as long as the process: frozen (gc.freeze), it is
+        # out of the cyclic collector's sight, so later full collections skip it, and so does the one
+        # at interpreter exit (about 0.2 s of CPU after the broker has shut down).  twisted_kafka.cli
+        # kept the collector off until here.
+        gc.freeze()
+        gc.enable()
 
         stopping = []
 
