@@ -25,8 +25,6 @@ from dataclasses import dataclass
 from confluent_kafka import TopicCollection
 from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic, ResourceType
 
-from twisted_kafka.controller.interface import INTERNAL_TOPICS
-
 from .admin import Admin, UnsupportedApi
 from .client_config import client_settings
 from .command import KafkaArgumentParser, ToolError, UsageError, exactly_one, refuse_with, require, run_tool
@@ -164,6 +162,10 @@ def include_list(pattern: str | None) -> re.Pattern[str] | None:
 
 
 def is_internal(topic: str) -> bool:
+    # Imported when asked for: the controller interface loads the protocol codec (and kafka-python), a
+    # second of start-up that --list and --create do not need.
+    from twisted_kafka.controller.interface import INTERNAL_TOPICS
+
     return topic in INTERNAL_TOPICS
 
 
