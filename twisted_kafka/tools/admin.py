@@ -155,6 +155,9 @@ class Admin:
             from kafka.admin import KafkaAdminClient
             from kafka.errors import KafkaError as PyKafkaError
 
+            # librdkafka first: a refused password or an unreachable cluster is then reported at once, in its
+            # words, where kafka-python would retry its bootstrap until the timeout.
+            self.wait(self.client.describe_cluster(**self.request_kwargs()), "the cluster's brokers")
             try:
                 self._kafka_python = KafkaAdminClient(**self.settings.kafka_python_settings())
             except PyKafkaError as exc:
@@ -187,9 +190,9 @@ class Admin:
         return self.call(api, key, manager.run, ask)
 
     def _python_error(self, exc: BaseException, what: str) -> str:
-        from kafka.errors import KafkaTimeoutError, NoBrokersAvailable
+        from kafka import errors
 
-        if isinstance(exc, (KafkaTimeoutError, NoBrokersAvailable)):
+        if isinstance(exc, (errors.KafkaTimeoutError, errors.KafkaConnectionError)):
             return self.timed_out(what)
         errno = getattr(exc, "errno", None)
         name = getattr(exc, "message", None)
