@@ -223,11 +223,15 @@ class ReassignService:
     def incremental(self, changes: dict[tuple[ResourceType, str], list[ConfigEntry]], what: str) -> None:
         resources = [ConfigResource(kind, name, incremental_configs=entries)
                      for (kind, name), entries in changes.items()]
-        if not resources:
-            return
-        futures = self.admin.client.incremental_alter_configs(resources, **self.admin.request_kwargs())
-        for future in futures.values():
-            self.admin.wait(future, what)
+        # librdkafka sends a broker's configs to that broker: one BROKER resource a call.
+        brokers = [r for r in resources if r.restype == ResourceType.BROKER]
+        batches = [[r for r in resources if r.restype != ResourceType.BROKER], *([r] for r in brokers)]
+        for batch in batches:
+            if not batch:
+                continue
+            futures = self.admin.client.incremental_alter_configs(batch, **self.admin.request_kwargs())
+            for future in futures.values():
+                self.admin.wait(future, what)
 
     # -- actions ---------------------------------------------------------------------------------
 

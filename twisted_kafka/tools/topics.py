@@ -198,7 +198,9 @@ class TopicService:
         configs = parse_topic_configs(args.config)
         if args.replica_assignment:
             assignment = parse_replica_assignment(args.replica_assignment)
-            topic = NewTopic(name, replica_assignment=[assignment[p] for p in sorted(assignment)], config=configs)
+            # librdkafka wants the partition count the assignment implies (and no replication factor)
+            topic = NewTopic(name, num_partitions=len(assignment), replication_factor=-1,
+                             replica_assignment=[assignment[p] for p in sorted(assignment)], config=configs)
         else:
             topic = NewTopic(name, num_partitions=args.partitions if args.partitions is not None else -1,
                              replication_factor=args.replication_factor or -1, config=configs)
