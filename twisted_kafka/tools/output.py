@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["topic_partition", "compact_json", "MISSING"]
+__all__ = ["topic_partition", "compact_json", "kafka_uuid", "MISSING"]
 
 #: Kafka's ConsumerGroupCommand.MISSING_COLUMN_VALUE.
 MISSING = "-"
@@ -20,6 +20,12 @@ MISSING = "-"
 def topic_partition(topic: str, partition: int) -> str:
     """Java's ``TopicPartition.toString()``."""
     return f"{topic}-{partition}"
+
+
+def kafka_uuid(uuid: Any) -> str:
+    """Java's ``Uuid.toString()``: URL-safe base64 without padding (confluent-kafka prints the standard
+    alphabet, with ``+`` and ``/``)."""
+    return str(uuid).replace("+", "-").replace("/", "_")
 
 
 def compact_json(value: Any) -> str:

@@ -28,6 +28,7 @@ from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic, Resou
 from .admin import Admin, UnsupportedApi
 from .client_config import client_settings
 from .command import KafkaArgumentParser, ToolError, UsageError, exactly_one, refuse_with, require, run_tool
+from .output import kafka_uuid
 
 PROG = "twisted-kafka-topics"
 ACTIONS = ("create", "list", "alter", "describe", "delete")
@@ -251,7 +252,7 @@ class TopicService:
     def describe(self, args) -> None:
         if args.topic_id:
             listed = self.describe_topics(self.topics(None, args.exclude_internal))
-            descriptions = {n: d for n, d in listed.items() if str(d.topic_id) == args.topic_id}
+            descriptions = {n: d for n, d in listed.items() if kafka_uuid(d.topic_id) == args.topic_id}
             if not descriptions and not args.if_exists:
                 raise ToolError(f"TopicId '{args.topic_id}' does not exist as expected")
         else:
@@ -275,8 +276,8 @@ class TopicService:
                 if (not args.topics_with_overrides or overrides) and partitions:
                     first = PartitionView(name, partitions[0], entries, reassignments.get((name, partitions[0].id)))
                     line = f"Topic: {name}"
-                    if str(description.topic_id) != "AAAAAAAAAAAAAAAAAAAAAA":
-                        line += f"\tTopicId: {description.topic_id}"
+                    if kafka_uuid(description.topic_id) != "AAAAAAAAAAAAAAAAAAAAAA":
+                        line += f"\tTopicId: {kafka_uuid(description.topic_id)}"
                     line += (f"\tPartitionCount: {len(partitions)}\tReplicationFactor: {first.replication_factor}"
                              f"\tConfigs: {','.join(f'{k}={v}' for k, v in overrides)}")
                     print(line)
