@@ -146,15 +146,16 @@ def parse_delete_config(text: str | None) -> list[str]:
 
 def scram_credential(mechanism: str, value: str) -> tuple[str, int]:
     """``(password, iterations)`` of one SCRAM credential value (``[iterations=N,]password=P``)."""
+    # ``password=P,iterations=N`` (which twisted-kafka-scram has always read so) is taken as that, not as a
+    # password ending in ",iterations=N" as Kafka's regex alone would.
+    reversed_match = _SCRAM_VALUE_REVERSED.fullmatch(value)
     match = _SCRAM_VALUE.fullmatch(value)
-    if match is not None:
+    if reversed_match is not None:
+        password, iterations_text = reversed_match.groups()
+    elif match is not None:
         iterations_text, password = match.groups()
     else:
-        reversed_match = _SCRAM_VALUE_REVERSED.fullmatch(value)
-        if reversed_match is None:
-            raise UsageError(f"Invalid credential property {mechanism}=[{value}]: expected "
-                             "[iterations=N,]password=P")
-        password, iterations_text = reversed_match.groups()
+        raise UsageError(f"Invalid credential property {mechanism}=[{value}]: expected [iterations=N,]password=P")
     iterations = int(iterations_text) if iterations_text not in (None, "", "-1") else DEFAULT_ITERATIONS
     minimum = MECHANISMS[mechanism].min_iterations
     if iterations < minimum:
