@@ -50,10 +50,6 @@ TYPE_NAMES = {ConsumerGroupType.UNKNOWN: "Unknown", ConsumerGroupType.CONSUMER: 
 TYPES_BY_NAME = {name.lower(): kind for kind, name in TYPE_NAMES.items() if kind != ConsumerGroupType.UNKNOWN}
 
 
-class Failed(ToolError):
-    """Something was printed as ``Error: ...`` already; the tool exits 1 without another line."""
-
-
 def parser() -> KafkaArgumentParser:
     p = KafkaArgumentParser(PROG, "This tool helps to list all consumer groups, describe a consumer group, delete "
                                   "consumer group info, or reset consumer group offsets.")

@@ -295,13 +295,18 @@ class TopicService:
 
     def reassignments(self, descriptions: dict) -> dict[tuple[str, int], dict]:
         """Ongoing reassignments of these partitions (ListPartitionReassignments); none where the broker
-        lacks the API, as Kafka's tool ignores an UnsupportedVersionException there."""
+        lacks the API or the principal may not describe the cluster, as Kafka's tool ignores an
+        UnsupportedVersionException or ClusterAuthorizationException there."""
         partitions = {name: [p.id for p in d.partitions] for name, d in descriptions.items()}
         try:
             admin = self.admin.kafka_python()
             found = self.admin.call("ListPartitionReassignments", 46, admin.list_partition_reassignments, partitions)
         except UnsupportedApi:
             return {}
+        except ToolError as exc:
+            if "CLUSTER_AUTHORIZATION_FAILED" in str(exc):     # Kafka's tool ignores this refusal too
+                return {}
+            raise
         return {(tp.topic, tp.partition): state for tp, state in found.items()}
 
 
