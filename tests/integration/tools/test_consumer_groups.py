@@ -155,24 +155,32 @@ def test_reset_offsets_moves_a_stopped_group_and_it_resumes_there(cluster):
         ["resetting", TOPIC, "0", "1"], ["resetting", TOPIC, "1", "1"], ["resetting", TOPIC, "2", "7"]]
     assert committed(admin, "resetting") == {0: 1, 1: 1, 2: 7}
 
+    assert reset("--topic", f"{TOPIC}:0", "--to-earliest", "--execute") == [["resetting", TOPIC, "0", "0"]]
+    assert reset("--topic", f"{TOPIC}:1", "--to-latest", "--execute") == [["resetting", TOPIC, "1", "10"]]
+    assert committed(admin, "resetting") == {0: 0, 1: PER_PARTITION, 2: 7}
+
     # the first record stamped at or after base + 5.5 s is record 6, on every partition
     moment = datetime.datetime.fromtimestamp((base + 5500) / 1000, datetime.UTC)
     when = moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}"
     assert reset("--topic", f"{TOPIC}:2", "--to-datetime", when, "--execute") == [["resetting", TOPIC, "2", "6"]]
-    assert committed(admin, "resetting") == {0: 1, 1: 1, 2: 6}
+    assert committed(admin, "resetting") == {0: 0, 1: PER_PARTITION, 2: 6}
 
     exported = ok("consumer-groups", "--bootstrap-server", bootstrap, "--reset-offsets", "--group", "resetting",
                   "--all-topics", "--to-current", "--export", "--dry-run")
-    assert [line for line in exported.lines if line] == [f"{TOPIC},0,1", f"{TOPIC},1,1", f"{TOPIC},2,6"]
+    assert [line for line in exported.lines if line] == [f"{TOPIC},0,0", f"{TOPIC},1,10", f"{TOPIC},2,6"]
 
-    # the group resumes where the offsets were put: its first records are 0-1, 1-1 and 2-6
-    c = consumer(bootstrap, "resetting", **{"auto.offset.reset": "latest"})
+    # the group resumes where the offsets were put: partition 0 from its start, 2 from record 6, 1 at its end
+    c = consumer(bootstrap, "resetting", **{"auto.offset.reset": "earliest"})
     c.subscribe([TOPIC])
     first: dict[int, tuple[int, bytes]] = {}
-    for message in consume(c, (PER_PARTITION - 1) * 2 + (PER_PARTITION - 6)):
+    got = consume(c, PER_PARTITION + (PER_PARTITION - 6))
+    for message in got:
         first.setdefault(message.partition(), (message.offset(), message.value()))
+    assert c.poll(1) is None                          # nothing more: partition 1 resumed at its end
     c.close()
-    assert first == {0: (1, b"0-1"), 1: (1, b"1-1"), 2: (6, b"2-6")}
+    assert first == {0: (0, b"0-0"), 2: (6, b"2-6")}
+    assert sorted(m.value() for m in got) == sorted([f"0-{i}".encode() for i in range(10)]
+                                                    + [f"2-{i}".encode() for i in range(6, 10)])
 
 
 def test_delete_offsets_and_groups(cluster):
