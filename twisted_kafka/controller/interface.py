@@ -7,7 +7,9 @@ Nothing outside ``controller/`` imports another controller module except
 here: the requests and results of the admin operations, a leader's ISR
 change (AlterPartition), a broker's registration as the controller sees it,
 the leader value of a partition being deleted, and Kafka's topic-name rules
-(``topic_names``), which a broker checks before it asks.
+(``topic_names``), which a broker checks before it asks -- and Kafka's replica
+assignment rule (``assign_replicas``, ``AdminUtils.assignReplicasToBrokers``),
+which the reassignment tool's ``--generate`` proposes with.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass, field
 
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
+from .replica_assignment import assign_replicas
 from .topic_names import INTERNAL_TOPICS, validate_topic_name
 
 #: Kafka's LeaderAndIsr.LeaderDuringDelete: in UpdateMetadata, "this partition is being deleted".
@@ -118,6 +121,6 @@ class LiveBroker:
         return None
 
 
-__all__ = ["LEADER_DURING_DELETE", "MAX_PARTITIONS_PER_REQUEST", "excessive_batch_error", "NewTopic", "TopicResult",
-           "ElectionOutcome", "IsrChange", "IsrResult", "ReassignmentState", "LiveBroker", "INTERNAL_TOPICS",
-           "validate_topic_name"]
+__all__ = ["assign_replicas", "LEADER_DURING_DELETE", "MAX_PARTITIONS_PER_REQUEST", "excessive_batch_error",
+           "NewTopic", "TopicResult", "ElectionOutcome", "IsrChange", "IsrResult", "ReassignmentState", "LiveBroker",
+           "INTERNAL_TOPICS", "validate_topic_name"]

@@ -56,6 +56,9 @@ Describe/AlterUserScramCredentials (KIP-554) have only v0.  SaslHandshake
 connection may send when is ``protocol.connection``'s pre-authentication
 state.
 
+DescribeLogDirs is advertised 0-4 (v4: a directory's total and usable
+bytes); v5's cordoned directories (KIP-1066) do not exist here.
+
 ACLs are advertised 0-3: kafka-python sends up to v3, aiokafka picks its
 highest struct inside the range (DescribeAcls v2, Create/DeleteAcls v1) and
 librdkafka uses v0-v1.
@@ -167,6 +170,7 @@ ADVERTISED_RANGES: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_ACLS: (0, 3),
     ApiKey.DESCRIBE_CONFIGS: (0, 4),
     ApiKey.ALTER_CONFIGS: (0, 2),
+    ApiKey.DESCRIBE_LOG_DIRS: (0, 4),
     ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.DELETE_GROUPS: (0, 2),

@@ -8,12 +8,14 @@ The arguments are those of Kafka's ``kafka-configs.sh`` for users::
         --delete-config SCRAM-SHA-512
     twisted-kafka-scram --bootstrap-server HOST:PORT --describe [--entity-type users] [--entity-name alice]
 
-Against a running broker the tool sends AlterUserScramCredentials /
-DescribeUserScramCredentials (KIP-554) with kafka-python's admin client: the
-password is salted and hashed here, and only the salted password travels.
-``--command-config FILE`` gives the client's own settings in Kafka's names
-(``security.protocol``, ``sasl.mechanism``, ``sasl.jaas.config`` with
-``username``/``password``) to reach a SASL listener.
+Against a running broker (``--bootstrap-server``) it is
+``twisted-kafka-configs --entity-type users`` (``twisted_kafka/tools/configs.py``),
+which it runs with the same arguments: AlterUserScramCredentials /
+DescribeUserScramCredentials (KIP-554), the password salted and hashed by
+the client so only the salted password travels, and ``--command-config
+FILE`` for the client's own settings in Kafka's names.  The two modes below
+are this tool's own; both parse ``--add-config`` as ``twisted-kafka-configs``
+does.
 
 ``--log-dirs DIR`` instead of ``--bootstrap-server`` writes the broker's
 credential file directly, for a broker that is stopped -- how the first
@@ -31,37 +33,33 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import re
 import sys
 
 from twisted.internet.defer import ensureDeferred
 from twisted.python.failure import Failure
 
 from .credential_store import FileScramCredentialStore, ScramCredentialStore
-from .plain import parse_jaas_options
-from .scram_credentials import DEFAULT_ITERATIONS, MECHANISMS, credential_from_password
+from .scram_credentials import MECHANISMS, credential_from_password
 
 #: Kafka's zookeeper.session.timeout.ms default, for --zookeeper.
 ZK_SESSION_TIMEOUT_MS = 18000
 
-_ENTRY = re.compile(r"\s*(?P<mechanism>SCRAM-SHA-(?:256|512))\s*=\s*\[(?P<options>[^\]]*)\]\s*(?:,|$)")
 
 
 def parse_add_config(text: str) -> dict[str, tuple[str, int]]:
     """``{mechanism: (password, iterations)}`` from kafka-configs' ``--add-config`` value."""
-    result: dict[str, tuple[str, int]] = {}
-    position = 0
-    while position < len(text):
-        match = _ENTRY.match(text, position)
-        if match is None:
-            raise ValueError(f"cannot parse {text[position:]!r}: expected SCRAM-SHA-256=[password=...] "
+    from twisted_kafka.tools import configs
+    from twisted_kafka.tools.command import UsageError
+
+    try:
+        added = configs.parse_add_config(text) if text else {}
+        unknown = [key for key in added if not configs.is_scram(key)]
+        if unknown:
+            raise ValueError(f"cannot parse {unknown[0]!r}: expected SCRAM-SHA-256=[password=...] "
                              "or SCRAM-SHA-512=[iterations=N,password=...]")
-        options = dict(option.split("=", 1) for option in match["options"].split(",") if "=" in option)
-        if "password" not in options:
-            raise ValueError(f"{match['mechanism']}: no password given")
-        result[match["mechanism"]] = (options["password"], int(options.get("iterations", DEFAULT_ITERATIONS)))
-        position = match.end()
-    return result
+        return {mechanism: configs.scram_credential(mechanism, value) for mechanism, value in added.items()}
+    except UsageError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def parse_delete_config(text: str) -> list[str]:
@@ -72,58 +70,13 @@ def parse_delete_config(text: str) -> list[str]:
     return mechanisms
 
 
-def _client_settings(path: str | None) -> dict:
-    """kafka-python settings from a Kafka client properties file."""
-    if path is None:
-        return {}
-    props: dict[str, str] = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if line and not line.startswith(("#", "!")) and "=" in line:
-                key, value = line.split("=", 1)
-                props[key.strip()] = value.strip()
-    settings: dict = {}
-    if "security.protocol" in props:
-        settings["security_protocol"] = props["security.protocol"]
-    if "sasl.mechanism" in props:
-        settings["sasl_mechanism"] = props["sasl.mechanism"]
-    if "sasl.jaas.config" in props:
-        _, options = parse_jaas_options(props["sasl.jaas.config"])
-        settings["sasl_plain_username"] = options.get("username")
-        settings["sasl_plain_password"] = options.get("password")
-    return settings
+def _online(argv: list[str]) -> int:
+    """``twisted-kafka-configs --entity-type users`` with this command line (the one way to reach a broker)."""
+    from twisted_kafka.tools import configs
 
-
-def _online(args) -> int:
-    from kafka.admin import KafkaAdminClient
-    from kafka.admin._users import UserScramCredentialDeletion, UserScramCredentialUpsertion
-
-    admin = KafkaAdminClient(bootstrap_servers=args.bootstrap_server, client_id="twisted-kafka-scram",
-                             **_client_settings(args.command_config))
-    try:
-        if args.describe:
-            users = [args.entity_name] if args.entity_name else None
-            for user, description in sorted(admin.describe_user_scram_credentials(users).items()):
-                if description["error"]:
-                    print(f"SCRAM credential configs for user-principal '{user}': {description['error']}")
-                    continue
-                infos = ", ".join(f"{info['mechanism'].name.replace('_', '-')}=iterations={info['iterations']}"
-                                  for info in description["credential_infos"])
-                print(f"SCRAM credential configs for user-principal '{user}' are {infos}")
-            return 0
-        alterations: list = [UserScramCredentialUpsertion(args.entity_name, mechanism, password, iterations)
-                             for mechanism, (password, iterations) in args.added.items()]
-        alterations += [UserScramCredentialDeletion(args.entity_name, mechanism) for mechanism in args.deleted]
-        errors = {user: error for user, error in admin.alter_user_scram_credentials(alterations).items() if error}
-        if errors:
-            for user, error in errors.items():
-                print(f"Error while altering SCRAM credentials of user '{user}': {error}", file=sys.stderr)
-            return 1
-        print(f"Completed updating config for user {args.entity_name}.")
-        return 0
-    finally:
-        admin.close()
+    if "--entity-type" not in argv:
+        argv = [*argv, "--entity-type", "users"]
+    return configs.main(argv)
 
 
 def _offline(args) -> int:
@@ -229,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--add-config", default="", help="SCRAM-SHA-256=[iterations=N,password=P],...")
     parser.add_argument("--delete-config", default="", help="SCRAM-SHA-256,SCRAM-SHA-512")
     args = parser.parse_args(argv)
+    if args.bootstrap_server:
+        return _online(list(sys.argv[1:] if argv is None else argv))
     try:
         args.added = parse_add_config(args.add_config)
         args.deleted = parse_delete_config(args.delete_config)
@@ -238,8 +193,6 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--alter needs --entity-name")
     if args.alter and not (args.added or args.deleted):
         parser.error("--alter needs --add-config or --delete-config")
-    if args.bootstrap_server:
-        return _online(args)
     return _zookeeper(args) if args.zookeeper else _offline(args)
 
 

@@ -38,6 +38,7 @@ from .handlers.delete_topics import DeleteTopicsHandler
 from .handlers.client_quotas import AlterClientQuotasHandler, DescribeClientQuotasHandler
 from .handlers.describe_cluster import DescribeClusterHandler
 from .handlers.describe_configs import DescribeConfigsHandler
+from .handlers.describe_log_dirs import DescribeLogDirsHandler
 from .handlers.alter_partition import AlterPartitionHandler
 from .handlers.elect_leaders import ElectLeadersHandler
 from .handlers.fetch import FetchHandler
@@ -107,6 +108,7 @@ def _handlers(*, advertised_keys, replica_manager, metadata_cache, admin_manager
         AlterConfigsHandler(admin_manager),
         IncrementalAlterConfigsHandler(admin_manager),
         DescribeClusterHandler(metadata_cache),
+        DescribeLogDirsHandler(replica_manager),
         DescribeClientQuotasHandler(admin_manager),
         AlterClientQuotasHandler(admin_manager),
         FindCoordinatorHandler(offsets_topic, metadata_cache, refusals),

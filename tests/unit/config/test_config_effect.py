@@ -15,10 +15,11 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[3] / "twisted_kafka"
 def _keys_read_by_the_broker() -> set[str]:
     """Key names quoted anywhere in the broker's code outside the config package,
     plus the broker synonyms of the topic keys that code reads (a broker key
-    takes effect through every topic that inherits it)."""
+    takes effect through every topic that inherits it).  The operator tools
+    (``tools/``) are clients: the client keys they name are not the broker's."""
     quoted = set()
     for path in PACKAGE.rglob("*.py"):
-        if "config" in path.relative_to(PACKAGE).parts[:1]:
+        if path.relative_to(PACKAGE).parts[0] in ("config", "tools"):
             continue
         quoted.update(re.findall(r"[\"']([a-z0-9]+(?:\.[a-z0-9]+)*)[\"']", path.read_text()))
     for topic_key, synonyms in TOPIC_SYNONYMS.items():
