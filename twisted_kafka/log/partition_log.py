@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -374,6 +374,17 @@ class LogStore(ABC):
 
     @abstractmethod
     def get_log(self, topic: str, partition: int) -> PartitionLog | None: ...
+
+    #: The directories this store keeps logs in (``log.dirs``), absolute.
+    log_dirs: list[str]
+
+    @abstractmethod
+    def all_logs(self) -> Sequence[PartitionLog]:
+        """Every partition log this store holds (DescribeLogDirs, metrics)."""
+
+    @abstractmethod
+    def log_dir_of(self, topic: str, partition: int) -> str | None:
+        """The directory of ``log_dirs`` holding a partition's log, or None if it holds none."""
 
     @abstractmethod
     def delete_log(self, topic: str, partition: int) -> Deferred[bool]:
