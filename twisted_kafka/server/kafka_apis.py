@@ -19,6 +19,9 @@ which the handler pool hands to its plane's ``RequestChannel``:
 * any other exception → the error response with UNKNOWN_SERVER_ERROR, logged
   with the request, so a bug in one handler costs one request, not the broker;
 * a response that cannot be encoded → ``CloseConnectionResponse``.
+
+``error_answer`` builds the same error response for a request whose handler
+has not finished when the broker stops (the handler pool expires it).
 """
 
 from __future__ import annotations
@@ -84,6 +87,13 @@ class KafkaApis:
             result = self._error_response(handler, request, ErrorCode.UNKNOWN_SERVER_ERROR, None)
         request.remote_complete_ns = perf_counter_ns()
         return self._response(handler, request, result)
+
+    def error_answer(self, request: Request, code: ErrorCode, message: str | None = None) -> Response:
+        """``request`` answered with ``code`` as a whole, in its API's error response (a request expired
+        before its handler finished: ``KafkaRequestHandlerPool.expire_in_flight``)."""
+        handler = self._handlers[request.api_key]
+        request.remote_complete_ns = perf_counter_ns()
+        return self._response(handler, request, self._error_response(handler, request, code, message))
 
     @staticmethod
     def _authorize(handler: ApiHandler, request: Request) -> None:
