@@ -136,6 +136,19 @@ def test_a_kafka_error_answers_with_the_handlers_error_response():
     assert metrics.errors == [("DescribeCluster", "NOT_CONTROLLER")]
 
 
+def test_an_expired_request_is_answered_with_the_handlers_error_response():
+    """What the handler pool sends for a request whose handler has not finished when the broker stops."""
+    handler = Scripted(cluster_response())
+    metrics = RecordingMetrics()
+    apis = KafkaApis([handler], request_metrics=metrics)
+    request = make_request(m.DescribeClusterRequest(include_cluster_authorized_operations=False), 1)
+    response = apis.error_answer(request, ErrorCode.REQUEST_TIMED_OUT, "after the drain")
+    assert isinstance(response, SendResponse) and response.request is request
+    body = decode(request, response)
+    assert (body.error_code, body.error_message) == (ErrorCode.REQUEST_TIMED_OUT, "after the drain")
+    assert metrics.errors == [("DescribeCluster", "REQUEST_TIMED_OUT")] and request.remote_complete_ns > 0
+
+
 def test_any_other_exception_is_an_unknown_server_error_and_is_logged(logged):
     handler = Scripted(ZeroDivisionError("bug"))
     request, response, metrics = serve(handler)
