@@ -17,7 +17,7 @@ PYTEST_ARGS ?=
 # generators wait on sockets much of the time.  PYTEST_PARALLEL= runs it serially.
 PYTEST_PARALLEL ?= -n 3 --dist loadfile
 
-.PHONY: run cluster lint test test-slow bench-codec bench-log bench-network bench-planes bench-produce bench-groups bench-tls system-deps clean
+.PHONY: run cluster lint test test-slow bench-codec bench-log bench-network bench-planes bench-produce bench-groups bench-tls bench-fuzz system-deps clean
 
 run: $(VENV)/.base-installed
 	bin/twisted-kafka-server-start $(CONFIG) $(ARGS)
@@ -56,6 +56,11 @@ bench-groups: $(VENV)/.test-installed
 
 bench-tls: $(VENV)/.test-installed
 	$(BIN)/python bench/tls.py
+
+# CPU-heavy (the fuzzer and the broker share the machine): niced.  FRAMES=1000000 for the full run.
+FRAMES ?= 200000
+bench-fuzz: $(VENV)/.test-installed
+	nice -n 10 $(BIN)/python bench/fuzz.py --frames $(FRAMES)
 
 system-deps:
 	@bin/install-system-deps
