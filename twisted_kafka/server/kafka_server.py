@@ -26,7 +26,11 @@ Children stop in the reverse order, each after the one before has finished
 stopping: controlled shutdown and draining (8), the connection events still
 buffered written (7), the controller (6), every connection closed (5), the
 handlers (4), the group coordinator's timers (3), the logs flushed with their
-checkpoints and clean-shutdown marker (2), the pool (1).
+checkpoints and clean-shutdown marker (2), the pool (1).  The whole stop is
+bounded (``StopDeadline``): past the controlled shutdown's own bound, the
+drain timeout and ``STOP_GRACE_SECONDS`` -- the last two only, from the
+moment the drain begins -- the process exits with status 1, naming the
+child still stopping.
 
 The broker's identity (``meta.properties``) is read when the server is built,
 so every part is built with the broker id it runs as -- after every log dir
