@@ -13,8 +13,11 @@ Stopping it is the beginning of Kafka's shutdown, in order:
    times ``controlled.shutdown.retry.backoff.ms`` apart, each attempt given
    ``controller.socket.timeout.ms`` to be answered);
 2. stop accepting connections on every listener;
-3. stop reading requests, stop the replica fetchers, and answer now what
-   waits for something that can no longer come: fetches waiting for data,
+3. stop reading requests on the data plane -- the control plane goes on
+   serving the controller until the connections close: an admin request in
+   flight (AlterConfigs, CreateTopics, ACLs) waits for the controller's
+   UpdateMetadata to reach this very broker --, stop the replica fetchers,
+   and answer now what waits for something that can no longer come: fetches waiting for data,
    acks=all produces waiting for replicas, members waiting in JoinGroup for
    the rest of their group or in SyncGroup for their leader's assignment
    (NOT_COORDINATOR: the group coordinator stops, as when its partition's
@@ -106,7 +109,7 @@ class BrokerLifecycleManager(Service):
         if self.stop_deadline is not None:
             self.stop_deadline.arm(DRAIN_TIMEOUT_SECONDS + STOP_GRACE_SECONDS, "draining requests")
         await self.socket_server.stop_accepting()
-        self.socket_server.stop_processing_requests()
+        self.socket_server.stop_processing_requests(["data"])
         self.replica_manager.shutdown()
         if self.group_coordinator is not None:
             self.group_coordinator.shutdown()

@@ -21,7 +21,9 @@ which the handler pool hands to its plane's ``RequestChannel``:
 * a response that cannot be encoded → ``CloseConnectionResponse``.
 
 ``error_answer`` builds the same error response for a request whose handler
-has not finished when the broker stops (the handler pool expires it).
+has not finished when the broker stops (the handler pool expires it); if
+that handler fails afterwards (what it waited on was closed by the stop),
+one line says so, without a traceback.
 """
 
 from __future__ import annotations
@@ -82,7 +84,12 @@ class KafkaApis:
             result = await handler.handle(request)
         except KafkaError as exc:
             result = self._error_response(handler, request, exc.code, exc.message)
-        except Exception:
+        except Exception as exc:
+            if request.released:
+                # Expired at shutdown and answered then (error_answer); what it still waited on was
+                # closed by the stop (a controller channel, say): no one hears of it but the log.
+                self.log.info("{request}, expired earlier, ended with {error!r}", request=request, error=exc)
+                return NoOpResponse(request)
             self.log.failure("Error handling {request}", request=request)
             result = self._error_response(handler, request, ErrorCode.UNKNOWN_SERVER_ERROR, None)
         request.remote_complete_ns = perf_counter_ns()

@@ -38,8 +38,9 @@ class RecordingSocketServer:
         self.calls.append("stop accepting")
         return self.accepting_stopped
 
-    def stop_processing_requests(self):
-        self.calls.append("stop processing")
+    def stop_processing_requests(self, planes=None):
+        # The data plane only: the control plane serves the controller until the connections close.
+        self.calls.append("stop processing" if planes == ["data"] else f"stop processing {planes}")
 
     def drained(self):
         self.calls.append("wait for drain")
