@@ -243,8 +243,8 @@ def plans(corpus: Corpus) -> st.SearchStrategy[Plan]:
 
 
 def play(corpus: Corpus, sender: Sender, plan: Plan) -> None:
-    listener, pieces, frames = render(corpus, plan)
-    sender.submit(listener, pieces, frames, plan.close, plan.linger_ms)
+    listener, pieces, _ = render(corpus, plan)
+    sender.submit(listener, pieces, plan.close, plan.linger_ms)
 
 
 def fuzz_round(corpus: Corpus, sender: Sender, connections: int, round_seed: int,
@@ -283,14 +283,13 @@ class SenderStats:
 
 
 class _Connection:
-    __slots__ = ("sock", "pieces", "frames_total", "written", "close", "linger", "last", "done_writing",
-                 "offsets", "frames_done", "answers", "header", "skip")
+    __slots__ = ("sock", "pieces", "written", "close", "linger", "last", "done_writing", "offsets", "frames_done",
+                 "answers", "header", "skip")
 
-    def __init__(self, sock, pieces, frames_total, close, linger, now):
+    def __init__(self, sock, pieces, close, linger, now):
         self.sock = sock
-        self.offsets = _frame_ends(pieces)
+        self.offsets = _frame_ends(pieces)     # where each frame of the stream ends
         self.pieces = deque(pieces)
-        self.frames_total = frames_total
         self.written = 0
         self.close = close
         self.linger = linger
@@ -302,6 +301,7 @@ class _Connection:
         self.skip = 0                    # bytes of the current response still to come
 
     def count_answers(self, data: bytes) -> None:
+        """Count the response frames completed by ``data`` (their size prefixes, not their bytes)."""
         pos = 0
         while pos < len(data):
             if self.skip:
@@ -337,9 +337,9 @@ class Sender:
         self._thread = threading.Thread(target=self._loop, name="fuzz-sender", daemon=True)
         self._thread.start()
 
-    def submit(self, listener: str, pieces: list[bytes], frames: int, close: str, linger_ms: int) -> None:
+    def submit(self, listener: str, pieces: list[bytes], close: str, linger_ms: int) -> None:
         self._idle.clear()
-        self._queue.put((listener, pieces, frames, close, linger_ms / 1000.0))
+        self._queue.put((listener, pieces, close, linger_ms / 1000.0))
 
     def drain(self, timeout: float = 120.0) -> bool:
         """Wait until every submitted plan has been played; False on timeout."""
@@ -387,7 +387,7 @@ class Sender:
                     self.stats.stuck += 1
                     self._finish(conn, "rst")
 
-    def _open(self, listener, pieces, frames, close, linger) -> None:
+    def _open(self, listener, pieces, close, linger) -> None:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -398,7 +398,7 @@ class Sender:
             return
         self.stats.connections += 1
         self.stats.listeners[listener] = self.stats.listeners.get(listener, 0) + 1
-        conn = _Connection(sock, pieces, frames, close, linger, time.monotonic())
+        conn = _Connection(sock, pieces, close, linger, time.monotonic())
         self._active[sock.fileno()] = conn
         self._selector.register(sock, selectors.EVENT_READ | selectors.EVENT_WRITE, conn)
 
