@@ -141,12 +141,14 @@ def test_fuzzing_then_sigterm(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
 def test_fuzzing_at_length_then_sigterm(tmp_path):
-    """Every client of the capture (confluent-kafka, kafka-python, aiokafka), 40,000 plans on a fresh broker."""
+    """Every client of the capture (confluent-kafka, kafka-python, aiokafka): 24,000 plans (about 120,000
+    frames; 3 minutes on a shared 2-core machine, more when it is busy) on a fresh broker."""
     corpus = capture(tmp_path / "capture", log=lambda line: None)
     assert len(corpus.connections) >= 25 and len(corpus.api_keys()) >= 28, corpus.api_keys()
     broker = BrokerProcess(tmp_path / "fuzzed", FUZZ_BROKER_OVERRIDES).start()
     try:
-        fuzz_then_stop(broker, corpus, rounds=20, connections=2000, seed=23)
+        fuzz_then_stop(broker, corpus, rounds=12, connections=2000, seed=23)
     finally:
         broker.kill()
