@@ -11,7 +11,14 @@ What the fuzzer found, each a black-box regression on a real broker process:
   never exited).  Kafka answers a fetch of no partition at once;
 * a member waiting in JoinGroup for the rest of its group (the other member
   has a long session) held the drain the same way; the group coordinator now
-  answers it NOT_COORDINATOR when the broker starts draining.
+  answers it NOT_COORDINATOR when the broker starts draining;
+* an IncrementalAlterConfigs in flight at SIGTERM waited for the controller's
+  UpdateMetadata to this very broker, which the drain no longer read, until
+  the drain's end, and failed with a critical traceback when the stop closed
+  that channel.  The drain now stops the data plane only, and a late failure
+  of an expired request is one line (unit tests: ``test_processor.py``,
+  ``test_broker_lifecycle.py``, ``test_kafka_apis.py``; the moment is too
+  narrow to hit on purpose from outside).
 
 Then the fuzzer itself (``tests/support/fuzzing.py``): Hypothesis draws
 plans over a corpus captured from confluent-kafka, kafka-python and aiokafka
