@@ -75,8 +75,23 @@ def assert_clean(output: str) -> None:
 # -- what the fuzzer found ----------------------------------------------------------------------------
 
 
-def test_a_fetch_of_no_partition_is_answered_at_once_and_does_not_hold_the_shutdown(tmp_path):
-    broker = BrokerProcess(tmp_path).start()
+@pytest.fixture
+def start_broker(tmp_path):
+    """Start a broker; one a failed test left running is killed afterwards."""
+    started: list[BrokerProcess] = []
+
+    def start(overrides: dict[str, str] | None = None) -> BrokerProcess:
+        broker = BrokerProcess(tmp_path, overrides).start()
+        started.append(broker)
+        return broker
+
+    yield start
+    for broker in started:
+        broker.kill()
+
+
+def test_a_fetch_of_no_partition_is_answered_at_once_and_does_not_hold_the_shutdown(start_broker):
+    broker = start_broker()
     with RawClient(broker.data_port) as fuzzed, RawClient(broker.data_port) as plain:
         fuzzed.send_frame(FUZZED_FETCH)
         correlation_id, answer = fuzzed.read_response(ApiKey.FETCH, 5, timeout=10)
@@ -89,9 +104,8 @@ def test_a_fetch_of_no_partition_is_answered_at_once_and_does_not_hold_the_shutd
     assert_clean(output)
 
 
-def test_a_member_waiting_in_join_group_is_answered_when_the_broker_stops(tmp_path):
-    broker = BrokerProcess(tmp_path, {"group.initial.rebalance.delay.ms": "0",
-                                      "offsets.topic.num.partitions": "1"}).start()
+def test_a_member_waiting_in_join_group_is_answered_when_the_broker_stops(start_broker):
+    broker = start_broker({"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "1"})
     with RawClient(broker.data_port) as first, RawClient(broker.data_port) as second:
         def coordinator_ready() -> bool:
             return first.request(FindCoordinatorRequest(key="g", key_type=0), 1).error_code == ErrorCode.NONE
