@@ -19,7 +19,7 @@ PYTEST_ARGS ?=
 # generators wait on sockets much of the time.  PYTEST_PARALLEL= runs it serially.
 PYTEST_PARALLEL ?= -n 3 --dist loadfile
 
-.PHONY: run cluster lint test test-examples test-slow bench-codec bench-embedded bench-failed-logins bench-log bench-network bench-planes bench-produce bench-groups bench-tls system-deps clean
+.PHONY: run cluster lint test test-examples test-slow bench-codec bench-embedded bench-failed-logins bench-fuzz bench-log bench-network bench-planes bench-produce bench-groups bench-tls system-deps clean
 
 run: $(VENV)/.base-installed
 	bin/twisted-kafka-server-start $(CONFIG) $(ARGS)
@@ -77,6 +77,11 @@ bench-failed-logins: $(VENV)/.test-installed
 
 bench-embedded: $(VENV)/.test-installed
 	$(BIN)/python bench/embedded_start.py
+
+# CPU-heavy (the fuzzer and the broker share the machine): niced.  FRAMES=1000000 for the full run.
+FRAMES ?= 200000
+bench-fuzz: $(VENV)/.test-installed
+	nice -n 10 $(BIN)/python bench/fuzz.py --frames $(FRAMES)
 
 system-deps:
 	@bin/install-system-deps

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Protocol
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred, DeferredList, gatherResults, inlineCallbacks
@@ -316,10 +316,13 @@ class SocketServer(Service):
         stops = [a.stop_listening() for a in self.acceptors.values()]
         return DeferredList([d for d in stops if d is not None])
 
-    def stop_processing_requests(self) -> None:
-        """Second step: no plane reads another request (those already read are still answered)."""
+    def stop_processing_requests(self, planes: Iterable[str] | None = None) -> None:
+        """Second step: the named planes (default: every plane) read no other request (those already
+        read are still answered)."""
+        names = None if planes is None else set(planes)
         for plane in self.planes:
-            plane.open = False
+            if names is None or plane.name in names:
+                plane.open = False
 
     def drained(self) -> Deferred:
         """Fires once every request already read has been answered."""

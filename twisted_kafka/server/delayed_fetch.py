@@ -36,12 +36,16 @@ class FetchPurgatory:
     def __init__(self, reactor):
         self.reactor = reactor
         self._watchers: dict[tuple[str, int], set[DelayedFetch]] = defaultdict(set)
+        # Every waiting fetch, whatever it watches: complete_all() finds them all here (a fetch that
+        # watches no partition is in no watcher set).
+        self._waiting: set[DelayedFetch] = set()
 
     def wait(self, partitions, min_bytes: int, accumulated: int, max_wait_ms: int, *,
              replica: bool = False) -> Deferred:
         """A Deferred that fires (with None) once enough bytes were appended or the wait expired;
         ``replica``: a follower's fetch (it reads up to the log end, not the high watermark)."""
         fetch = DelayedFetch(frozenset(partitions), min_bytes, accumulated, replica)
+        self._waiting.add(fetch)
         for tp in fetch.partitions:
             self._watchers[tp].add(fetch)
         fetch.timer = self.reactor.callLater(max_wait_ms / 1000.0, self._complete, fetch)
@@ -78,6 +82,7 @@ class FetchPurgatory:
             return
         if fetch.timer is not None and fetch.timer.active():
             fetch.timer.cancel()
+        self._waiting.discard(fetch)
         for tp in fetch.partitions:
             watchers = self._watchers.get(tp)
             if watchers is not None:
@@ -88,10 +93,9 @@ class FetchPurgatory:
 
     def complete_all(self) -> None:
         """Shutdown: answer every waiting fetch now."""
-        for watchers in list(self._watchers.values()):
-            for fetch in list(watchers):
-                self._complete(fetch)
+        for fetch in list(self._waiting):
+            self._complete(fetch)
 
     @property
     def size(self) -> int:
-        return len({f for watchers in self._watchers.values() for f in watchers})
+        return len(self._waiting)

@@ -24,6 +24,11 @@ which the handler pool hands to its plane's ``RequestChannel``:
 * any other exception → the error response with UNKNOWN_SERVER_ERROR, logged
   with the request, so a bug in one handler costs one request, not the broker;
 * a response that cannot be encoded → ``CloseConnectionResponse``.
+
+``error_answer`` builds the same error response for a request whose handler
+has not finished when the broker stops (the handler pool expires it); if
+that handler fails afterwards (what it waited on was closed by the stop),
+one line says so, without a traceback.
 """
 
 from __future__ import annotations
@@ -93,7 +98,12 @@ class KafkaApis:
             result = self._error_response(handler, request, exc.code, exc.message)
             if isinstance(exc, RefusedPeer):
                 close_reason = exc.reason
-        except Exception:
+        except Exception as exc:
+            if request.released:
+                # Expired at shutdown and answered then (error_answer); what it still waited on was
+                # closed by the stop (a controller channel, say): no one hears of it but the log.
+                self.log.info("{request}, expired earlier, ended with {error!r}", request=request, error=exc)
+                return NoOpResponse(request)
             self.log.failure("Error handling {request}", request=request)
             result = self._error_response(handler, request, ErrorCode.UNKNOWN_SERVER_ERROR, None)
         request.remote_complete_ns = perf_counter_ns()
@@ -102,6 +112,13 @@ class KafkaApis:
             # The refusal is answered, then the connection closes; the refusal was logged where it was decided.
             return CloseConnectionResponse(request, close_reason, None, graceful=True, chunks=response.chunks)
         return response
+
+    def error_answer(self, request: Request, code: ErrorCode, message: str | None = None) -> Response:
+        """``request`` answered with ``code`` as a whole, in its API's error response (a request expired
+        before its handler finished: ``KafkaRequestHandlerPool.expire_in_flight``)."""
+        handler = self._handlers[request.api_key]
+        request.remote_complete_ns = perf_counter_ns()
+        return self._response(handler, request, self._error_response(handler, request, code, message))
 
     @staticmethod
     def _authorize(handler: ApiHandler, request: Request) -> None:

@@ -26,7 +26,11 @@ Children stop in the reverse order, each after the one before has finished
 stopping: controlled shutdown and draining (8), the connection events still
 buffered written (7), the controller (6), every connection closed (5), the
 handlers (4), the group coordinator's timers (3), the logs flushed with their
-checkpoints and clean-shutdown marker (2), the pool (1).
+checkpoints and clean-shutdown marker (2), the pool (1).  The whole stop is
+bounded (``StopDeadline``): past the controlled shutdown's own bound, the
+drain timeout and ``STOP_GRACE_SECONDS`` -- the last two only, from the
+moment the drain begins -- the process exits with status 1, naming the
+child still stopping.
 
 The broker's identity (``meta.properties``) is read when the server is built,
 so every part is built with the broker id it runs as -- after every log dir
@@ -90,7 +94,7 @@ from twisted_kafka.zk.scram_store import ZkScramCredentialStore
 from .admin_manager import AdminManager
 from .api_table import broker_handlers
 from .authorization import Authorization
-from .broker_lifecycle import BrokerLifecycleManager
+from .broker_lifecycle import DRAIN_TIMEOUT_SECONDS, STOP_GRACE_SECONDS, BrokerLifecycleManager
 from .broker_metadata import BrokerMetadata, LogDirLocks, generate_cluster_id, load_or_create
 from .cluster_view import LocalClusterView
 from .config_repository import ConfigRepository
@@ -105,6 +109,7 @@ from .replica_fetcher_manager import ReplicaFetcherManager
 from .replica_manager import ReplicaManager
 from .request_handler import DATA_PLANE_TURN_BUDGET, KafkaRequestHandlerPool
 from .startup import debug_enabled, failure_line
+from .stop_deadline import StopDeadline
 
 
 class ThreadPoolService(Service):
@@ -297,10 +302,14 @@ class KafkaServer(MultiService):
             pools.append(KafkaRequestHandlerPool(channel=self.socket_server.control_plane.channel, apis=self.apis,
                                                  num_handlers=1, reactor=reactor, metrics=self.metrics,
                                                  metric_prefix="ControlPlane"))
+        self._stopping: Service | None = None    # the child whose stopService runs
+        self.stop_deadline = StopDeadline(reactor, describe=self._still_stopping)
         self.lifecycle = BrokerLifecycleManager(config=config, broker_id=broker_id, broker_epoch=self.broker_epoch,
                                                 socket_server=self.socket_server,
                                                 replica_manager=self.replica_manager, controller=controller,
-                                                reactor=reactor)
+                                                reactor=reactor, handler_pools=pools,
+                                                group_coordinator=self.group_coordinator.coordinator,
+                                                stop_deadline=self.stop_deadline)
         event_log = [] if self.connection_event_log is None else [self.connection_event_log]
         # The admin REST endpoint starts right after the pool: its health checks answer (not
         # ready) while the logs load, and a bad admin.rest.* setting stops startup early.
@@ -527,13 +536,33 @@ class KafkaServer(MultiService):
     # -- shutdown -----------------------------------------------------------------------
 
     def stopService(self) -> Deferred:
+        """Stop the children in reverse order, within a last-resort bound (``StopDeadline``): the
+        controlled shutdown's own bound, the drain timeout and ``STOP_GRACE_SECONDS`` (re-armed to the
+        last two when the drain begins).  Past it, the process exits with status 1, saying what was
+        still stopping."""
         Service.stopService(self)
-        return ensureDeferred(self._stop_children())
+        self.stop_deadline.arm(self.lifecycle.controlled_shutdown_bound() + DRAIN_TIMEOUT_SECONDS
+                               + STOP_GRACE_SECONDS, "controlled shutdown")
+        d = ensureDeferred(self._stop_children())
+        d.addBoth(self._stopped)
+        return d
+
+    def _stopped(self, result):
+        self.stop_deadline.disarm()
+        return result
 
     async def _stop_children(self) -> None:
         self.log.info("Broker shutting down")
         for child in reversed(list(self)):
             if child.running:
+                self._stopping = child
                 await maybeDeferred(child.stopService)
+        self._stopping = None
         self.log_dir_locks.release()
         self.log.info("Broker shut down")
+
+    def _still_stopping(self) -> str:
+        """What the last-resort bound's log line names: the child still stopping, requests in flight."""
+        child = self._stopping
+        name = getattr(child, "name", None) or type(child).__name__ if child is not None else "nothing"
+        return f"{name} still stopping, {self.socket_server.inflight_count()} request(s) in flight"

@@ -51,10 +51,10 @@ from collections import deque
 from collections.abc import Callable
 from contextvars import copy_context
 from dataclasses import dataclass
-from time import perf_counter
+from time import perf_counter, perf_counter_ns
 
 from twisted.application.service import Service
-from twisted.internet.defer import CancelledError, Deferred, DeferredList
+from twisted.internet.defer import CancelledError, Deferred, DeferredList, succeed
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -62,8 +62,10 @@ from twisted.python.failure import Failure
 from twisted_kafka.metrics import MetricName, MetricsRegistry
 from twisted_kafka.metrics.idle import IdleRatio
 from twisted_kafka.network.close_reasons import CloseReason
-from twisted_kafka.network.request import CloseConnectionResponse
+from twisted_kafka.network.request import CloseConnectionResponse, Request
 from twisted_kafka.network.request_channel import RequestChannel
+from twisted_kafka.protocol.errors import ErrorCode
+from twisted_kafka.waiting import fired_within
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,10 @@ class TurnBudget:
 DATA_PLANE_TURN_BUDGET = TurnBudget(seconds=0.001, requests=256)
 #: How often a slice asks ``yield_to`` whether another plane waits (one poll system call).
 YIELD_CHECK_SECONDS = 0.0002
+#: How long ``stopService`` waits for requests still running before it expires them.  The broker's
+#: drain has waited (and expired what was left) before the pools stop, so this only bounds a pool
+#: stopped on its own.
+STOP_TIMEOUT_SECONDS = 5.0
 
 
 class _Slot:
@@ -101,7 +107,7 @@ class _Slot:
         handled = self.handled
         if handled is not None:
             # Freed after _serve returned: the handler goes on with the next request.
-            if not handled.called:
+            if not handled.called and handled in pool._unfinished:
                 pool._waiting.add(handled)
             pool._next(self.handler_id)
 
@@ -131,8 +137,9 @@ class KafkaRequestHandlerPool(Service):
         self.idle = IdleRatio(num_handlers, reactor.seconds)
         self.handling = 0               # requests holding a handler slot
         self._takers: dict[int, Deferred] = {}
-        self._unfinished: set[Deferred] = set()   # handlers that have not completed yet
+        self._unfinished: dict[Deferred, Request] = {}   # handlers that have not completed yet
         self._waiting: set[Deferred] = set()      # ... of which: handed off to remote waits
+        self.expired = 0                          # requests answered by expire_in_flight
         self._sampler = LoopingCall(self.idle.sample)
         self._sampler.clock = reactor
         metrics.gauge(MetricName("kafka.server", "KafkaRequestHandlerPool",
@@ -276,13 +283,13 @@ class KafkaRequestHandlerPool(Service):
             slot.release()
             return True
         handled = Deferred.fromCoroutine(coroutine)
-        handled.addCallback(self.channel.send_response)
+        handled.addCallback(self._respond)
         if handled.called:
             if isinstance(handled.result, Failure):
                 handled.addErrback(self._crashed, request)
             slot.release()
             return True
-        self._unfinished.add(handled)
+        self._unfinished[handled] = request
         handled.addBoth(self._finished, handled, slot, request)
         if slot.released:           # it started waiting remotely before returning
             self._waiting.add(handled)
@@ -290,8 +297,13 @@ class KafkaRequestHandlerPool(Service):
         slot.handled = handled
         return False
 
+    def _respond(self, response) -> None:
+        if response.request.released:
+            return      # answered already: it was expired, and this late answer has no one to go to
+        self.channel.send_response(response)
+
     def _finished(self, result, handled: Deferred, slot: _Slot, request):
-        self._unfinished.discard(handled)
+        self._unfinished.pop(handled, None)
         self._waiting.discard(handled)
         if isinstance(result, Failure):
             self._crashed(result, request)
@@ -302,12 +314,44 @@ class KafkaRequestHandlerPool(Service):
         # KafkaApis answers every failure itself; this is the last line of defence:
         # the connection would otherwise wait for this answer forever.
         self.log.failure("Handler crashed on {request}", failure, request=request)
-        self.channel.send_response(CloseConnectionResponse(request, CloseReason.PROTOCOL_ERROR,
-                                                           "internal error while handling the request",
-                                                           graceful=False))
+        if not request.released:
+            self.channel.send_response(CloseConnectionResponse(request, CloseReason.PROTOCOL_ERROR,
+                                                               "internal error while handling the request",
+                                                               graceful=False))
+
+    # -- requests that must not outlive the broker ------------------------------------------
+
+    def in_flight(self) -> list[Request]:
+        """Requests whose handlers have started and not finished (working or waiting), oldest first."""
+        return sorted(self._unfinished.values(), key=lambda request: request.start_ns)
+
+    def expire_in_flight(self, error: ErrorCode, why: str) -> list[Request]:
+        """Answer every request in flight with ``error`` now, one log line each; the requests expired.
+
+        A handler expired here is forgotten: it may still finish (its answer is
+        then dropped) or wait forever on something that will never fire, and
+        nothing in the broker waits for it any more.
+        """
+        expired = self.in_flight()
+        self._unfinished.clear()
+        self._waiting.clear()
+        now_ns = perf_counter_ns()
+        for request in expired:
+            context = request.context
+            self.log.warn("{plane} plane request still pending {why}: {api} v{version} correlation id "
+                          "{correlation_id} from client id {client_id!r} at {peer} on {listener}, "
+                          "{age:.1f}s old; answered {error}", plane=context.plane, why=why, api=request.spec.name,
+                          version=request.api_version, correlation_id=request.correlation_id,
+                          client_id=request.client_id, peer=context.client_address, listener=context.listener_name,
+                          age=(now_ns - request.start_ns) / 1e9, error=error.name)
+            if not request.released:
+                self.channel.send_response(self.apis.error_answer(request, error, why))
+            self.expired += 1
+        return expired
 
     def stopService(self):
-        """Stop taking requests; the Deferred fires when every started request has finished."""
+        """Stop taking requests; the Deferred fires when every started request has finished, or once
+        ``STOP_TIMEOUT_SECONDS`` have passed and those still running have been expired."""
         super().stopService()
         if self._sampler.running:
             self._sampler.stop()
@@ -318,4 +362,13 @@ class KafkaRequestHandlerPool(Service):
                 self._slice_call.cancel()
             self._slice_call = None
         self.channel.cancel_takers()
-        return DeferredList(list(self._unfinished))
+        if not self._unfinished:
+            return succeed(None)
+        finished = fired_within(self.reactor, DeferredList(list(self._unfinished)), STOP_TIMEOUT_SECONDS)
+        finished.addCallback(self._expire_at_stop)
+        return finished
+
+    def _expire_at_stop(self, all_finished: bool) -> None:
+        if self._unfinished:
+            self.expire_in_flight(ErrorCode.REQUEST_TIMED_OUT,
+                                  f"when its handlers stopped ({STOP_TIMEOUT_SECONDS:g}s later)")

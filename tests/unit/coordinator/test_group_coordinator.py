@@ -422,3 +422,27 @@ def test_a_new_coordinator_loads_groups_and_offsets_from_the_log():
         a.heartbeat()
     assert restarted.group("g").is_state(GroupState.PREPARING_REBALANCE)
     assert not restarted.group("g").has(b.member_id)
+
+
+def test_shutdown_answers_every_waiting_join_and_sync_not_coordinator_and_stops_the_timers():
+    """The broker stops reading requests, so nothing but a timer could end these waits (a rebalance
+    timeout of 24 days, a leader that never syncs): the coordinator's shutdown answers them now."""
+    coordinator, _, clock = make_coordinator(partitions=2)
+    # group g: stable with a and b; c joins, and the rebalance waits for a and b to rejoin
+    a, b = _stable_group(coordinator, clock, 2, session_ms=600_000, rebalance_ms=2**31 - 1)
+    c = Member(coordinator, client_id="new", session_ms=600_000, rebalance_ms=2**31 - 1)
+    joining = c.join_with_id()
+    # group h: rebalanced, the follower waits in SyncGroup for its leader's assignment
+    h = [Member(coordinator, "h", client_id=f"h{i}", session_ms=600_000, rebalance_ms=600_000) for i in range(2)]
+    h_joins = [m.join_with_id() for m in h]
+    clock.advance(0)
+    assert all(d.called for d in h_joins)
+    follower = next(m for m in h if m.join_result.leader_id != m.member_id)
+    syncing = follower.sync()
+    assert not joining.called and not syncing.called and clock.getDelayedCalls()
+
+    coordinator.shutdown()
+    assert joining.result.error == E.NOT_COORDINATOR and syncing.result.error == E.NOT_COORDINATOR
+    assert clock.getDelayedCalls() == [] and coordinator.group("g") is None and coordinator.group("h") is None
+    assert Member(coordinator).join().result.error == E.COORDINATOR_NOT_AVAILABLE
+    coordinator.shutdown()                            # again: nothing changes

@@ -421,6 +421,19 @@ def test_stop_processing_requests_answers_what_was_read_and_reads_nothing_more(s
     assert stack.channel().queue_size == 0 and p.transport.paused, "request 2 is never read"
 
 
+def test_the_control_plane_may_go_on_reading_while_the_data_plane_drains(stack):
+    """The broker's drain stops the data plane only: the controller's requests (its UpdateMetadata
+    to this very broker, which an admin request in flight waits for) are still read and answered."""
+    client, controller = stack.connect(), stack.connect("CONTROLLER")
+    stack.server.stop_processing_requests(["data"])
+    client.dataReceived(api_versions(1))
+    controller.dataReceived(api_versions(2))
+    assert stack.channel().queue_size == 0 and stack.channel("control").queue_size == 1
+    stack.serve("control")
+    assert [decode(18, 0, f)[0] for f in split_frames(controller.transport.value())] == [2]
+    assert not stack.plane("data").open and stack.plane("control").open
+
+
 # -- failed authentication (connection.failed.authentication.delay.ms) ---------------------
 
 def test_failed_authentication_mutes_then_closes_after_the_delay():

@@ -1,21 +1,23 @@
 """KafkaRequestHandlerPool (slots freed when a request starts waiting remotely, answers handed to
-its own plane's channel, crashes answered by closing) and IdleRatio (Kafka's
-RequestHandlerAvgIdlePercent)."""
+its own plane's channel, crashes answered by closing, requests in flight expired with an error and
+named in the log, a bounded stop) and IdleRatio (Kafka's RequestHandlerAvgIdlePercent)."""
 
 from __future__ import annotations
 
 import pytest
 from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
+from twisted.logger import globalLogPublisher
 
 from twisted_kafka.metrics import MetricName, MetricsRegistry
 from twisted_kafka.metrics.idle import IdleRatio
 from twisted_kafka.network.close_reasons import CloseReason
-from twisted_kafka.network.request import CloseConnectionResponse, NoOpResponse, Request, RequestContext
+from twisted_kafka.network.request import CloseConnectionResponse, NoOpResponse, Request, RequestContext, SendResponse
 from twisted_kafka.network.request_channel import RequestChannel
 from twisted_kafka.protocol.header import RequestHeader
+from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.registry import REGISTRY, ApiKey
-from twisted_kafka.server.request_handler import KafkaRequestHandlerPool
+from twisted_kafka.server.request_handler import STOP_TIMEOUT_SECONDS, KafkaRequestHandlerPool
 
 
 class Connection:
@@ -66,6 +68,10 @@ class Apis:
             await self.remote[n]
         self.finished.append(n)
         return NoOpResponse(request)
+
+    def error_answer(self, request, code, message=None):
+        """KafkaApis' whole-request error answer (what an expired request gets)."""
+        return SendResponse(request, [f"{code.name}: {message}".encode()])
 
 
 def send(channel, n: int, *, local: Deferred | None = None, remote: Deferred | None = None, apis=None) -> Request:
@@ -291,6 +297,60 @@ def test_a_request_waiting_after_its_synchronous_part_releases_later():
     remote.callback(None)
     assert apis.finished == [2, 1] and not p._waiting
     assert conn.answered == [2, 1]
+
+
+@pytest.fixture
+def logged():
+    events = []
+    globalLogPublisher.addObserver(events.append)
+    yield events
+    globalLogPublisher.removeObserver(events.append)
+
+
+def pending_lines(events) -> list[dict]:
+    return [e for e in events if "still pending" in e.get("log_format", "")]
+
+
+def test_expiring_answers_every_request_in_flight_with_the_error_once_and_names_each(logged):
+    p, channel, apis, clock, _, conn = pool(2)
+    never, busy = Deferred(), Deferred()
+    send(channel, 1, remote=never, apis=apis)            # parked: its slot is free again
+    send(channel, 2, local=busy, apis=apis)              # its handler still works on it
+    send(channel, 3)                                     # answered at once
+    assert [r.correlation_id for r in p.in_flight()] == [1, 2] and channel.outstanding == 2
+
+    expired = p.expire_in_flight(ErrorCode.REQUEST_TIMED_OUT, "after the drain")
+    assert [r.correlation_id for r in expired] == [1, 2] and p.in_flight() == [] and p.expired == 2
+    assert conn.answered == [3, 1, 2] and channel.outstanding == 0 and channel.held_bytes == 0
+    assert [bytes(a.chunks[0]) for a in conn.answers[1:]] == [b"REQUEST_TIMED_OUT: after the drain"] * 2
+    lines = pending_lines(logged)
+    assert [(e["api"], e["version"], e["correlation_id"], e["client_id"], e["peer"], e["listener"], e["error"])
+            for e in lines] == [("Metadata", 1, n, "unit", "127.0.0.1:40000", "PLAINTEXT", "REQUEST_TIMED_OUT")
+                                for n in (1, 2)]
+    assert all(e["age"] >= 0 for e in lines)
+    # the handlers finish late (or never): their answers go nowhere, and nothing is answered twice
+    busy.callback(None)
+    never.callback(None)
+    assert apis.finished == [3, 2, 1] and conn.answered == [3, 1, 2] and channel.outstanding == 0
+    stopped = []
+    p.stopService().addCallback(stopped.append)
+    assert stopped, "nothing is left to wait for"
+
+
+def test_stop_waits_at_most_its_timeout_then_expires_what_still_runs(logged):
+    p, channel, apis, clock, _, conn = pool(1)
+    finishing, never = Deferred(), Deferred()
+    send(channel, 1, remote=finishing, apis=apis)
+    send(channel, 2, remote=never, apis=apis)
+    stopped = []
+    p.stopService().addCallback(stopped.append)
+    finishing.callback(None)
+    clock.advance(STOP_TIMEOUT_SECONDS - 0.001)
+    assert not stopped and conn.answered == [1]
+    clock.advance(0.001)
+    assert stopped and conn.answered == [1, 2] and channel.outstanding == 0
+    [line] = pending_lines(logged)
+    assert line["correlation_id"] == 2 and line["error"] == "REQUEST_TIMED_OUT"
 
 
 def test_stopping_cancels_idle_handlers_quietly():

@@ -1,9 +1,12 @@
-"""BrokerLifecycleManager: start enables the data plane; stop is controlled shutdown, then stop accepting,
-then stop processing, waiting fetches answered, and a drain bounded by its timeout -- all on the test's clock.
+"""BrokerLifecycleManager: start enables the data plane; stop is controlled shutdown (each attempt
+bounded), then the stop's deadline re-armed, stop accepting, stop processing, waiting fetches and the
+group coordinator's waits answered, and a drain bounded by its timeout, at which the requests still in
+flight are expired -- all on the test's clock.
 
-The SocketServer is a recording stand-in (the order of its calls is the
-point); the ReplicaManager, its fetch purgatory and a long-polling Fetch are
-the real ones of the single-node harness.
+The SocketServer, the handler pools, the group coordinator and the stop
+deadline are recording stand-ins (the order of their calls is the point);
+the ReplicaManager, its fetch purgatory and a long-polling Fetch are the
+real ones of the single-node harness.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from twisted_kafka.config import KafkaConfig
 from twisted_kafka.controller.client import NoControllerClient
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
-from twisted_kafka.server.broker_lifecycle import DRAIN_TIMEOUT_SECONDS, BrokerLifecycleManager
+from twisted_kafka.server.broker_lifecycle import DRAIN_TIMEOUT_SECONDS, STOP_GRACE_SECONDS, BrokerLifecycleManager
 
 from .helpers import decode, result_of
 
@@ -35,8 +38,9 @@ class RecordingSocketServer:
         self.calls.append("stop accepting")
         return self.accepting_stopped
 
-    def stop_processing_requests(self):
-        self.calls.append("stop processing")
+    def stop_processing_requests(self, planes=None):
+        # The data plane only: the control plane serves the controller until the connections close.
+        self.calls.append("stop processing" if planes == ["data"] else f"stop processing {planes}")
 
     def drained(self):
         self.calls.append("wait for drain")
@@ -44,6 +48,35 @@ class RecordingSocketServer:
 
     def inflight_count(self):
         return self.inflight
+
+
+class RecordingPool:
+    def __init__(self, calls: list, server: RecordingSocketServer):
+        self.calls = calls
+        self.server = server
+        self.answers_all = True
+
+    def expire_in_flight(self, error, why):
+        self.calls.append(f"expire {error.name} {why}")
+        if self.answers_all:
+            self.server.inflight = 0
+        return []
+
+
+class RecordingCoordinator:
+    def __init__(self, calls: list):
+        self.calls = calls
+
+    def shutdown(self):
+        self.calls.append("group coordinator shutdown")
+
+
+class RecordingDeadline:
+    def __init__(self, calls: list):
+        self.calls = calls
+
+    def arm(self, seconds, phase):
+        self.calls.append(f"deadline {seconds:g}s ({phase})")
 
 
 class ShutdownController(NoControllerClient):
@@ -58,6 +91,8 @@ class ShutdownController(NoControllerClient):
         answer = self.answers.pop(0)
         if isinstance(answer, BaseException):
             raise answer
+        if isinstance(answer, Deferred):          # a controller that never answers
+            return await answer
         return answer
 
 
@@ -69,14 +104,19 @@ def logged():
     globalLogPublisher.removeObserver(events.append)
 
 
-def lifecycle(node, answers=((),), **props):
+def lifecycle(node, answers=((),), *, collaborators=False, **props):
+    """``collaborators``: with recording handler pools, group coordinator and stop deadline."""
     calls: list[str] = []
     config = KafkaConfig.from_props({"controlled.shutdown.retry.backoff.ms": "5000", **props})
     server = RecordingSocketServer(calls)
     controller = ShutdownController(calls, answers)
+    extra = {}
+    if collaborators:
+        extra = dict(handler_pools=[RecordingPool(calls, server), RecordingPool(calls, server)],
+                     group_coordinator=RecordingCoordinator(calls), stop_deadline=RecordingDeadline(calls))
     manager = BrokerLifecycleManager(config=config, broker_id=0, broker_epoch=7, socket_server=server,
                                      replica_manager=node.replica_manager, controller=controller,
-                                     reactor=node.reactor)
+                                     reactor=node.reactor, **extra)
     return manager, server, calls
 
 
@@ -133,6 +173,67 @@ def test_the_drain_is_bounded_by_its_timeout(node, logged):
     [warning] = [e for e in logged if e.get("log_format", "").startswith("{count} request(s) still in flight")]
     assert (warning["count"], warning["timeout"]) == (3, DRAIN_TIMEOUT_SECONDS)
     server.drain.callback(None)                       # a late drain changes nothing
+
+
+def test_the_drain_starts_with_the_deadline_rearmed_and_every_wait_answered(node):
+    manager, server, calls = lifecycle(node, collaborators=True)
+    request, fetch = waiting_fetch(node, calls)
+    manager.startService()
+    calls.clear()
+    manager.stopService()
+    assert calls == ["controlled shutdown 0/7", f"deadline {DRAIN_TIMEOUT_SECONDS + STOP_GRACE_SECONDS:g}s "
+                     "(draining requests)", "stop accepting", "stop processing", "fetch answered",
+                     "group coordinator shutdown", "wait for drain"]
+
+
+def test_at_the_drain_timeout_requests_still_in_flight_are_expired(node, logged):
+    manager, server, calls = lifecycle(node, collaborators=True)
+    manager.startService()
+    stopped = manager.stopService()
+    calls.clear()
+    node.reactor.advance(DRAIN_TIMEOUT_SECONDS - 0.001)
+    assert calls == [] and not stopped.called
+    node.reactor.advance(0.001)
+    assert calls == [f"expire REQUEST_TIMED_OUT after the {DRAIN_TIMEOUT_SECONDS:g}s drain"] * 2
+    assert stopped.called
+    [warning] = [e for e in logged if e.get("log_format", "").startswith("{count} request(s) still in flight")]
+    assert warning["count"] == 3
+    assert not [e for e in logged if "never handled" in e.get("log_format", "")]
+
+
+def test_a_request_read_but_never_handled_is_reported_too(node, logged):
+    manager, server, calls = lifecycle(node, collaborators=True)
+    for pool in manager.handler_pools:
+        pool.answers_all = False                      # queued requests no handler took
+    manager.startService()
+    stopped = manager.stopService()
+    node.reactor.advance(DRAIN_TIMEOUT_SECONDS)
+    assert stopped.called
+    [line] = [e for e in logged if "never handled" in e.get("log_format", "")]
+    assert line["count"] == 3
+
+
+def test_an_unanswered_controlled_shutdown_attempt_ends_at_controller_socket_timeout_ms(node, logged):
+    silent = Deferred()
+    manager, server, calls = lifecycle(node, answers=[silent, []], **{"controlled.shutdown.max.retries": "3",
+                                                                      "controller.socket.timeout.ms": "2000"})
+    manager.startService()
+    calls.clear()
+    manager.stopService()
+    node.reactor.advance(1.999)
+    assert calls == ["controlled shutdown 0/7"]
+    node.reactor.advance(0.001)                       # the attempt times out; the backoff begins
+    node.reactor.advance(5)
+    assert calls == ["controlled shutdown 0/7"] * 2 + ["stop accepting", "stop processing", "wait for drain"]
+    assert [e for e in logged if "got no answer" in e.get("log_format", "")]
+    silent.callback([])                               # a late answer changes nothing
+
+
+def test_the_controlled_shutdown_bound_counts_every_attempt_and_backoff(node):
+    manager, _, _ = lifecycle(node, **{"controlled.shutdown.max.retries": "3", "controller.socket.timeout.ms": "2000"})
+    assert manager.controlled_shutdown_bound() == 3 * (2 + 5)
+    manager, _, _ = lifecycle(node, **{"controlled.shutdown.enable": "false"})
+    assert manager.controlled_shutdown_bound() == 0
 
 
 def test_stop_accepting_completes_before_requests_stop_being_read(node):

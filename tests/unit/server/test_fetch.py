@@ -137,6 +137,16 @@ def test_enough_data_or_an_error_answers_at_once(node):
     assert pending.called and purgatory_timers(node) == []
 
 
+@pytest.mark.parametrize("replica_id", [-1, 812666])
+def test_a_fetch_of_no_partition_is_answered_at_once_whatever_it_would_wait(node, replica_id):
+    """As Kafka's (no append could ever wake it): the fuzzer's Fetch of no topic, 8.8 days of max_wait_ms
+    and a replica id, waited its whole max_wait_ms, out of the shutdown's reach."""
+    request, pending = node.pending(F(replica_id=replica_id, max_wait_ms=761_754_223, min_bytes=1970285921,
+                                      max_bytes=1 << 20, topics=[]), 5)
+    assert pending.called and purgatory_timers(node) == [] and node.replica_manager.purgatory.size == 0
+    assert decode(request, result_of(pending)).responses == []
+
+
 def test_a_partition_that_goes_away_ends_the_wait_with_its_error(node):
     node.create_topic("t")
     request, pending = node.pending(fetch({"t": {0: 0}}, max_wait_ms=500, min_bytes=1), 12)

@@ -59,3 +59,13 @@ def test_shutdown_answers_every_waiting_fetch():
     waiting = [purgatory.wait([("t", p)], min_bytes=1, accumulated=0, max_wait_ms=1000) for p in range(3)]
     purgatory.complete_all()
     assert all(d.called for d in waiting) and purgatory.size == 0 and clock.getDelayedCalls() == []
+
+
+def test_shutdown_answers_a_fetch_that_watches_no_partition_too():
+    """Such a fetch is in no partition's watchers; the shutdown must find it all the same."""
+    clock = Clock()
+    purgatory = FetchPurgatory(clock)
+    lonely = purgatory.wait([], min_bytes=1, accumulated=0, max_wait_ms=2**31 - 1)
+    assert purgatory.size == 1
+    purgatory.complete_all()
+    assert lonely.called and purgatory.size == 0 and clock.getDelayedCalls() == []

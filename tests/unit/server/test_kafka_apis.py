@@ -8,6 +8,7 @@ the real handler table of a single-node broker and decodes the answer.
 from __future__ import annotations
 
 import pytest
+from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.logger import globalLogPublisher
 
 from twisted_kafka.network.processor import CloseReason
@@ -138,6 +139,41 @@ def test_a_kafka_error_answers_with_the_handlers_error_response():
     body = decode(request, response)
     assert (body.error_code, body.error_message) == (ErrorCode.NOT_CONTROLLER, "not me")
     assert metrics.errors == [("DescribeCluster", "NOT_CONTROLLER")]
+
+
+def test_an_expired_request_is_answered_with_the_handlers_error_response():
+    """What the handler pool sends for a request whose handler has not finished when the broker stops."""
+    handler = Scripted(cluster_response())
+    metrics = RecordingMetrics()
+    apis = KafkaApis([handler], request_metrics=metrics)
+    request = make_request(m.DescribeClusterRequest(include_cluster_authorized_operations=False), 1)
+    response = apis.error_answer(request, ErrorCode.REQUEST_TIMED_OUT, "after the drain")
+    assert isinstance(response, SendResponse) and response.request is request
+    body = decode(request, response)
+    assert (body.error_code, body.error_message) == (ErrorCode.REQUEST_TIMED_OUT, "after the drain")
+    assert metrics.errors == [("DescribeCluster", "REQUEST_TIMED_OUT")] and request.remote_complete_ns > 0
+
+
+def test_a_handler_failing_after_its_request_was_expired_is_one_line_not_a_traceback(logged):
+    """The fuzzer's finding: an IncrementalAlterConfigs expired at the end of the drain failed when the
+    stop closed the controller's channel it waited on, and that was logged as a critical traceback."""
+    gate: Deferred = Deferred()
+
+    class Waiting(Scripted):
+        async def handle(self, request):
+            await gate
+            return cluster_response()
+
+    apis = KafkaApis([Waiting(None)], request_metrics=RecordingMetrics())
+    request = make_request(m.DescribeClusterRequest(include_cluster_authorized_operations=False), 1)
+    handled = ensureDeferred(apis.handle(request))
+    apis.error_answer(request, ErrorCode.REQUEST_TIMED_OUT, "after the drain")
+    request.released = True                           # the channel sent that answer
+    gate.errback(ConnectionError("channel to broker 0 closed"))
+    assert isinstance(result_of(handled), NoOpResponse)
+    assert failures(logged) == []
+    [line] = [e for e in logged if "expired earlier" in e.get("log_format", "")]
+    assert "channel to broker 0 closed" in repr(line["error"])
 
 
 def test_any_other_exception_is_an_unknown_server_error_and_is_logged(logged):

@@ -98,7 +98,21 @@ class GroupCoordinator:
         self.active = True
 
     def shutdown(self) -> None:
-        self.active = False
+        """Stop coordinating (the broker stops), as when every offsets partition's leadership moves away.
+
+        Every group is unloaded: a member waiting in JoinGroup for the rest of
+        its group, or in SyncGroup for its leader's assignment, is answered
+        NOT_COORDINATOR now -- nothing can complete those waits once the
+        broker reads no more requests, and a member told so looks for its
+        coordinator again, where the group is loaded from ``__consumer_offsets``.
+        Later requests are answered COORDINATOR_NOT_AVAILABLE, and the
+        purgatories' timers stop.  Idempotent.
+        """
+        if self.active:
+            self.active = False
+            unloaded = self.manager.unload_all(self._on_group_unloaded)
+            if unloaded:
+                log.info("Group coordinator stopped: {n} group(s) unloaded", n=unloaded)
         self.heartbeat_purgatory.shutdown()
         self.rebalance_purgatory.shutdown()
 

@@ -279,6 +279,17 @@ class GroupMetadataManager:
             if current is group:
                 on_group_loaded(group)
 
+    def unload_all(self, on_group_unloaded: Callable[[GroupMetadata], None]) -> int:
+        """The coordinator stops: every group is unloaded (a load in progress is dropped when it
+        ends) and no partition is owned any more; returns how many groups there were."""
+        groups = list(self.groups.values())
+        self.owned_partitions.clear()
+        self.loading_partitions.clear()
+        for group in groups:
+            on_group_unloaded(group)
+        self.groups.clear()
+        return len(groups)
+
     def remove_groups_for_partition(self, partition: int, epoch: int | None,
                                     on_group_unloaded: Callable[[GroupMetadata], None]) -> None:
         if not self._update_epoch(partition, epoch):

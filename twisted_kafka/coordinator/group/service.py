@@ -14,7 +14,10 @@
   segments -- through the ``AdminManager`` and the controller, like any topic.
 
 It starts before the controller sends its first LeaderAndIsr (so no offsets
-partition's election is missed) and stops after the network is closed.
+partition's election is missed) and stops after the network is closed.  Its
+coordinator shuts down earlier, when the broker starts draining requests
+(``BrokerLifecycleManager``): members waiting in JoinGroup or SyncGroup are
+answered then, while their connections are still open.
 """
 
 from __future__ import annotations

@@ -12,8 +12,9 @@ transactions (librdkafka reads with read_committed by default and hides
 records at or beyond a smaller last stable offset).  When less
 than ``min_bytes`` is available the fetch waits in the purgatory, freeing its
 handler, and is read again as soon as appends bring enough bytes or the wait
-expires.  A follower's fetch (``replica_id`` >= 0, KIP-392's replica
-fetch) reads up to the log end instead, and each partition's fetch offset
+expires; a fetch of no partition at all never waits (Kafka answers it at
+once: no append could wake it).  A follower's fetch (``replica_id`` >= 0,
+KIP-392's replica fetch) reads up to the log end instead, and each partition's fetch offset
 tells the leader where the follower's log ends (``ReplicaManager.follower_fetched``):
 the high watermark in its answer already counts it.  Incremental fetch sessions (KIP-227) are not offered: the answer's
 ``session_id`` is 0, which every client accepts as "full fetches only".
@@ -135,8 +136,10 @@ class FetchHandler(ApiHandler):
         if body.replica_id >= 0:
             self.authorization.require(request.context, AclOperation.CLUSTER_ACTION, CLUSTER)
         topics, total, any_error = await self._read_all(request)
-        if total < body.min_bytes and body.max_wait_ms > 0 and not any_error:
-            watched = [(self._topic_name(request, t), p.partition) for t in body.topics for p in t.partitions]
+        watched = [(self._topic_name(request, t), p.partition) for t in body.topics for p in t.partitions]
+        # As Kafka's ReplicaManager.fetchMessages: a fetch of no partition is answered at once (no
+        # append could ever wake it), as is one that does not want to wait or has enough already.
+        if watched and total < body.min_bytes and body.max_wait_ms > 0 and not any_error:
             request.mark_local_complete()
             await self.replicas.purgatory.wait(watched, body.min_bytes, total, body.max_wait_ms,
                                                replica=body.replica_id >= 0)
