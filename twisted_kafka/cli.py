@@ -1,4 +1,4 @@
-"""``twisted-kafka-server-start FILE [--override key=value ...]``: run a broker in the foreground.
+"""``twisted-kafka-server-start FILE [--override key=value ...] [--log-level LEVEL]``: run a broker in the foreground.
 
 Kafka's ``kafka-server-start.sh`` for this broker: a thin front to
 ``twistd -n kafka --config FILE``, so the twistd plugin stays the one way a
@@ -20,7 +20,7 @@ import sys
 
 PROG = "twisted-kafka-server-start"
 HELP = f"""\
-usage: {PROG} CONFIG_FILE [--override key=value ...]
+usage: {PROG} CONFIG_FILE [--override key=value ...] [--log-level LEVEL]
        {PROG} --version | --help
 
 Start a twisted_kafka broker in the foreground with the configuration in
@@ -28,6 +28,8 @@ CONFIG_FILE (Kafka's .properties format): twistd -n kafka --config CONFIG_FILE.
 
 Options:
   --override key=value  Override one configuration key; may be repeated.
+  --log-level LEVEL     Level of the root logger: TRACE, DEBUG, INFO, WARN, ERROR
+                        or FATAL (INFO unless given; log.levels sets others).
   --version             Print twisted_kafka's version and exit.
   --help                Print this help and exit.
 """

@@ -1,6 +1,6 @@
 """``twistd kafka``: run a twisted_kafka broker under twistd.
 
-    twistd -n kafka --config etc/server.properties [--override key=value ...]
+    twistd -n kafka --config etc/server.properties [--override key=value ...] [--log-level LEVEL]
 
 The configuration is loaded and validated while options are parsed, so a bad
 value stops twistd before anything is bound or written.  Every startup
@@ -26,9 +26,13 @@ handlers once the reactor runs, which stop the reactor -- and with it the
 services, in order -- without that.
 
 The log goes where twistd sends it (standard output with ``-n``,
-``--logfile``, ``--syslog``) at info and above, as Kafka's log4j root level:
-debug lines only with ``TWISTED_KAFKA_DEBUG=1`` (``BrokerRoot`` gives twistd
-that observer; a ``--logger`` on the command line replaces it).
+``--logfile``, ``--syslog``) through one filter of per-logger levels
+(``twisted_kafka/logging/levels.py``): the root's is INFO, as Kafka's log4j
+root level (DEBUG with ``TWISTED_KAFKA_DEBUG=1``, or ``--log-level LEVEL``),
+others are set by ``log.levels`` at start and by IncrementalAlterConfigs on
+BROKER_LOGGER resources at runtime (KIP-412).  ``log.format=json`` writes
+each event as a JSON line.  ``BrokerRoot`` gives twistd that observer; a
+``--logger`` on the command line replaces it.
 
 SIGHUP re-reads the key and trust stores of every TLS listener and of an
 https admin endpoint (``KafkaServer.reload_certificates``): connections made afterwards get the
@@ -42,12 +46,14 @@ from zope.interface import implementer
 
 
 class Options(usage.Options):
-    synopsis = "--config FILE [--override key=value ...]"
+    synopsis = "--config FILE [--override key=value ...] [--log-level LEVEL]"
     # Shown with the option list on a usage error; without it, usage.Options would
     # show the docstring of whatever module runs as __main__.
     longdesc = "Run a broker that speaks Apache Kafka's wire protocol (twisted_kafka)."
     optParameters = [
         ["config", "c", None, "Broker configuration (.properties), e.g. etc/server.properties"],
+        ["log-level", None, None, "Level of the root logger: TRACE, DEBUG, INFO, WARN, ERROR or FATAL "
+                                  "(wins over log.levels' root=LEVEL; INFO unless given)"],
     ]
 
     def __init__(self):
@@ -81,6 +87,13 @@ class Options(usage.Options):
 
         if not self["config"]:
             raise usage.UsageError("--config FILE is required")
+        if self["log-level"] is not None:
+            from twisted_kafka.cli import usage_error
+            from twisted_kafka.logging import LEVELS, VALID_LEVELS
+
+            self["log-level"] = self["log-level"].upper()
+            if self["log-level"] not in LEVELS:
+                raise usage_error(f"--log-level {self['log-level']} is not a level ({VALID_LEVELS})")
         try:
             self["kafka_config"] = KafkaConfig.load(self["config"], self["override"])
             parse_listeners(self["kafka_config"])
@@ -103,11 +116,14 @@ class KafkaServiceMaker:
         from twisted.logger import Logger
 
         from twisted_kafka.server.kafka_server import KafkaServer
-        from twisted_kafka.server.startup import BrokerRoot, StartupReport, broker_log_observer, exit_with
+        from twisted_kafka.server.startup import (BrokerRoot, StartupReport, broker_log_observer,
+                                                  configure_log_levels, exit_with, json_log_format)
 
         config = options["kafka_config"]
         try:
             server = KafkaServer(config)
+            # Once the broker's modules are loaded, so that log.levels can name their loggers.
+            configure_log_levels(config, options["log-level"])
         except Exception as exc:
             # Logging is not running yet: one line on stderr, and exit status 1.
             raise exit_with(exc, config.log_dirs) from None
@@ -142,10 +158,11 @@ class KafkaServiceMaker:
 
         reactor.callWhenRunning(install_stop_handlers)
         twistd_options = options.parent if options.parent is not None else {}
-        # twistd's log destination without debug lines (TWISTED_KAFKA_DEBUG=1 keeps them),
-        # unless the command line names a --logger of its own.
+        # twistd's log destination behind the per-logger level filter (log.levels, --log-level, changed
+        # at runtime by IncrementalAlterConfigs), in log.format; unless the command line names a --logger.
         own_logger = options.parent is None or twistd_options.get("logger")
-        root = BrokerRoot(None if own_logger else broker_log_observer(twistd_options))
+        root = BrokerRoot(None if own_logger else broker_log_observer(
+            twistd_options, json_format=json_log_format(config)))
         # The report starts first: in daemon mode it answers twistd's parent once the broker
         # has really started (or failed), and a broker that failed leaves no pidfile.
         StartupReport(twistd_options, server.started, config.log_dirs).setServiceParent(root)

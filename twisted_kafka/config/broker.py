@@ -58,6 +58,13 @@ def _gzip_level(level: int) -> None:
         raise ValueError("Value must be between 1 and 9 or equal to -1")
 
 
+def _log_levels(items: list[str]) -> None:
+    """logger=LEVEL pairs (the loggers themselves are checked once the broker's modules are loaded)."""
+    from twisted_kafka.logging.levels import parse_level_list
+
+    parse_level_list(items)
+
+
 def _aes_key_length(bits: int) -> None:
     if bits not in AES_KEY_LENGTHS:
         raise ValueError(f"must be an AES key length: {', '.join(map(str, AES_KEY_LENGTHS))}")
@@ -827,6 +834,27 @@ _define("connection.events.enable", BOOLEAN, True, LOW,
         "and cleanup.policy=delete; retention follows log.retention.*.",
         extension=True)
 
+_define("log.levels", LIST, "", MEDIUM,
+        "Levels of the broker's own loggers at start, as logger=LEVEL pairs separated "
+        "by commas, e.g. kafka.request.logger=DEBUG,kafka.controller=TRACE: what "
+        "log4j.logger.<name>=LEVEL lines of Kafka's log4j.properties say (root=LEVEL "
+        "sets the root logger, INFO unless given; --log-level on the command line wins "
+        "over it). Names are Kafka's logger names (kafka.controller, "
+        "kafka.request.logger, kafka.log.LogCleaner, state.change.logger, ...) or the "
+        "broker's own namespaces (twisted_kafka.network.processor, ...); levels are "
+        "TRACE, DEBUG, INFO, WARN, ERROR and FATAL, in any case. A name that is no "
+        "logger stops startup. Levels change at runtime with IncrementalAlterConfigs "
+        "on the BROKER_LOGGER resource of the broker's id (KIP-412); such changes last "
+        "until restart (docs/operations.md, \"Logging\").",
+        validator=custom(_log_levels, "[logger=LEVEL,...] with LEVEL one of TRACE, DEBUG, INFO, WARN, ERROR, FATAL"),
+        extension=True)
+_define("log.format", STRING, "text", MEDIUM,
+        "Format of the broker's own log lines (where twistd sends them: standard "
+        "output, --logfile): text, Twisted's plain lines, or json, one JSON object "
+        "per line with timestamp (ISO-8601, UTC), level, logger, message, the "
+        "exception's traceback if any, and the event's fields. Not the format of "
+        "partitions' logs. With twistd's --syslog the lines stay text.",
+        validator=one_of("text", "json"), extension=True)
 _define("quota.ip.connection.creation.rate", STRING, "", MEDIUM,
         "Connection creation rates per client IP (KIP-612's connection_creation_rate "
         "of the ip entity), as address:rate pairs separated by commas, <default> "

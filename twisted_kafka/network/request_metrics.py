@@ -17,12 +17,29 @@ transport reports it has drained (the connection is its streaming producer,
 ``network.processor.ResponseFlow``), so a slow-reading client shows up here.
 A response still unsent when its connection closes is recorded then, as Kafka
 records the responses in flight at a disconnect.
+
+The request log is written from here too, where the timings are known: with
+``kafka.request.logger`` at DEBUG (``log.levels``, or IncrementalAlterConfigs
+on the broker's BROKER_LOGGER resource at runtime), each completed request
+logs one line on that namespace, as Kafka's ``RequestChannel`` does:
+
+    Completed request: api=Metadata, version=12, correlation_id=3, client_id=rdkafka, client=127.0.0.1:50112,
+    principal=User:ANONYMOUS, listener=PLAINTEXT, security_protocol=PLAINTEXT, connection=..., total_time_ms=0.412,
+    request_queue_time_ms=0.031, local_time_ms=0.298, remote_time_ms=0.0, response_queue_time_ms=0.012,
+    send_time_ms=0.071
+
+(milliseconds with microsecond precision, as Kafka's); at TRACE the
+request's body follows (``request=...``).  Disabled, it costs one attribute
+read per request (a ``LevelGate`` kept current by ``LogLevels``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from twisted.logger import Logger
+
+from twisted_kafka.logging import LOG_LEVELS, REQUEST_LOGGER, LevelGate
 from twisted_kafka.metrics import MetricName, MetricsRegistry
 from twisted_kafka.metrics.registry import Meter
 from twisted_kafka.protocol.errors import ErrorCode
@@ -30,6 +47,21 @@ from twisted_kafka.protocol.errors import ErrorCode
 from .request import Request
 
 _NS_PER_MS = 1_000_000.0
+
+#: Kafka's request logger.
+request_log = Logger(namespace=REQUEST_LOGGER)
+
+_COMPLETED = ("Completed request: api={api}, version={version}, correlation_id={correlation_id}, "
+              "client_id={client_id}, client={client}, principal={principal}, listener={listener}, "
+              "security_protocol={security_protocol}, connection={connection}, total_time_ms={total_time_ms}, "
+              "request_queue_time_ms={request_queue_time_ms}, local_time_ms={local_time_ms}, "
+              "remote_time_ms={remote_time_ms}, response_queue_time_ms={response_queue_time_ms}, "
+              "send_time_ms={send_time_ms}")
+
+
+def _ms(nanoseconds: int) -> float:
+    """Milliseconds with microsecond precision, never negative (Kafka's ``nanosToMs`` for the request log)."""
+    return max(nanoseconds, 0) // 1000 / 1000
 
 
 def request_name(request: Request) -> str:
@@ -40,8 +72,10 @@ def request_name(request: Request) -> str:
 
 
 class RequestMetrics:
-    def __init__(self, registry: MetricsRegistry):
+    def __init__(self, registry: MetricsRegistry, request_log_gate: LevelGate | None = None):
         self.registry = registry
+        #: Whether kafka.request.logger is at DEBUG (or TRACE) now.
+        self.request_log_gate = LOG_LEVELS.gate(REQUEST_LOGGER) if request_log_gate is None else request_log_gate
         self._per_api: dict[tuple[str, int], tuple] = {}
         self._errors: dict[tuple[str, int], Meter] = {}
 
@@ -78,6 +112,28 @@ class RequestMetrics:
         response_send_time.update((request.complete_ns - response_dequeue) / _NS_PER_MS)
         total_time.update((request.complete_ns - start) / _NS_PER_MS)
         request_bytes.update(request.size)
+        if self.request_log_gate.debug:
+            self._log_completed(request, start, dequeue, local_complete, remote_complete, response_dequeue)
+
+    def _log_completed(self, request: Request, start: int, dequeue: int, local_complete: int,
+                       remote_complete: int, response_dequeue: int) -> None:
+        context = request.context
+        fields = dict(
+            api=request_name(request), version=request.api_version, correlation_id=request.correlation_id,
+            client_id=request.client_id, client=context.client_address, principal=context.principal,
+            listener=context.listener_name, security_protocol=context.security_protocol,
+            connection=context.connection_id,
+            total_time_ms=_ms(request.complete_ns - start),
+            request_queue_time_ms=_ms(dequeue - start),
+            local_time_ms=_ms(local_complete - dequeue),
+            remote_time_ms=_ms(remote_complete - local_complete),
+            response_queue_time_ms=_ms(response_dequeue - remote_complete),
+            send_time_ms=_ms(request.complete_ns - response_dequeue),
+        )
+        if self.request_log_gate.trace:
+            request_log.debug(_COMPLETED + ", request={request_body}", request_body=repr(request.body), **fields)
+        else:
+            request_log.debug(_COMPLETED, **fields)
 
     def record_errors(self, request: Request, counts: Mapping[int, int]) -> None:
         """Mark ErrorsPerSec of the request's API once per error code of its response (``counts``)."""

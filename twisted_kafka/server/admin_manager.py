@@ -19,6 +19,8 @@ from twisted.logger import Logger
 from twisted_kafka.config import BROKER_CONFIG, ConfigEntry, ConfigSource, topic_config
 from twisted_kafka.controller.client import ControllerClient
 from twisted_kafka.controller.interface import INTERNAL_TOPICS, NewTopic, TopicResult, validate_topic_name
+from twisted_kafka.logging import LOG_LEVELS, ROOT, InvalidLevel, LogLevels
+from twisted_kafka.logging.levels import check_level
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
 from twisted_kafka.network.connection_quotas import format_ip_rates, parse_ip_rates
@@ -33,6 +35,9 @@ IP_RATES_KEY = "quota.ip.connection.creation.rate"
 #: How long a Metadata request that auto-creates topics waits for them to reach the brokers.
 AUTO_CREATE_WAIT_MS = 5000
 
+#: IncrementalAlterConfigs' operations.
+_SET, _DELETE, _APPEND, _SUBTRACT = 0, 1, 2, 3
+
 #: (name, ConfigEntry, read_only, value as described) for one config of a resource.
 DescribedConfig = tuple[str, ConfigEntry, bool, "str | None"]
 
@@ -41,8 +46,11 @@ class AdminManager:
     log = Logger(namespace="twisted_kafka.server.AdminManager")
 
     def __init__(self, *, controller: ControllerClient, metadata_cache: MetadataCache,
-                 config_repository: ConfigRepository, dynamic_config: DynamicBrokerConfig, reactor=None):
+                 config_repository: ConfigRepository, dynamic_config: DynamicBrokerConfig, reactor=None,
+                 log_levels: LogLevels | None = None):
         self.controller = controller
+        #: The loggers' levels BROKER_LOGGER resources describe and change: the process's, as log4j's are.
+        self.log_levels = LOG_LEVELS if log_levels is None else log_levels
         self.metadata_cache = metadata_cache
         self.config_repository = config_repository
         self.dynamic_config = dynamic_config
@@ -213,11 +221,68 @@ class AdminManager:
             entries.append((name, entry, name not in self.dynamic_config.dynamic_keys, entry.value_string))
         return entries
 
+    # -- broker loggers (KIP-412) -----------------------------------------------------------
+
     def check_broker_logger(self, resource_name: str | None) -> None:
-        """BROKER_LOGGER resources: only this broker's (log levels themselves are not exposed)."""
+        """A BROKER_LOGGER resource is named with this broker's id (Kafka's ``ConfigHelper``); else INVALID_REQUEST."""
         if not resource_name:
             raise KafkaError(ErrorCode.INVALID_REQUEST, "Broker id must not be empty")
-        self.dynamic_config.entity(resource_name)
+        broker_id = self.dynamic_config.broker_id
+        if not resource_name.isdigit() or int(resource_name) != broker_id:
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"Unexpected broker id, expected {broker_id} but received {resource_name}")
+
+    def describe_broker_loggers(self, resource_name: str | None) -> list[DescribedConfig]:
+        """Every logger with its level in force.  As Kafka answers: source DYNAMIC_BROKER_LOGGER_CONFIG for
+        every logger (set or inherited), never read-only, no synonyms."""
+        self.check_broker_logger(resource_name)
+        described: list[DescribedConfig] = []
+        for name, level in self.log_levels.loggers().items():
+            entry = ConfigEntry(name=name, value=level, source=ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG, type=None)
+            described.append((name, entry, False, level))
+        return described
+
+    def alter_broker_loggers(self, resource_name: str | None, operations, *, validate_only: bool = False) -> None:
+        """IncrementalAlterConfigs on a BROKER_LOGGER resource: ``operations`` are (logger, op, level) with op
+        SET (0) or DELETE (1), checked all first (Kafka's ``RuntimeLoggerManager``), then applied in order.
+
+        Levels set this way last until the process ends: nothing is stored.
+        """
+        self.check_broker_logger(resource_name)
+        names = [name for name, _, _ in operations]
+        if len(set(names)) != len(names):
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+        nulls = [name for name, op, value in operations if op != _DELETE and value is None]
+        if nulls:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {', '.join(nulls)}")
+        for name, op, value in operations:
+            if op in (_SET, _DELETE) and not self.log_levels.exists(name):
+                raise KafkaError(ErrorCode.INVALID_CONFIG, f"Logger {name} does not exist!")
+            if op == _SET:
+                try:
+                    check_level(name, value)
+                except InvalidLevel as exc:
+                    raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+            elif op == _DELETE:
+                if name == ROOT:
+                    raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                     f"Removing the log level of the {ROOT} logger is not allowed")
+            elif op in (_APPEND, _SUBTRACT):
+                verb = "APPEND" if op == _APPEND else "SUBTRACT"
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                 f"{verb} operation is not allowed for the BROKER_LOGGER resource")
+            else:
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                 f"Unknown operation type {op} is not allowed for the BROKER_LOGGER resource")
+        if validate_only:
+            return
+        for name, op, value in operations:
+            if op == _SET:
+                self.log_levels.set_level(name, value)
+                self.log.warn("Updated the log level of {logger} to {new_level}", logger=name, new_level=value)
+            else:
+                self.log_levels.unset_level(name)
+                self.log.warn("Unset the log level of {logger}", logger=name)
 
     # -- altering configs -----------------------------------------------------------------
 

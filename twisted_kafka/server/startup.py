@@ -43,8 +43,8 @@ from twisted.python.failure import Failure
 
 from twisted_kafka.config import ConfigError, StartupError
 
-__all__ = ["DEBUG_ENV", "BrokerRoot", "StartupError", "StartupReport", "broker_log_observer", "debug_enabled",
-           "exit_with", "failure_line"]
+__all__ = ["DEBUG_ENV", "BrokerRoot", "StartupError", "StartupReport", "broker_log_observer",
+           "configure_log_levels", "debug_enabled", "exit_with", "failure_line", "json_log_format"]
 
 #: Set to 1 (or anything but 0/false/no) to see a startup failure's traceback too.
 DEBUG_ENV = "TWISTED_KAFKA_DEBUG"
@@ -130,25 +130,53 @@ class StartupReport(Service):
         return result
 
 
-def broker_log_observer(twistd_options):
-    """twistd's log destination (``--logfile``, ``--syslog``, standard output with ``-n``), keeping
-    info and above: the broker's default log has no debug lines, as Kafka's log4j root level is INFO.
-    With ``TWISTED_KAFKA_DEBUG=1`` debug lines are kept too (the tracebacks of startup failures among
-    them)."""
-    from twisted.logger import (
-        FilteringLogObserver,
-        ILogObserver,
-        LegacyLogObserverWrapper,
-        LogLevel,
-        LogLevelFilterPredicate,
-    )
+def broker_log_observer(twistd_options, levels=None, json_format: bool = False):
+    """twistd's log destination (``--logfile``, ``--syslog``, standard output with ``-n``) behind the
+    broker's one level filter: ``levels`` (``twisted_kafka.logging.LogLevels``, the process's
+    ``LOG_LEVELS`` unless given) drops each event below its logger's level -- by default the root's,
+    INFO, as Kafka's log4j root level; with ``TWISTED_KAFKA_DEBUG=1`` DEBUG (the tracebacks of startup
+    failures among them) -- and follows the levels changed at runtime.  ``json_format``
+    (``log.format=json``) writes each event as a JSON line to the file or standard output instead of
+    Twisted's text; syslog keeps text.
+    """
+    from twisted.logger import FileLogObserver, FilteringLogObserver, ILogObserver, LegacyLogObserverWrapper
     from twisted.scripts._twistd_unix import UnixAppLogger
 
+    from twisted_kafka.logging import LOG_LEVELS, json_file_observer
+
+    if levels is None:
+        levels = LOG_LEVELS
     destination = UnixAppLogger(twistd_options)._getLogObserver()
     if not ILogObserver.providedBy(destination):          # syslog's is a legacy observer
         destination = LegacyLogObserverWrapper(destination)
-    level = LogLevel.debug if debug_enabled() else LogLevel.info
-    return FilteringLogObserver(destination, [LogLevelFilterPredicate(defaultLogLevel=level)])
+    elif json_format and isinstance(destination, FileLogObserver):
+        # The file twistd chose (standard output, or --logfile with its rotation on SIGUSR1), in JSON.
+        destination = json_file_observer(destination._outFile)
+    return FilteringLogObserver(destination, [levels.predicate])
+
+
+def json_log_format(config) -> bool:
+    """Whether ``log.format`` asks for JSON lines."""
+    return config["log.format"] == "json"
+
+
+def configure_log_levels(config, root: str | None = None, levels=None):
+    """Apply ``log.levels`` (and ``--log-level``'s ``root``, which wins) to ``levels`` (``LOG_LEVELS``
+    unless given), once the broker's modules are loaded so its loggers can be named.  A name that is no
+    logger is a ``ConfigError`` naming ``log.levels``."""
+    from twisted_kafka.logging import LOG_LEVELS, UnknownLogger, parse_level_list
+
+    if levels is None:
+        levels = LOG_LEVELS
+    per_logger = parse_level_list(config["log.levels"])
+    if root is None:
+        root = per_logger.get("root", "DEBUG" if debug_enabled() else "INFO")
+    per_logger.pop("root", None)
+    try:
+        levels.configure(root, per_logger)
+    except UnknownLogger as exc:
+        raise ConfigError("log.levels", str(exc), ",".join(config["log.levels"])) from None
+    return levels
 
 
 class BrokerRoot(MultiService):

@@ -55,7 +55,8 @@ def test_prose_angle_brackets_are_escaped():
 def test_twisted_kafka_keys_are_marked_as_not_kafkas():
     text = docs.render()
     ours = [key for key in BROKER_CONFIG.values() if key.extension]
-    assert [key.name for key in ours] == ["connection.events.enable", "quota.ip.connection.creation.rate",
+    assert [key.name for key in ours] == ["connection.events.enable", "log.levels", "log.format",
+                                          "quota.ip.connection.creation.rate",
                                           "admin.rest.listener", "admin.rest.auth.token",
                                           "admin.rest.auth.token.file", "admin.rest.ssl.keystore.type",
                                           "admin.rest.ssl.keystore.location", "admin.rest.ssl.keystore.password",

@@ -126,7 +126,8 @@ def test_each_resource_succeeds_or_fails_alone(node):
     messages = [msg for *_, msg in got]
     assert messages[1] == "Each resource must appear at most once."
     assert messages[3] == "The topic 'missing' does not exist."
-    assert messages[6] == "AlterConfigs is only supported for topics and brokers here, not for broker loggers"
+    assert messages[6] == ("AlterConfigs is deprecated and does not support the resource type BROKER_LOGGER: "
+                           "use IncrementalAlterConfigs")
     assert node.config_repository.topic_overrides("t") == {"retention.ms": "7"}
     assert node.config_repository.topic_overrides("u") == {}
 

@@ -48,3 +48,25 @@ def test_the_help_lists_every_option_of_the_plugin_but_config():
     long_names = {option.rstrip("=") for option in Options().longOpt}
     described = {line.split()[0].lstrip("-") for line in HELP.splitlines() if line.startswith("  --")}
     assert "override" in long_names and long_names - {"config"} <= described
+
+
+@pytest.mark.parametrize("level", ["debug", "TRACE", "Warn"])
+def test_the_plugin_takes_a_root_log_level_in_any_case(level):
+    from twisted.plugins.twisted_kafka_plugin import Options
+
+    from tests.support.broker_process import BASE_CONFIG
+
+    options = Options()
+    options.parseOptions(["--config", str(BASE_CONFIG), "--log-level", level])
+    assert options["log-level"] == level.upper()
+
+
+def test_a_log_level_that_is_none_is_one_line_and_status_2(capsys):
+    from twisted.plugins.twisted_kafka_plugin import Options
+
+    with pytest.raises(SystemExit) as info:
+        Options().parseOptions(["--config", "no-such.properties", "--log-level", "LOUD"])
+    assert info.value.code == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.endswith("kafka: --log-level LOUD is not a level (DEBUG, ERROR, FATAL, INFO, TRACE, WARN) "
+                         "(--help lists the options)")

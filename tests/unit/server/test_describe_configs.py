@@ -100,7 +100,8 @@ def test_each_resource_fails_alone(described):
     assert [(r.resource_name, r.error_code, len(r.configs)) for r in body.results] == [
         ("missing", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, 0), ("bad/name", ErrorCode.INVALID_TOPIC_EXCEPTION, 0),
         ("1", ErrorCode.INVALID_REQUEST, 0), ("zero", ErrorCode.INVALID_REQUEST, 0),
-        ("0", ErrorCode.NONE, 0), ("", ErrorCode.INVALID_REQUEST, 0), ("3", ErrorCode.INVALID_REQUEST, 0),
+        ("0", ErrorCode.NONE, len(described.admin_manager.log_levels.loggers())), ("", ErrorCode.INVALID_REQUEST, 0),
+        ("3", ErrorCode.INVALID_REQUEST, 0),
         ("group", ErrorCode.INVALID_REQUEST, 0), ("t", ErrorCode.NONE, 1)]
     messages = {r.resource_name: r.error_message for r in body.results}
     assert messages["1"] == "Unexpected broker id, expected 0 or empty string, but received 1"

@@ -111,12 +111,64 @@ def test_without_a_daemon_a_failed_start_still_removes_the_pidfile(tmp_path):
 def test_the_broker_log_keeps_info_and_above_unless_debugging(capsys, monkeypatch, debug, kept):
     from twisted.logger import Logger
 
-    from twisted_kafka.server.startup import broker_log_observer
+    from twisted_kafka.config import KafkaConfig
+    from twisted_kafka.logging import LogLevels
+    from twisted_kafka.server.startup import broker_log_observer, configure_log_levels
 
     monkeypatch.setenv("TWISTED_KAFKA_DEBUG", debug)
-    observer = broker_log_observer({"logfile": "-", "nodaemon": True})   # twistd -n: standard output
+    levels = configure_log_levels(KafkaConfig.from_props({}), levels=LogLevels())
+    observer = broker_log_observer({"logfile": "-", "nodaemon": True}, levels)   # twistd -n: standard output
     log = Logger(namespace="test", observer=observer)
     log.debug("debug line")
     log.info("info line")
     log.warn("warn line")
     assert [line.split("] ", 1)[1] for line in capsys.readouterr().out.splitlines()] == kept
+
+
+def test_log_levels_and_the_command_line_s_root_level_reach_the_one_filter(capsys):
+    from twisted.logger import Logger
+
+    from twisted_kafka.config import KafkaConfig
+    from twisted_kafka.logging import LogLevels
+    from twisted_kafka.server.startup import broker_log_observer, configure_log_levels
+
+    config = KafkaConfig.from_props({"log.levels": "kafka.request.logger=debug,root=error"})
+    levels = configure_log_levels(config, "WARN", levels=LogLevels())       # --log-level WARN wins over root=error
+    observer = broker_log_observer({"logfile": "-", "nodaemon": True}, levels)
+    Logger(namespace="kafka.request.logger", observer=observer).debug("request line")
+    Logger(namespace="twisted_kafka.controller", observer=observer).info("info line")
+    Logger(namespace="twisted_kafka.controller", observer=observer).warn("warn line")
+    assert [line.split("] ", 1)[1] for line in capsys.readouterr().out.splitlines()] == ["request line", "warn line"]
+    levels.set_level("kafka.controller", "INFO")                             # at runtime: the same filter
+    Logger(namespace="twisted_kafka.controller", observer=observer).info("info line")
+    assert capsys.readouterr().out.endswith("info line\n")
+
+
+def test_a_log_levels_name_that_is_no_logger_fails_startup_naming_the_key():
+    from twisted_kafka.config import ConfigError, KafkaConfig
+    from twisted_kafka.logging import LogLevels
+    from twisted_kafka.server.startup import configure_log_levels, failure_line
+
+    with pytest.raises(ConfigError) as info:
+        configure_log_levels(KafkaConfig.from_props({"log.levels": "kafka.controler=DEBUG"}), levels=LogLevels())
+    assert failure_line(info.value) == ("Broker startup failed: Invalid value 'kafka.controler=DEBUG' for "
+                                        "configuration log.levels: Logger kafka.controler does not exist!")
+
+
+def test_json_format_writes_json_lines_where_twistd_logs(capsys, tmp_path):
+    import json
+
+    from twisted.logger import Logger
+
+    from twisted_kafka.logging import LogLevels
+    from twisted_kafka.server.startup import broker_log_observer
+
+    observer = broker_log_observer({"logfile": "-", "nodaemon": True}, LogLevels(), json_format=True)
+    Logger(namespace="twisted_kafka.server", observer=observer).info("started {n}", n=1)
+    Logger(namespace="twisted_kafka.server", observer=observer).debug("filtered")
+    [line] = capsys.readouterr().out.splitlines()
+    assert json.loads(line)["message"] == "started 1"
+    logfile = tmp_path / "broker.log"
+    observer = broker_log_observer({"logfile": str(logfile)}, LogLevels(), json_format=True)   # --logfile
+    Logger(namespace="twisted_kafka.server", observer=observer).warn("to the file")
+    assert json.loads(logfile.read_text().splitlines()[-1])["level"] == "WARN"

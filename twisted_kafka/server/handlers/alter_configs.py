@@ -18,7 +18,15 @@ twice is INVALID_REQUEST.
   dynamically: <keys>" -- persisted by the controller (they survive a
   restart) and applied live; see ``server.dynamic_config``.  Another broker
   id is INVALID_REQUEST.
-* BROKER_LOGGER (8) and other types: INVALID_REQUEST.
+* BROKER_LOGGER (8), named with this broker's id, IncrementalAlterConfigs
+  only (KIP-412): SET gives a logger a level (TRACE, DEBUG, INFO, WARN, ERROR,
+  FATAL), DELETE removes it so the logger follows its parent's (the root's
+  cannot be removed: INVALID_REQUEST).  A name that is no logger, or a level
+  that is none, is INVALID_CONFIG; APPEND and SUBTRACT are INVALID_REQUEST.
+  Applied at once by this broker, not stored: levels last until restart, as
+  in Kafka (``AdminManager.alter_broker_loggers``).  AlterConfigs refuses
+  BROKER_LOGGER with INVALID_REQUEST before authorization, as Kafka does.
+* other types: INVALID_REQUEST.
 
 Configs are stored by the controller, which tells the brokers concerned
 before answering; a broker that cannot reach it answers NOT_CONTROLLER.
@@ -116,6 +124,7 @@ class _ConfigsHandler(ApiHandler, ABC):
                                              "Each resource must appear at most once."))
                 continue
             try:
+                self._check_type(resource)
                 self._authorize(request, resource)
                 await self._alter(resource, body.validate_only)
             except KafkaError as exc:
@@ -125,8 +134,14 @@ class _ConfigsHandler(ApiHandler, ABC):
         R = self._response_class()
         return R(throttle_time_ms=0, responses=responses)
 
+    def _check_type(self, resource) -> None:
+        """Kafka refuses the legacy AlterConfigs on broker loggers before anything else."""
+        if resource.resource_type == BROKER_LOGGER and not self.incremental:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "AlterConfigs is deprecated and does not support the "
+                                                        "resource type BROKER_LOGGER: use IncrementalAlterConfigs")
+
     def _authorize(self, request, resource) -> None:
-        """Kafka: ALTER_CONFIGS on the topic, or on the cluster for broker configs."""
+        """Kafka: ALTER_CONFIGS on the topic, or on the cluster for broker configs and loggers."""
         if resource.resource_type == TOPIC:
             self.authorization.require(request.context, AclOperation.ALTER_CONFIGS, ResourceType.TOPIC,
                                        resource.resource_name)
@@ -141,11 +156,11 @@ class _ConfigsHandler(ApiHandler, ABC):
         elif kind == BROKER:
             await self.admin.alter_broker_configs(
                 name, lambda current: self._new_configs(current, resource, BROKER_CONFIG), validate_only=validate_only)
+        elif kind == BROKER_LOGGER and self.incremental:
+            self.admin.alter_broker_loggers(name, [(c.name, c.config_operation, c.value) for c in resource.configs],
+                                            validate_only=validate_only)
         else:
-            api = "IncrementalAlterConfigs" if self.incremental else "AlterConfigs"
-            what = "broker loggers" if kind == BROKER_LOGGER else f"resource type {kind}"
-            raise KafkaError(ErrorCode.INVALID_REQUEST,
-                             f"{api} is only supported for topics and brokers here, not for {what}")
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {kind}")
 
     def error_response(self, request, error: ErrorCode, message: str | None = None):
         R = self._response_class()

@@ -14,8 +14,11 @@ Resources, as Kafka answers them:
   broker does not know, are sensitive: value null.
 * BROKER named "" (the cluster default): the dynamic cluster-default configs only.
 * BROKER with another id, or a name that is no integer: INVALID_REQUEST.
-* BROKER_LOGGER (8) of this broker: no entries (log levels are not
-  exposed); without a broker id, or with another one: INVALID_REQUEST.
+* BROKER_LOGGER (8) of this broker (KIP-412): every logger with the level
+  in force -- the root, Kafka's logger names, the broker's namespaces
+  (``twisted_kafka/logging/levels.py``) -- each, as Kafka answers, with
+  source DYNAMIC_BROKER_LOGGER_CONFIG, not read-only and without synonyms;
+  without a broker id, or with another one: INVALID_REQUEST.
 * anything else: INVALID_REQUEST.
 
 ``configuration_keys`` null or empty means every key.  Synonyms (v1+, when
@@ -89,8 +92,7 @@ class DescribeConfigsHandler(ApiHandler):
         if kind == BROKER:
             return self.admin.describe_broker_configs(name)
         if kind == BROKER_LOGGER:
-            self.admin.check_broker_logger(name)
-            return []
+            return self.admin.describe_broker_loggers(name)
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {kind}")
 
     # -- encoding -----------------------------------------------------------------
