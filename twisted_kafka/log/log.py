@@ -736,7 +736,7 @@ class Log:
             if head.write_error is None and not self._aborting:
                 segment.commit(head.position, head.nbytes, head.batches)
                 for txn in head.aborted:
-                    segment.txn_index.append(txn)
+                    self._index_abort(segment, txn)
                 self._committed_leo = head.info.last_offset + 1
                 if self.hw_follows_leo:
                     self._high_watermark = self._committed_leo
@@ -754,6 +754,16 @@ class Log:
             self._offsets_changed()
         if not self._pending and self.failed is not None:
             self._roll_back()
+
+    def _index_abort(self, segment: LogSegment, txn: AbortedTxn) -> None:
+        """Add an aborted transaction to the index of the segment holding its marker.  Markers
+        come in offset order, so the index's order holds; should it not, the entry is lost
+        (logged), never the append."""
+        try:
+            segment.txn_index.append(txn)
+        except ValueError as e:
+            log.error("{topic}-{partition}: the aborted transaction {txn} is not indexed: {e}", topic=self.topic,
+                      partition=self.partition, txn=txn, e=e)
 
     def _roll_back(self) -> None:
         """Every append in flight has finished after a failed write: back to the committed end.
