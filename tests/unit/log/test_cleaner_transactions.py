@@ -180,3 +180,75 @@ def test_the_cleaner_stops_at_the_last_stable_offset(tmp_path):
     assert log_to_clean(log, None, NOW).first_uncleanable_offset > first
     clean_now(log)
     assert b"open" not in _data(log)
+
+
+class Killed(BaseException):
+    """The process died here."""
+
+
+def test_a_kill_during_the_swap_keeps_the_index_with_its_segment(tmp_path, monkeypatch):
+    """The cleaned segment's .txnindex is renamed with its .log (Kafka's .cleaned -> .swap ->
+    final protocol): killed before any rename of the swap, the reloaded log has the old segments,
+    after the commit point the cleaned one -- with the aborted transaction indexed either way."""
+    from twisted_kafka.log.cleaner import CleanTask, OffsetMap
+    from twisted_kafka.log.log import Log
+
+    from .helpers import config
+
+    def killed_at(kill_at: int, where) -> tuple[int, Log]:
+        log, offsets = _transactions(where)
+        log.segment_deleter = lambda log_, segments: [s.rename_for_delete() for s in segments]
+        index = [t for s in log.segments for t in s.txn_index.entries()]
+        log.flush()
+        target = log_to_clean(log, None, NOW)
+        task = CleanTask(log, target.first_dirty_offset, target.first_uncleanable_offset, OffsetMap(1 << 20),
+                         now_ms=NOW)
+        while not task.map_done:
+            task.build_map_step(4096)
+        for group in task.plan():
+            task.start_group(group)
+            while not task.group_done:
+                task.clean_step(4096)
+            cleaned = task.finish_group()
+            if group[0].base_offset <= offsets["M2"] < cleaned.next_offset:
+                break
+            task.discard_group()
+        assert len(cleaned.txn_index) == 1
+        renames = []
+        real = os.rename
+
+        def dying(*args, **kwargs):
+            if len(renames) == kill_at:
+                raise Killed()
+            renames.append(args)
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(os, "rename", dying)
+        try:
+            log.replace_segments(cleaned, group)
+        except Killed:
+            pass
+        finally:
+            monkeypatch.setattr(os, "rename", real)
+        for segment in list(log.segments) + [cleaned]:
+            segment.file.close()
+        reloaded = Log.open(log.dir, config(cleanup_policy=("compact",), segment_bytes=600,
+                                            delete_retention_ms=RETENTION),
+                            recovery_point=log.recovery_point, had_clean_shutdown=False, now_ms=NOW, files=log.files)
+        entries = [t for s in reloaded.segments for t in s.txn_index.entries()]
+        data = _data(reloaded)
+        if b"b" in data:                  # the aborted transaction's records are there: so is its entry
+            assert entries == index and data[b"a"] == b"a-aborted"
+        else:                             # cleaned: its entry may go with them (a rebuilt index cannot know it)
+            assert entries in (index, []) and data[b"a"] == b"a-committed"
+        assert not [n for n in os.listdir(log.dir) if n.endswith((".cleaned", ".swap", ".deleted"))]
+        return len(renames), reloaded
+
+    total, done = killed_at(10_000, tmp_path / "all")
+    assert total == 12                    # .index, .timeindex, .txnindex, .log: to .swap, old to .deleted, to final
+    assert _data(done)[b"a"] == b"a-committed"
+    assert [t for s in done.segments for t in s.txn_index.entries()] != []
+    for kill_at in range(total):
+        _, reloaded = killed_at(kill_at, tmp_path / f"k{kill_at}")
+        committed = kill_at >= 4          # the cleaned .log renamed .swap (the last of its four)
+        assert (_data(reloaded)[b"a"] == b"a-committed") == committed
