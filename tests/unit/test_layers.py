@@ -189,7 +189,8 @@ def test_the_controller_has_no_import_circle():
     assert import_circles(graph) == []
 #: What ``twisted_kafka.log`` exports to the rest of the broker (see the module docstring).
 STORAGE_NAMES = {"AbortedTransaction", "AppendOrigin", "FetchDataInfo", "FetchIsolation", "LogAppendInfo",
-                 "LogConfig", "LogManager", "LogStore", "PartitionLog", "ProducerStateEntry", "TimestampAndOffset"}
+                 "LogConfig", "LogManager", "LogStore", "OffsetsListener", "PartitionLog", "ProducerStateEntry",
+                 "TimestampAndOffset"}
 #: The modules of ``twisted_kafka.log`` the rest of the broker may import.
 STORAGE_MODULES = {"partition_log", "log_manager", "log_config", "checkpoints", "layout", "inventory", "cleaner"}
 #: Attributes that reach inside a partition's log.

@@ -620,7 +620,8 @@ _define("log.cleaner.min.cleanable.ratio", DOUBLE, 0.5, MEDIUM,
         "key min.cleanable.dirty.ratio.",
         validator=between(0, 1), mode=CLUSTER_WIDE)
 _define("log.cleaner.delete.retention.ms", LONG, 86400000, MEDIUM,
-        "How long tombstones survive compaction, so consumers can see deletes. "
+        "How long tombstones and transaction markers survive compaction once "
+        "removable, so consumers can see deletes and transaction ends. "
         "Topic key delete.retention.ms.",
         validator=at_least(0), mode=CLUSTER_WIDE)
 _define("log.cleaner.min.compaction.lag.ms", LONG, 0, MEDIUM,

@@ -149,7 +149,7 @@ TOPIC_CONFIG = ConfigDef(
                "Codec of stored batches; 'producer' keeps the producer's codec.",
                one_of(*COMPRESSION_TYPES)),
         _topic("delete.retention.ms", Type.LONG, 86400000,
-               "How long tombstones of a compacted topic are kept.",
+               "How long tombstones and transaction markers of a compacted topic are kept once removable.",
                at_least(0)),
         _topic("file.delete.delay.ms", Type.LONG, 60000,
                "Grace period before the files of a removed segment are deleted.",

@@ -15,6 +15,8 @@ On disk (Kafka's layout, so operators' habits carry over)::
         00000000000000000000.log        record batches (v2) exactly as stored, back to back
         00000000000000000000.index      (relative offset int32, position int32), sparse
         00000000000000000000.timeindex  (timestamp int64, relative offset int32), sparse
+        00000000000000000000.txnindex   aborted transactions whose markers are here (34-byte entries)
+        00000000000000004711.snapshot   producer state (idempotence, open transactions) at that offset
         00000000000000004711.log ...    next segment, named by its base offset
       <topic>-<partition>.<uuid>-delete/  a deleted partition awaiting removal
 
@@ -26,8 +28,10 @@ Modules: ``partition_log`` (the interface), ``log_config`` (``LogConfig``),
 ``layout`` (names), ``checkpoints`` (the small text files),
 ``file_handles`` (segment files' descriptors: opened on demand, bounded,
 least recently used closed first, one cache per ``LogManager``), ``index``
-(offset and time index, written at flush/close), ``batches`` (what the log
-uses of the record codec), ``segment`` (``LogSegment``), ``epoch_cache``
+(offset and time index, written at flush/close), ``txn_index`` (the
+aborted-transaction index), ``producer_state`` (idempotent and
+transactional producers, the last stable offset's inputs), ``batches``
+(what the log uses of the record codec), ``segment`` (``LogSegment``), ``epoch_cache``
 (``LeaderEpochCache``), ``log`` (``Log``, Kafka's ``LocalLog``),
 ``recovery`` (loading and crash recovery of one log), ``retention``,
 ``flusher`` (coalesced fsyncs), ``disk_space`` (a full log dir: refused
@@ -79,6 +83,7 @@ from twisted_kafka.log.partition_log import (
     FetchIsolation,
     LogAppendInfo,
     LogStore,
+    OffsetsListener,
     PartitionLog,
     ProducerStateEntry,
     TimestampAndOffset,
@@ -93,6 +98,7 @@ __all__ = [
     "LogConfig",
     "LogManager",
     "LogStore",
+    "OffsetsListener",
     "PartitionLog",
     "ProducerStateEntry",
     "TimestampAndOffset",

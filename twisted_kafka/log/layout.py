@@ -16,9 +16,10 @@ import uuid
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"   # aborted transactions whose markers are in the segment (``txn_index``)
 DELETED_SUFFIX = ".deleted"      # segment files waiting for file.delete.delay.ms
-CLEANED_SUFFIX = ".cleaned"      # compaction output in progress (future issue)
-SWAP_SUFFIX = ".swap"            # compaction output being swapped in (future issue)
+CLEANED_SUFFIX = ".cleaned"      # compaction output in progress (``cleaner``)
+SWAP_SUFFIX = ".swap"            # compaction output being swapped in (``cleaner``)
 TMP_SUFFIX = ".tmp"              # atomic-write temporaries
 PRODUCER_SNAPSHOT_SUFFIX = ".snapshot"   # producer state at an offset (``producer_state``)
 
@@ -38,7 +39,7 @@ DAMAGED_RANGES = "damaged-ranges"       # this broker's record of damaged data b
 RESERVED_TOPICS = frozenset({"__cluster_metadata"})
 
 _TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
-_SEGMENT_RE = re.compile(r"^(\d{20})\.(log|index|timeindex)(\.deleted|\.cleaned|\.swap)?$")
+_SEGMENT_RE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)(\.deleted|\.cleaned|\.swap)?$")
 _SNAPSHOT_RE = re.compile(r"^(\d{20})\.snapshot$")
 
 

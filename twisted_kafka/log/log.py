@@ -34,11 +34,16 @@ Where future issues hook in:
   ordered, and undoes it if the write fails; ``roll`` captures a snapshot,
   ``flush`` writes it; segment deletion removes snapshots; loading rebuilds
   the state (``recovery.load_log``);
-* transactions — ``AppendOrigin.COORDINATOR`` is the origin allowed to write
-  control batches; ``UnifiedLog`` bounds ``read`` by the last stable offset
-  through ``max_offset`` (``FetchIsolation.TXN_COMMITTED``) exactly like the
-  high watermark, and answers ``last_stable_offset`` and
-  ``aborted_transactions`` of ``partition_log.PartitionLog``;
+* transactions (KIP-98) — ``AppendOrigin.COORDINATOR`` is the origin allowed
+  to write control batches (transaction markers); the producer state tracks
+  open and completed transactions, ``last_stable_offset`` follows from it
+  and the high watermark, each aborted transaction becomes an entry of its
+  marker's segment's transaction index when the marker's append commits, and
+  ``collect_aborted_txns`` searches those indexes.  ``UnifiedLog`` bounds
+  ``read`` by the last stable offset through ``max_offset``
+  (``FetchIsolation.TXN_COMMITTED``) exactly like the high watermark;
+  ``on_offsets_changed`` tells it when the high watermark or the last stable
+  offset moves;
 * replication — ``append_as_follower``, ``truncate_to``, the
   ``high_watermark`` setter, ``hw_follows_leo=False`` and
   ``end_offset_for_epoch``, which ``UnifiedLog`` offers to the broker as
@@ -94,7 +99,9 @@ from twisted_kafka.log.producer_state import (
     Undo,
 )
 from twisted_kafka.log.segment import BatchInfo, DamagedRange, LogSegment
+from twisted_kafka.log.txn_index import AbortedTxn
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
+from twisted_kafka.protocol.records.control import EndTransactionMarker, parse_end_txn_marker
 
 if TYPE_CHECKING:
     from twisted_kafka.log.recovery import RecoveryStats
@@ -124,7 +131,7 @@ class PendingAppend:
     """
 
     __slots__ = ("segment", "fd", "position", "data", "batches", "info", "written", "write_error",
-                 "done", "error", "producer_undo", "duplicate_of", "_callbacks")
+                 "done", "error", "producer_undo", "aborted", "duplicate_of", "_callbacks")
 
     def __init__(self, segment: LogSegment | None, position: int, data, batches: list[BatchInfo],
                  info: LogAppendInfo, fd: int | None = None):
@@ -140,6 +147,8 @@ class PendingAppend:
         self.error: Exception | None = None
         #: What this append changed in the producer state (put back if its write fails).
         self.producer_undo: Undo | None = None
+        #: The transactions its markers abort: entries of its segment's transaction index once it commits.
+        self.aborted: list[AbortedTxn] = []
         #: A duplicate (nothing to write) of this append, whose write is still in flight.
         self.duplicate_of: PendingAppend | None = None
         self._callbacks: list[Callable[[Exception | None], None]] = []
@@ -244,6 +253,10 @@ class Log:
         #: leader append.  Replication turns this off and sets the setter.
         self.hw_follows_leo = True
         self._high_watermark = self._leo
+        #: Called with (high watermark, last stable offset) on the reactor after either moved
+        #: (``UnifiedLog.set_offsets_listener``); None: nobody listens.
+        self.on_offsets_changed: Callable[[int, int], None] | None = None
+        self._notified_offsets: tuple[int, int] | None = None
         #: The descriptor cache of the ``LogManager`` that made the log: every file of the
         #: log (segments, indexes, checkpoints) is opened through it.
         self.files = files
@@ -310,7 +323,93 @@ class Log:
     @high_watermark.setter
     def high_watermark(self, offset: int) -> None:
         """Set by replication; clamped to [log_start_offset, committed end]."""
-        self._high_watermark = max(self.log_start_offset, min(offset, self._committed_leo))
+        self._set_high_watermark(max(self.log_start_offset, min(offset, self._committed_leo)))
+
+    def _set_high_watermark(self, offset: int) -> None:
+        moved = offset != self._high_watermark
+        self._high_watermark = offset
+        if moved:
+            self.producer_state.on_high_watermark_updated(offset)
+            self._offsets_changed()
+
+    # -- transactions (KIP-98) ----------------------------------------------
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of an undecided transaction, or of a decided one whose marker the
+        high watermark has not passed, at least the log start (Kafka's ``firstUnstableOffset``);
+        None when there is none."""
+        first = self.producer_state.first_unstable_offset(self._high_watermark)
+        return None if first is None else max(first, self.log_start_offset)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Below it every transaction is decided and its marker replicated: min(first unstable
+        offset, high watermark) (Kafka's ``lastStableOffset``)."""
+        hw = self._high_watermark
+        first = self.producer_state.first_unstable_offset(hw)
+        if first is None:
+            return hw
+        return min(max(first, self.log_start_offset), hw)
+
+    def collect_aborted_txns(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [``start_offset``, ``upper_bound_offset``), oldest
+        first (Kafka's ``collectAbortedTransactions``): the transaction indexes from the segment
+        holding ``start_offset`` on, until one says no later entry can overlap the range.
+        Safe on a pool thread (the log cleaner)."""
+        segments = self._segments
+        bases = self._bases
+        if len(bases) != len(segments) or (segments and segments[-1].base_offset != bases[-1]):
+            bases = [s.base_offset for s in segments]     # replaced meanwhile (this may run on a pool thread)
+        i = max(0, bisect_right(bases, start_offset) - 1)
+        found: list[AbortedTxn] = []
+        for segment in segments[i:]:
+            txns, complete = segment.txn_index.collect(start_offset, upper_bound_offset)
+            found.extend(txns)
+            if complete:
+                break
+        return found
+
+    def set_offsets_listener(self, listener: Callable[[int, int], None] | None) -> None:
+        """``listener(high watermark, last stable offset)`` after either moves, from now on."""
+        self.on_offsets_changed = listener
+        self._notified_offsets = (self._high_watermark, self.last_stable_offset)
+
+    def _offsets_changed(self) -> None:
+        """Tell the listener when the high watermark or the last stable offset moved."""
+        listener = self.on_offsets_changed
+        if listener is None:
+            return
+        offsets = (self._high_watermark, self.last_stable_offset)
+        if offsets != self._notified_offsets:
+            self._notified_offsets = offsets
+            try:
+                listener(*offsets)
+            except Exception:
+                log.failure("the offsets listener of {topic}-{partition} failed", topic=self.topic,
+                            partition=self.partition)
+
+    def _marker_of(self, records, pos: int, header, *, strict: bool) -> EndTransactionMarker | None:
+        """What the control batch at ``records[pos:]`` says.  ``strict`` (the coordinator's own
+        append): INVALID_RECORD unless it is a transaction marker of a producer; else (a
+        leader's batch) one that is not is skipped with a warning, as replay does."""
+        try:
+            if header.producer_id < 0:
+                raise InvalidRecordBatch(f"a control batch without a producer id (offset {header.base_offset})",
+                                         ErrorCode.INVALID_RECORD)
+            marker = parse_end_txn_marker(records, pos, header)
+            if marker is None and strict:
+                raise InvalidRecordBatch("a transaction marker batch holds one control record, not 0",
+                                         ErrorCode.INVALID_RECORD)
+            return marker
+        except InvalidRecordBatch as e:
+            if strict:
+                raise KafkaError(ErrorCode.INVALID_RECORD,
+                                 f"invalid control batch for {self.topic}-{self.partition}: {e}") from e
+            log.warn("{topic}-{partition}: the control batch at offset {offset} is not a transaction marker "
+                     "({e}); the producer state ignores it", topic=self.topic, partition=self.partition,
+                     offset=header.base_offset, e=e)
+            return None
 
     @property
     def latest_epoch(self) -> int:
@@ -456,10 +555,13 @@ class Log:
                 batch_max = header.max_timestamp
             rewrite_offsets_and_epoch(buf, pos, offset, leader_epoch)
             last = offset + header.last_offset_delta
-            if header.producer_id >= 0:          # an idempotent producer's batch (the only test others pay)
+            if header.producer_id >= 0 or header.is_control:    # idempotent or transactional (the only test others pay)
+                # Control batches come from the coordinator only (a client's were refused by
+                # ``_validate``): transaction markers of a producer, nothing else.
+                marker = self._marker_of(buf, pos, header, strict=True) if header.is_control else None
                 if producers is None:
                     producers = self.producer_state.begin_append(_PRODUCER_CHECKS[origin])
-                duplicate = producers.add(header, offset, last, batch_max)
+                duplicate = producers.add(header, offset, last, batch_max, marker)
                 if duplicate is not None:
                     return self._duplicate(duplicate, leader_epoch)
             infos.append(BatchInfo(pos, header.size, offset, last, batch_max))
@@ -475,7 +577,8 @@ class Log:
             num_batches=len(infos), valid_bytes=len(buf), leader_epoch=leader_epoch)
         pending = self._reserve(buf, infos, max_ts, now_ms, info)
         if producers is not None:
-            pending.producer_undo = self.producer_state.commit(producers)
+            undo = pending.producer_undo = self.producer_state.commit(producers)
+            pending.aborted = undo.aborted
         self.epoch_cache.assign(leader_epoch, infos[0].base_offset)
         return pending
 
@@ -533,14 +636,21 @@ class Log:
             log_start_offset=self.log_start_offset, num_records=num_records,
             num_batches=len(infos), valid_bytes=len(records),
             leader_epoch=batches[-1][1].partition_leader_epoch)
-        pending = self._reserve(bytes(records), infos, max_ts, now_ms, info)
+        data = bytes(records)
+        pending = self._reserve(data, infos, max_ts, now_ms, info)
         producers = self.producer_state.begin_append(Checks.NONE)
-        for _, header in batches:
+        for pos, header in batches:
             self.epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
             if header.producer_id >= 0:
-                producers.add(header, header.base_offset, header.last_offset, header.max_timestamp)
+                marker = None
+                if header.is_control:
+                    marker = self._marker_of(data, pos, header, strict=False)
+                    if marker is None:
+                        continue
+                producers.add(header, header.base_offset, header.last_offset, header.max_timestamp, marker)
         if producers.updated:
-            pending.producer_undo = self.producer_state.commit(producers)
+            undo = pending.producer_undo = self.producer_state.commit(producers)
+            pending.aborted = undo.aborted
         self._write_now(pending)
         return info
 
@@ -618,25 +728,42 @@ class Log:
                           partition=self.partition, error=error)
                 self.failed = KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
                                          f"write to {self.topic}-{self.partition} failed: {error}")
+        committed = False
         while self._pending and self._pending[0].written:
             head = self._pending.popleft()
             segment = head.segment
             assert segment is not None           # appends with nothing to write are never queued
             if head.write_error is None and not self._aborting:
                 segment.commit(head.position, head.nbytes, head.batches)
+                for txn in head.aborted:
+                    self._index_abort(segment, txn)
                 self._committed_leo = head.info.last_offset + 1
                 if self.hw_follows_leo:
                     self._high_watermark = self._committed_leo
+                    committed = True
                 head._finish(None)
             else:
                 self._aborting = True
                 segment.abort_write()
                 self._aborted_segments.add(segment)
-                if head.producer_undo:
+                if head.producer_undo is not None:
                     self._producer_undos.append(head.producer_undo)
                 head._finish(self.failed)
+        if committed:
+            self.producer_state.on_high_watermark_updated(self._high_watermark)
+            self._offsets_changed()
         if not self._pending and self.failed is not None:
             self._roll_back()
+
+    def _index_abort(self, segment: LogSegment, txn: AbortedTxn) -> None:
+        """Add an aborted transaction to the index of the segment holding its marker.  Markers
+        come in offset order, so the index's order holds; should it not, the entry is lost
+        (logged), never the append."""
+        try:
+            segment.txn_index.append(txn)
+        except ValueError as e:
+            log.error("{topic}-{partition}: the aborted transaction {txn} is not indexed: {e}", topic=self.topic,
+                      partition=self.partition, txn=txn, e=e)
 
     def _roll_back(self) -> None:
         """Every append in flight has finished after a failed write: back to the committed end.
@@ -879,8 +1006,7 @@ class Log:
             self.save_damaged_ranges(fsync=False)
         new_start = self._segments[0].base_offset
         if new_start > self.log_start_offset:
-            self.log_start_offset = new_start
-            self.epoch_cache.truncate_from_start(new_start)
+            self._log_start_moved(new_start)
         self._dir_generation += 1
         self.segment_deleter(self, doomed)
         log.info("deleted {n} segment(s) of {topic}-{partition}; log start is {start}",
@@ -955,10 +1081,18 @@ class Log:
                              f"cannot delete records before {offset}: the high watermark of "
                              f"{self.topic}-{self.partition} is {self._high_watermark}")
         if offset > self.log_start_offset:
-            self.log_start_offset = offset
-            self.epoch_cache.truncate_from_start(offset)
+            self._log_start_moved(offset)
             self._delete_segments(lambda seg, following: following.base_offset <= offset)
         return self.log_start_offset
+
+    def _log_start_moved(self, offset: int) -> None:
+        """The log start moved forward to ``offset`` (Kafka's ``maybeIncrementLogStartOffset``):
+        leader epochs and completed transactions below it go; the last stable offset is at
+        least the log start."""
+        self.log_start_offset = offset
+        self.epoch_cache.truncate_from_start(offset)
+        self.producer_state.on_log_start_offset_incremented(offset)
+        self._offsets_changed()
 
     def truncate_to(self, offset: int, now_ms: int | None = None) -> bool:
         """Remove everything from ``offset`` on (replication; recovery).
@@ -993,12 +1127,15 @@ class Log:
         self.recovery_point = min(self.recovery_point, self._leo)
         self._high_watermark = min(self._high_watermark, self._leo)
         self.log_start_offset = min(self.log_start_offset, self._leo)
-        # Kafka's rebuildProducerState: the newest snapshot left, then the batches after it.
+        # Kafka's rebuildProducerState: the newest snapshot left, then the batches after it
+        # (open transactions and the last stable offset included).
         producers = self.producer_state
         producers.delete_snapshots_above(self._leo)
         producers.write_snapshots()
         producers.rebuild(self._segments, self.log_start_offset, self._leo,
                           wall_clock_ms() if now_ms is None else now_ms, had_clean_shutdown=False)
+        producers.on_high_watermark_updated(self._high_watermark)
+        self._offsets_changed()
         return True
 
     def truncate_fully_and_start_at(self, offset: int, now_ms: int | None = None) -> None:
@@ -1024,6 +1161,7 @@ class Log:
         self.producer_state.truncate_fully()
         if had_damage:
             self.save_damaged_ranges(fsync=False)
+        self._offsets_changed()
 
     # -- durability and lifecycle -------------------------------------------
 

@@ -19,30 +19,39 @@ a broker hosts are created, looked up, configured and deleted
 
 The types a caller needs come from here too: ``AppendOrigin``,
 ``LogAppendInfo``, ``FetchDataInfo``, ``TimestampAndOffset``,
-``FetchIsolation``, ``AbortedTransaction`` and ``ProducerStateEntry``.
+``FetchIsolation``, ``AbortedTransaction``, ``OffsetsListener`` and
+``ProducerStateEntry``.
 
-Transactions (KIP-98) join through three members that already answer what a
-log without transactions has -- transactional batches are refused at append
-(``producer_state``), so no offset is unstable and nothing is aborted:
+Transactions (KIP-98), as the log keeps them (docs/transactions.md):
 
-* ``last_stable_offset``: the high watermark (it must equal it then:
-  librdkafka reads read_committed by default and hides records at or past a
-  smaller last stable offset);
-* ``aborted_transactions(start, end)``: none;
+* ``append_as_leader(..., origin=AppendOrigin.COORDINATOR)`` takes the
+  transaction markers the broker writes for WriteTxnMarkers
+  (``protocol.records.control.build_end_txn_marker``); a client's control
+  batch is INVALID_RECORD.  Transactional batches are checked as Kafka's
+  ``ProducerAppendInfo`` checks them (INVALID_TXN_STATE,
+  INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED);
+* ``last_stable_offset``: min(first offset of the earliest open transaction,
+  or of a completed one whose marker the high watermark has not passed;
+  high watermark) -- the high watermark when no transaction is open;
+* ``aborted_transactions(start, end)``: from the segments' transaction
+  indexes (``.txnindex``);
 * ``read(..., isolation=FetchIsolation.TXN_COMMITTED)``: bounded by the last
-  stable offset.
-
-With transactions the producer state tracks the open transactions, the
-last stable offset becomes the first offset of the earliest of them (capped
-by the high watermark), and an aborted-transaction index answers
-``aborted_transactions`` -- the callers stay as they are.
+  stable offset, with the aborted transactions of what it returns
+  (``FetchDataInfo.aborted_transactions``);
+* ``set_offsets_listener``: told when the high watermark or the last stable
+  offset moves.  The last stable offset moves forward only when the high
+  watermark does (``maybe_increment_high_watermark`` answering True, or an
+  append of a log whose high watermark follows its end) or the log start
+  does (DeleteRecords, retention): a caller waking read_committed fetches on
+  those wakes them when the last stable offset moves; the listener says so
+  exactly.
 """
 
 from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -58,6 +67,7 @@ __all__ = [
     "FetchIsolation",
     "LogAppendInfo",
     "LogStore",
+    "OffsetsListener",
     "PartitionLog",
     "ProducerStateEntry",
     "TimestampAndOffset",
@@ -68,7 +78,7 @@ class AppendOrigin(enum.Enum):
     """Who is appending: the rules differ (Kafka's ``AppendOrigin``)."""
 
     CLIENT = "client"              # Produce: no control batches, counts must match offsets
-    COORDINATOR = "coordinator"    # the broker's own writes (group offsets, txn markers)
+    COORDINATOR = "coordinator"    # the broker's own writes (group offsets, txn markers): control batches allowed
 
 
 class FetchIsolation(enum.Enum):
@@ -110,6 +120,9 @@ class FetchDataInfo:
     read may span segments); ``first_offset`` is the base offset of the first
     batch, which is below ``fetch_offset`` when the fetch offset falls inside
     a batch (clients skip the earlier records, as with Kafka).
+    ``aborted_transactions`` (a ``FetchIsolation.TXN_COMMITTED`` read only,
+    else None): the transactions aborted in what the read returned, oldest
+    first -- what a read_committed Fetch answers with the records.
     """
 
     fetch_offset: int
@@ -117,6 +130,7 @@ class FetchDataInfo:
     size: int = 0
     first_offset: int = -1
     next_offset: int = -1
+    aborted_transactions: list[AbortedTransaction] | None = None
 
     @property
     def empty(self) -> bool:
@@ -139,6 +153,10 @@ class AbortedTransaction:
 
     producer_id: int
     first_offset: int
+
+
+#: ``listener(high_watermark, last_stable_offset)``: see ``PartitionLog.set_offsets_listener``.
+OffsetsListener = Callable[[int, int], None]
 
 
 class PartitionLog(ABC):
@@ -227,8 +245,9 @@ class PartitionLog(ABC):
     @abstractmethod
     def maybe_increment_high_watermark(self, offset: int) -> bool:
         """Move the high watermark forward to ``offset`` (clamped to the committed end); True
-        if it moved.  The leader calls it with the smallest log end of its ISR, a follower
-        with the leader's high watermark."""
+        if it moved -- the only time, besides appends and log start moves, that the last stable
+        offset moves forward.  The leader calls it with the smallest log end of its ISR, a
+        follower with the leader's high watermark."""
 
     @abstractmethod
     def high_watermark_follows_log_end(self, follows: bool) -> None:
@@ -241,13 +260,21 @@ class PartitionLog(ABC):
     @property
     @abstractmethod
     def last_stable_offset(self) -> int:
-        """Below it no transaction is open: read_committed consumers read below it (see the
-        module docstring)."""
+        """Below it every transaction is decided and its marker below the high watermark:
+        read_committed consumers read below it, ListOffsets LATEST answers it for them (see
+        the module docstring).  The high watermark when no transaction is open."""
 
     @abstractmethod
     def aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTransaction]:
-        """The transactions aborted in [``start_offset``, ``upper_bound_offset``), oldest first:
-        what a read_committed Fetch of that range answers with its records."""
+        """The transactions aborted in [``start_offset``, ``upper_bound_offset``) -- their marker at or
+        after the start, their first offset before the bound -- oldest first: what a
+        read_committed Fetch of that range answers with its records."""
+
+    @abstractmethod
+    def set_offsets_listener(self, listener: OffsetsListener | None) -> None:
+        """Call ``listener(high_watermark, last_stable_offset)`` on the reactor each time either
+        changes (forward or back: truncation), from now on (None: stop).  The hook for whoever
+        wakes fetches waiting at the last stable offset; one listener per log."""
 
     # -- appends -----------------------------------------------------------------------
 
@@ -261,8 +288,12 @@ class PartitionLog(ABC):
         durable as the topic's flush policy asks; appends become readable and
         fire in the order they were accepted.  Fails with ``KafkaError``
         (INVALID_RECORD, CORRUPT_MESSAGE, OUT_OF_ORDER_SEQUENCE_NUMBER,
+        INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, TRANSACTION_COORDINATOR_FENCED,
         KAFKA_STORAGE_ERROR, ...); a duplicate of an idempotent producer's
         batch answers with the original's offsets and writes nothing.
+        ``origin=AppendOrigin.COORDINATOR`` is the broker's own write: its
+        control batches (transaction markers, one per append) are taken, a
+        client's are INVALID_RECORD.
         """
 
     @abstractmethod
@@ -279,8 +310,11 @@ class PartitionLog(ABC):
 
         Reads stop before the bound of ``isolation`` and, when given, before
         ``max_offset`` (a reader that replays up to a point it chose, such as
-        a coordinator loading its partition).  With ``min_one_message`` the
-        first batch comes whole even if larger than ``max_bytes`` (KIP-74).
+        a coordinator loading its partition).  ``TXN_COMMITTED`` reads stop at
+        the last stable offset and answer the aborted transactions of what
+        they return (``FetchDataInfo.aborted_transactions``).  With
+        ``min_one_message`` the first batch comes whole even if larger than
+        ``max_bytes`` (KIP-74).
         Fails with ``KafkaError``: OFFSET_OUT_OF_RANGE outside [log start,
         log end], CORRUPT_MESSAGE for damaged data, KAFKA_STORAGE_ERROR.
         """
@@ -337,11 +371,13 @@ class PartitionLog(ABC):
 
     @abstractmethod
     def producer_state_entry(self, producer_id: int) -> ProducerStateEntry | None:
-        """What the log knows of an idempotent producer (its epoch, its last batches), if anything."""
+        """What the log knows of a producer (its epoch, its last batches, the coordinator epoch
+        of its last marker, the first offset of its open transaction), if anything."""
 
     @abstractmethod
     def remove_expired_producers(self, now_ms: int) -> int:
-        """Forget producers idle for ``producer.id.expiration.ms``; how many were forgotten."""
+        """Forget producers idle for ``producer.id.expiration.ms`` (never one whose transaction
+        is open); how many were forgotten."""
 
     # -- durability --------------------------------------------------------------------
 

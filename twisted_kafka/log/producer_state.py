@@ -1,4 +1,4 @@
-"""Per-partition producer state for idempotent producers: Kafka's ``ProducerStateManager``.
+"""Per-partition producer state for idempotent and transactional producers: Kafka's ``ProducerStateManager``.
 
 An idempotent producer (KIP-98) gets a producer id and epoch from
 InitProducerId and numbers its batches per partition: each batch carries
@@ -34,7 +34,30 @@ checked before it gets offsets, with Kafka's rules (Kafka 2.5+, KIP-360;
 The broker's own writes (group offsets) use producer id -1 and are not
 checked; Kafka checks only the epoch of coordinator writes (``Checks.EPOCH``),
 and replicated or replayed batches not at all (``Checks.NONE``).
-Transactional batches are refused (transactions are not built).
+
+Transactions (KIP-98).  A transactional batch (attributes bit 4) starts its
+producer's transaction when none is open -- the entry's
+``current_txn_first_offset`` becomes the batch's base offset and the
+transaction joins the *ongoing* ones (Kafka's ``ongoingTxns``) -- and
+continues it otherwise.  A non-transactional batch from a producer with an
+open transaction is INVALID_TXN_STATE.  A transaction marker (a control
+batch of the coordinator, ``protocol.records.control``) ends it: checked
+for the epoch (INVALID_PRODUCER_EPOCH below the producer's) and the
+coordinator epoch (TRANSACTION_COORDINATOR_FENCED below the last one the
+partition saw), it sets the producer's epoch (a bumped epoch forgets the
+batches, so the next batch starts at sequence 0), its coordinator epoch,
+and -- if a transaction was open -- completes it (``CompletedTxn``: producer
+id, first offset, marker offset, aborted or not).  A completed transaction
+stays *unstable* until the high watermark passes its marker (Kafka's
+``unreplicatedTxns``); the first unstable offset is the smallest first
+offset among the ongoing and the unreplicated transactions, and the log's
+last stable offset is min(first unstable offset, high watermark)
+(``Log.last_stable_offset``).  An aborted transaction becomes an entry of
+the marker's segment's transaction index, with the last stable offset as
+of its abort (``txn_index``; Kafka's ``lastStableOffset(completedTxn)``:
+the first offset of the earliest other producer's open transaction, else
+the marker's offset + 1).  PRODUCER_FENCED belongs to the transaction
+coordinator; the log answers INVALID_PRODUCER_EPOCH, as Kafka's does.
 
 When the state changes: checking an append yields a ``ProducerAppend``
 (the new entries, nothing changed yet); ``Log`` applies it with
@@ -47,8 +70,9 @@ returns what it replaced: if the write fails, ``Log`` puts it back
 Expiry: a producer is forgotten ``producer.id.expiration.ms`` (default one
 day) after the max timestamp of its last batch, checked every
 ``producer.id.expiration.check.interval.ms`` (``remove_expired``), and when
-a snapshot is loaded.  A forgotten producer's next batch is accepted as
-from an unknown one.
+a snapshot is loaded -- never while its transaction is open (Kafka's
+rule).  A forgotten producer's next batch is accepted as from an unknown
+one.
 
 Snapshots (``<offset>.snapshot`` in the partition directory, twenty digits
 as for segments): the state as of that offset, in Kafka's
@@ -60,7 +84,9 @@ ongoing transaction (int64, -1).  Kafka writes one entry per producer (its
 last batch); this broker writes one per remembered batch, oldest first, so
 duplicates of all 5 are still recognised after a restart.  Kafka reading
 such a file keeps the last entry of each producer — its own state — and
-this broker reads Kafka's files as they are.
+this broker reads Kafka's files as they are.  Loading one makes every entry
+with a first offset an ongoing transaction again, so a restart -- clean or
+after a kill -9 -- keeps open transactions and the last stable offset.
 
 * taken when a segment is rolled (at the new segment's base offset) and
   written, with an fsync, by the flush of the finished segment in the
@@ -80,7 +106,11 @@ this broker reads Kafka's files as they are.
   Kafka — except after a clean shutdown, which means no idempotent
   producer wrote since the last start (Kafka's rule).  After a replay a
   snapshot is written at the log end (and, when the replay was long, at the
-  base of the last two segments) so the next start replays less.
+  base of the last two segments) so the next start replays less.  When
+  segments' transaction indexes must be rebuilt (``LogSegment.txn_index_stale``:
+  recovered after a crash, or a damaged file), snapshots above the first of
+  them are removed first, as Kafka's ``LogLoader.recoverSegment`` does, and
+  the replay appends the aborted transactions to their indexes.
 
 For the log cleaner: ``last_batch_offsets`` (Kafka's
 ``lastRecordsOfActiveProducers``) maps each producer to the last offset of
@@ -95,6 +125,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+from bisect import insort
 import os
 import struct
 import threading
@@ -112,8 +143,10 @@ from twisted_kafka.log.layout import (
     parse_snapshot_file,
     segment_file_name,
 )
+from twisted_kafka.log.txn_index import AbortedTxn
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.records.batch import CONTROL_MASK, TRANSACTIONAL_MASK, InvalidRecordBatch
+from twisted_kafka.protocol.records.control import EndTransactionMarker, parse_end_txn_marker
 
 log = Logger()
 
@@ -186,8 +219,8 @@ class ProducerStateEntry(NamedTuple):
     producer_epoch: int
     batches: tuple[BatchMetadata, ...]     # oldest first, at most NUM_BATCHES_TO_RETAIN
     last_timestamp: int                    # max timestamp of its last batch (what expiry measures)
-    coordinator_epoch: int = -1            # transactions (not built): always -1
-    current_txn_first_offset: int = -1     # transactions (not built): always -1
+    coordinator_epoch: int = -1            # of the last transaction marker seen (-1: none)
+    current_txn_first_offset: int = -1     # first offset of its open transaction (-1: none)
 
     @property
     def last_seq(self) -> int:
@@ -204,18 +237,30 @@ class ProducerStateEntry(NamedTuple):
                 return batch
         return None
 
-    def with_batch(self, epoch: int, batch: BatchMetadata) -> ProducerStateEntry:
-        """This producer after ``batch`` (a new epoch forgets the old epoch's batches)."""
+    def with_batch(self, epoch: int, batch: BatchMetadata, txn_first_offset: int | None = None) -> ProducerStateEntry:
+        """This producer after ``batch`` (a new epoch forgets the old epoch's batches); its open
+        transaction now starts at ``txn_first_offset`` (None: unchanged)."""
         batches = self.batches if epoch == self.producer_epoch else ()
         if len(batches) >= NUM_BATCHES_TO_RETAIN:
             batches = batches[1 - NUM_BATCHES_TO_RETAIN:]
         return ProducerStateEntry(self.producer_id, epoch, batches + (batch,), batch.timestamp,
-                                  self.coordinator_epoch, self.current_txn_first_offset)
+                                  self.coordinator_epoch,
+                                  self.current_txn_first_offset if txn_first_offset is None else txn_first_offset)
 
-    def with_marker(self, epoch: int, timestamp: int) -> ProducerStateEntry:
-        """This producer after a control batch (a transaction marker): its epoch only."""
+    def with_marker(self, epoch: int, coordinator_epoch: int, timestamp: int) -> ProducerStateEntry:
+        """This producer after a transaction marker (Kafka's ``ProducerStateEntry.update``): its
+        epoch (a new one forgets the batches), the coordinator's epoch, no open transaction."""
         batches = self.batches if epoch == self.producer_epoch else ()
-        return ProducerStateEntry(self.producer_id, epoch, batches, timestamp, self.coordinator_epoch, -1)
+        return ProducerStateEntry(self.producer_id, epoch, batches, timestamp, coordinator_epoch, -1)
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction a marker ended (Kafka's ``CompletedTxn``)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int         # the marker's offset
+    is_aborted: bool
 
 
 def _empty_entry(producer_id: int) -> ProducerStateEntry:
@@ -236,27 +281,32 @@ class ProducerStateConfig:
 
 
 class ProducerAppend:
-    """The producer side of one append: each batch checked, the new entries collected.
+    """The producer side of one append: each batch checked, the new entries collected, the
+    transactions it starts (``started``: (first offset, producer id)) and ends (``completed``).
 
     Nothing in the manager changes until ``ProducerStateManager.commit``.
     """
 
-    __slots__ = ("_producers", "_checks", "_where", "updated")
+    __slots__ = ("_producers", "_checks", "_where", "updated", "started", "completed")
 
     def __init__(self, producers: dict[int, ProducerStateEntry], checks: Checks, where: str):
         self._producers = producers
         self._checks = checks
         self._where = where
         self.updated: dict[int, ProducerStateEntry] = {}
+        self.started: list[tuple[int, int]] = []
+        self.completed: list[CompletedTxn] = []
 
-    def add(self, header, first_offset: int, last_offset: int, timestamp: int) -> BatchMetadata | None:
+    def add(self, header, first_offset: int, last_offset: int, timestamp: int,
+            marker: EndTransactionMarker | None = None) -> BatchMetadata | None:
         """Check the batch with ``header`` (to be stored at ``first_offset``..``last_offset``,
-        max timestamp ``timestamp``) and note its effect.
+        max timestamp ``timestamp``; ``marker``: what a control batch says, None for one the
+        cleaner emptied) and note its effect.
 
         Returns the original batch's metadata when it is a duplicate (then the
         whole append is answered with it); raises ``KafkaError``
-        (INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER,
-        TRANSACTIONAL_ID_AUTHORIZATION_FAILED) as described in the module docstring.
+        (INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_TXN_STATE,
+        TRANSACTION_COORDINATOR_FENCED) as described in the module docstring.
         """
         pid = header.producer_id
         epoch = header.producer_epoch
@@ -265,20 +315,32 @@ class ProducerAppend:
         committed = self._producers.get(pid)
         current = self.updated.get(pid, committed)
         checks = self._checks
-        if checks is Checks.ALL:
-            if header.attributes & TRANSACTIONAL_MASK:
-                raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                 f"transactional batch of producer {pid} for {self._where}: transactions are "
-                                 f"not supported by this broker")
-            if committed is not None and committed.producer_epoch == epoch:
-                duplicate = committed.duplicate_of(first_seq, last_seq)
-                if duplicate is not None:
-                    return duplicate
+        control = header.attributes & CONTROL_MASK
+        if control and marker is None:
+            return None          # an emptied marker: its transaction is gone (Kafka ignores it too)
+        if checks is Checks.ALL and committed is not None and committed.producer_epoch == epoch:
+            duplicate = committed.duplicate_of(first_seq, last_seq)
+            if duplicate is not None:
+                return duplicate
         current_epoch = NO_PRODUCER_EPOCH if current is None else current.producer_epoch
         if epoch < current_epoch and checks is not Checks.NONE:
             raise KafkaError(ErrorCode.INVALID_PRODUCER_EPOCH,
                              f"Epoch of producer {pid} at offset {first_offset} in {self._where} is {epoch}, "
                              f"which is smaller than the last seen epoch {current_epoch}")
+        base = current if current is not None else _empty_entry(pid)
+        txn_first = base.current_txn_first_offset
+        if control:
+            assert marker is not None
+            if base.coordinator_epoch > marker.coordinator_epoch and checks is not Checks.NONE:
+                raise KafkaError(ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                                 f"Invalid coordinator epoch for producerId {pid} at offset {first_offset} in "
+                                 f"partition {self._where}: {marker.coordinator_epoch} (zombie), "
+                                 f"{base.coordinator_epoch} (current)")
+            if txn_first >= 0:
+                # Only a marker that ends data counts: an empty transaction changes no offset.
+                self.completed.append(CompletedTxn(pid, txn_first, first_offset, marker.is_abort))
+            self.updated[pid] = base.with_marker(epoch, marker.coordinator_epoch, timestamp)
+            return None
         if checks is Checks.ALL:
             if epoch != current_epoch:
                 if first_seq != 0 and current_epoch != NO_PRODUCER_EPOCH:
@@ -293,17 +355,34 @@ class ProducerAppend:
                                      f"Out of order sequence number for producer {pid} at offset {first_offset} "
                                      f"in partition {self._where}: {first_seq} (incoming seq. number), "
                                      f"{current_last} (current end sequence number)")
-        base = current if current is not None else _empty_entry(pid)
-        if header.attributes & CONTROL_MASK:
-            self.updated[pid] = base.with_marker(epoch, timestamp)
-        else:
-            self.updated[pid] = base.with_batch(
-                epoch, BatchMetadata(last_seq, last_offset, last_offset - first_offset, timestamp))
+        new_txn_first = None
+        if header.attributes & TRANSACTIONAL_MASK:
+            if txn_first < 0:                        # it begins a transaction
+                new_txn_first = first_offset
+                self.started.append((first_offset, pid))
+        elif txn_first >= 0 and checks is not Checks.NONE:
+            raise KafkaError(ErrorCode.INVALID_TXN_STATE,
+                             f"Expected transactional write from producer {pid} at offset {first_offset} in "
+                             f"partition {self._where}: its transaction started at offset {txn_first}")
+        self.updated[pid] = base.with_batch(
+            epoch, BatchMetadata(last_seq, last_offset, last_offset - first_offset, timestamp), new_txn_first)
         return None
 
 
-#: What ``ProducerStateManager.commit`` replaced: (producer id, previous entry or None), in order.
-Undo = list[tuple[int, "ProducerStateEntry | None"]]
+class Undo:
+    """What ``ProducerStateManager.commit`` changed, for ``undo``: the entries it replaced
+    ((producer id, previous entry or None), in order) and the transactions it started and
+    completed.  ``aborted`` are the transaction index entries of the aborted ones, for the
+    segment holding their markers."""
+
+    __slots__ = ("entries", "started", "completed", "aborted")
+
+    def __init__(self, entries: list[tuple[int, ProducerStateEntry | None]], started: list[tuple[int, int]],
+                 completed: list[CompletedTxn], aborted: list[AbortedTxn]):
+        self.entries = entries
+        self.started = started
+        self.completed = completed
+        self.aborted = aborted
 
 
 class CorruptSnapshotError(ValueError):
@@ -373,6 +452,11 @@ class ProducerStateManager:
         self.name = name                 # "<topic>-<partition>", for messages
         self.config = config if config is not None else ProducerStateConfig()
         self.producers: dict[int, ProducerStateEntry] = {}
+        #: Open transactions: (first offset, producer id), by first offset (Kafka's ``ongoingTxns``).
+        self.ongoing: list[tuple[int, int]] = []
+        #: Completed transactions whose marker the high watermark may not have passed yet:
+        #: (first offset, marker offset, producer id), by first offset (Kafka's ``unreplicatedTxns``).
+        self.unreplicated: list[tuple[int, int, int]] = []
         #: Offsets of the snapshots on disk or waiting to be written, ascending.
         self.snapshot_offsets: list[int] = []
         self._pending: dict[int, list[ProducerStateEntry]] = {}
@@ -391,22 +475,98 @@ class ProducerStateManager:
         return ProducerAppend(self.producers, checks, self.name)
 
     def commit(self, append: ProducerAppend) -> Undo:
-        """Apply a checked append; returns what it replaced, for ``undo``."""
+        """Apply a checked append; returns what it changed, for ``undo``, with the transaction
+        index entries of the transactions it aborted.  As Kafka's append: the producers are
+        updated and the transactions begun first, then each one ended is completed, its
+        entry's last stable offset computed just before (``last_stable_offset_of``)."""
         producers = self.producers
-        undo: Undo = []
+        replaced: list[tuple[int, ProducerStateEntry | None]] = []
         for pid, entry in append.updated.items():
-            undo.append((pid, producers.get(pid)))
+            replaced.append((pid, producers.get(pid)))
             producers[pid] = entry
-        return undo
+        for first, pid in append.started:
+            insort(self.ongoing, (first, pid))
+        aborted = []
+        for txn in append.completed:
+            if txn.is_aborted:
+                aborted.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset,
+                                          self.last_stable_offset_of(txn)))
+            self._complete(txn)
+        return Undo(replaced, append.started, append.completed, aborted)
 
     def undo(self, undo: Undo) -> None:
-        """Put back what a ``commit`` replaced (appends undone newest first)."""
+        """Put back what a ``commit`` changed (appends undone newest first)."""
+        for txn in reversed(undo.completed):
+            with contextlib.suppress(ValueError):
+                self.unreplicated.remove((txn.first_offset, txn.last_offset, txn.producer_id))
+            insort(self.ongoing, (txn.first_offset, txn.producer_id))
+        for started in undo.started:
+            with contextlib.suppress(ValueError):
+                self.ongoing.remove(started)
         producers = self.producers
-        for pid, previous in reversed(undo):
+        for pid, previous in reversed(undo.entries):
             if previous is None:
                 producers.pop(pid, None)
             else:
                 producers[pid] = previous
+
+    # -- transactions -------------------------------------------------------------------
+
+    def _complete(self, txn: CompletedTxn) -> None:
+        """Kafka's ``completeTxn``: the transaction leaves the open ones and waits for the high
+        watermark to pass its marker."""
+        with contextlib.suppress(ValueError):
+            self.ongoing.remove((txn.first_offset, txn.producer_id))
+        insort(self.unreplicated, (txn.first_offset, txn.last_offset, txn.producer_id))
+
+    def last_stable_offset_of(self, txn: CompletedTxn) -> int:
+        """The last stable offset once ``txn`` is complete (Kafka's ``lastStableOffset``): the first
+        offset of the earliest open transaction of another producer, else the offset after the
+        marker.  Recorded with an aborted transaction's index entry."""
+        for first, pid in self.ongoing:
+            if pid != txn.producer_id:
+                return first
+        return txn.last_offset + 1
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """The first offset whose transaction is undecided, or decided by a marker the high
+        watermark has not passed (None: no such offset).  Kafka drops the completed transactions
+        as the high watermark passes their markers (``on_high_watermark_updated``); they are also
+        skipped here, so a high watermark set lower (a follower's checkpoint at load) counts
+        only those it has not passed."""
+        first = self.ongoing[0][0] if self.ongoing else None
+        for txn_first, marker, _ in self.unreplicated:
+            if first is not None and txn_first >= first:
+                break
+            if marker >= high_watermark:
+                first = txn_first
+                break
+        return first
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Forget the completed transactions whose markers are below the high watermark."""
+        if self.unreplicated:
+            self.unreplicated = [t for t in self.unreplicated if t[1] >= high_watermark]
+
+    def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
+        """Kafka's ``onLogStartOffsetIncremented``: completed transactions wholly below the log
+        start are gone with their data."""
+        self.on_high_watermark_updated(log_start_offset)
+
+    def has_ongoing_transaction(self, producer_id: int) -> bool:
+        entry = self.producers.get(producer_id)
+        return entry is not None and entry.current_txn_first_offset >= 0
+
+    def _clear(self) -> None:
+        self.producers.clear()
+        self.ongoing.clear()
+        self.unreplicated.clear()
+
+    def _load_entry(self, entry: ProducerStateEntry) -> None:
+        """Kafka's ``loadProducerEntry``: an entry with an open transaction makes it ongoing."""
+        self.producers[entry.producer_id] = entry
+        if entry.current_txn_first_offset >= 0:
+            insort(self.ongoing, (entry.current_txn_first_offset, entry.producer_id))
 
     def entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self.producers.get(producer_id)
@@ -418,7 +578,8 @@ class ProducerStateManager:
             now_ms - entry.last_timestamp >= self.config.producer_id_expiration_ms
 
     def remove_expired(self, now_ms: int) -> int:
-        """Forget producers idle for ``producer.id.expiration.ms``; how many were forgotten."""
+        """Forget producers idle for ``producer.id.expiration.ms`` (never one with an open
+        transaction); how many were forgotten."""
         expired = [pid for pid, entry in self.producers.items() if self.is_expired(entry, now_ms)]
         for pid in expired:
             del self.producers[pid]
@@ -517,8 +678,8 @@ class ProducerStateManager:
             self.snapshot_offsets = [o for o in self.snapshot_offsets if o not in doomed]
 
     def truncate_fully(self) -> None:
-        """Forget every producer and snapshot (the log starts over)."""
-        self.producers.clear()
+        """Forget every producer, transaction and snapshot (the log starts over)."""
+        self._clear()
         self.delete_snapshots_above(-1)
 
     # -- loading (BLOCKING) -----------------------------------------------------------
@@ -557,7 +718,7 @@ class ProducerStateManager:
         offset the state now reflects (``log_start`` without a snapshot)."""
         for o in [o for o in self.snapshot_offsets if o > log_end or o <= log_start]:
             self._delete_snapshot_file(o)
-        self.producers.clear()
+        self._clear()
         while self.snapshot_offsets:
             offset = self.snapshot_offsets[-1]
             path = self.snapshot_path(offset)
@@ -571,7 +732,7 @@ class ProducerStateManager:
                 continue
             for entry in entries:
                 if not self.is_expired(entry, now_ms):
-                    self.producers[entry.producer_id] = entry
+                    self._load_entry(entry)
             return offset
         return log_start
 
@@ -584,10 +745,18 @@ class ProducerStateManager:
                 had_clean_shutdown: bool) -> int:
         """Load the state at start-up (module docstring; Kafka's ``rebuildProducerState``):
         the newest usable snapshot, then the batches after it.  ``segments`` are the
-        loaded ``LogSegment``s, oldest first.  Returns the number of batches replayed."""
+        loaded ``LogSegment``s, oldest first; those whose transaction index is stale get it
+        rebuilt by the replay (written and fsynced: some are below the recovery point and
+        are flushed no more).  Returns the number of batches replayed."""
         self.scan_snapshot_files()
         self.remove_stray_snapshots([s.base_offset for s in segments])
-        if not self.snapshot_offsets and had_clean_shutdown:
+        stale = [s.base_offset for s in segments if s.txn_index_stale]
+        if stale:
+            # The replay must start at or before the first stale index's segment (Kafka's
+            # recoverSegment rebuilds the state up to the segment's base the same way).
+            for o in [o for o in self.snapshot_offsets if o > stale[0]]:
+                self._delete_snapshot_file(o)
+        elif not self.snapshot_offsets and had_clean_shutdown:
             return 0
         map_end = self.load_latest_snapshot(log_start, log_end, now_ms)
         replayed = 0
@@ -603,38 +772,71 @@ class ProducerStateManager:
                 if segment.base_offset in snapshot_at and start == segment.base_offset:
                     self.write_snapshot_now(start)
                 replayed += self.replay(segment, start, log_end)
+        for segment in segments:
+            if segment.txn_index_stale:
+                segment.txn_index_stale = False
+                try:
+                    segment.txn_index.flush()
+                except OSError as e:
+                    log.warn("{name}: cannot write the rebuilt transaction index {path}: {e}; it is written "
+                             "at the next flush", name=self.name, path=segment.txn_index.path, e=e)
         if log_end > (self.latest_snapshot_offset or -1) and (self.producers or self.snapshot_offsets):
             self.write_snapshot_now(log_end)
         if replayed:
-            log.info("{name}: producer state rebuilt from {n} batch(es) after offset {start}: {count} producer(s)",
-                     name=self.name, n=replayed, start=map_end, count=len(self.producers))
+            log.info("{name}: producer state rebuilt from {n} batch(es) after offset {start}: {count} producer(s), "
+                     "{open} open transaction(s)", name=self.name, n=replayed, start=map_end,
+                     count=len(self.producers), open=len(self.ongoing))
         return replayed
 
     def replay(self, segment, start: int, end: int) -> int:
         """Apply the batches of ``segment`` holding offsets in [``start``, ``end``) to the
-        state, without checks (BLOCKING: reads batch headers).  Returns how many
-        batches with a producer id were applied."""
-        append = self.begin_append(Checks.NONE)
+        state, without checks (BLOCKING: reads batch headers, and the record of each
+        transaction marker).  A segment whose transaction index is stale gets the entries of
+        the transactions its markers abort.  Returns how many batches with a producer id
+        were applied."""
         count = 0
+        rebuild_index = segment.txn_index_stale
         try:
             found = segment.find_batch(start)
             if found is None:
                 return 0
-            for _, header in segment.iter_headers(found[0]):
+            for pos, header in segment.iter_headers(found[0]):
                 if header.base_offset >= end:
                     break
-                if header.producer_id >= 0 and header.last_offset >= start:
-                    append.add(header, header.base_offset, header.last_offset, header.max_timestamp)
-                    count += 1
+                if header.producer_id < 0 or header.last_offset < start:
+                    continue
+                marker = None
+                if header.is_control:
+                    marker = self._read_marker(segment, pos, header)
+                    if marker is None:
+                        continue
+                # One batch at a time, as Kafka's segment recovery (``updateProducerState``): the
+                # last stable offset of an aborted transaction's entry depends on the order.
+                append = self.begin_append(Checks.NONE)
+                append.add(header, header.base_offset, header.last_offset, header.max_timestamp, marker)
+                undo = self.commit(append)
+                if rebuild_index:
+                    for txn in undo.aborted:
+                        segment.txn_index.append(txn)
+                count += 1
         except InvalidRecordBatch as e:
             log.warn("{name}: replaying producer state stopped in segment {base}: {e}", name=self.name,
                      base=segment.base_offset, e=e)
-        self.commit(append)
         return count
+
+    def _read_marker(self, segment, pos: int, header) -> EndTransactionMarker | None:
+        """The marker of the control batch at ``pos`` (None: emptied, or not a marker)."""
+        data = segment.read(pos, header.size)
+        try:
+            return parse_end_txn_marker(data, 0, header)
+        except InvalidRecordBatch as e:
+            log.warn("{name}: the control batch at offset {offset} is not a transaction marker ({e}); "
+                     "skipped", name=self.name, offset=header.base_offset, e=e)
+            return None
 
 
 __all__ = [
-    "BatchMetadata", "Checks", "CorruptSnapshotError", "NUM_BATCHES_TO_RETAIN", "ProducerAppend",
-    "ProducerStateConfig", "ProducerStateEntry", "ProducerStateManager", "decode_snapshot", "encode_snapshot",
-    "retains_batch",
+    "BatchMetadata", "Checks", "CompletedTxn", "CorruptSnapshotError", "NUM_BATCHES_TO_RETAIN", "ProducerAppend",
+    "ProducerStateConfig", "ProducerStateEntry", "ProducerStateManager", "Undo", "decode_snapshot",
+    "encode_snapshot", "retains_batch",
 ]

@@ -37,10 +37,15 @@ Steps (Kafka's ``LogLoader``):
 7. Log start offset = max(checkpoint, first segment's base); the epoch cache
    is cut to [log start, log end).  The recovery point is *not* advanced by
    recovery: recovered bytes may still be only in the page cache.
-8. Idempotent producers' state is loaded from the newest usable
-   ``<offset>.snapshot`` and the batches after it are replayed (after a
-   crash with no snapshot: from the log start) — Kafka's
-   ``rebuildProducerState``, see ``producer_state``.
+8. Idempotent and transactional producers' state is loaded from the newest
+   usable ``<offset>.snapshot`` and the batches after it are replayed (after
+   a crash with no snapshot: from the log start) — Kafka's
+   ``rebuildProducerState``, see ``producer_state``.  Open transactions come
+   back with it.  The transaction index (``.txnindex``) of every recovered
+   segment, and of any whose file fails its check or names offsets past its
+   segment's end, is rebuilt by that replay, which then starts at or before
+   the first such segment (Kafka's ``LogSegment.recover`` replaying the
+   producer state).
 
 BLOCKING: run in the thread pool (``LogManager`` does, in parallel up to
 ``num.recovery.threads.per.data.dir`` per directory).
@@ -71,6 +76,7 @@ from twisted_kafka.log.layout import (
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     TMP_SUFFIX,
+    TXN_INDEX_SUFFIX,
     parse_partition_dir,
     fsync_dir,
     parse_segment_file,
@@ -277,6 +283,11 @@ def load_log(dir: str, config: LogConfig, *, topic: str | None = None,
                 if epoch_cache.damaged:
                     for _, header in segment.iter_headers(0):
                         on_batch(header)
+        if not segment.txn_index_stale and segment.txn_index.last_offset >= segment.next_offset:
+            log.warn("{dir}: the transaction index of segment {base} names offsets past the segment's end "
+                     "({end}); rebuilding it", dir=dir, base=base, end=segment.next_offset)
+            segment.txn_index.reset()
+            segment.txn_index_stale = True
         if truncated is not None:
             segment.write_indexes()        # rebuilt: to the files now, we are in the pool anyway
         if truncated and not is_last:
@@ -285,7 +296,7 @@ def load_log(dir: str, config: LogConfig, *, topic: str | None = None,
             for later in bases[i + 1:]:
                 log.warn("{dir}: deleting segment {base}: it follows a truncated segment",
                          dir=dir, base=later)
-                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                     _remove(os.path.join(dir, segment_file_name(later, suffix)))
                 stats.segments_deleted += 1
             break

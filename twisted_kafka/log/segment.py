@@ -1,4 +1,4 @@
-"""``LogSegment``: one ``.log`` file of whole record batches plus its two indexes.
+"""``LogSegment``: one ``.log`` file of whole record batches plus its indexes.
 
 A segment is named by its base offset (``00000000000000000000.log``): every
 batch in it has a base offset at or above that, and below the next segment's.
@@ -26,7 +26,7 @@ import errno
 import os
 import random
 import struct
-from typing import NamedTuple
+from typing import Any, NamedTuple
 from collections.abc import Iterator
 
 from twisted.logger import Logger
@@ -46,9 +46,11 @@ from twisted_kafka.log.layout import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     segment_file_name,
 )
 from twisted_kafka.log.log_config import LogConfig
+from twisted_kafka.log.txn_index import TransactionIndex
 import contextlib
 
 log = Logger()
@@ -123,13 +125,13 @@ class BatchInfo(NamedTuple):
 
 
 class LogSegment:
-    """A ``.log`` file with its offset and time index."""
+    """A ``.log`` file with its offset, time and transaction index."""
 
     def __init__(self, dir: str, base_offset: int, *, file: CachedFile, size: int,
                  offset_index: OffsetIndex, time_index: TimeIndex, config: LogConfig,
                  created_ms: int, next_offset: int | None,
                  max_timestamp: int = -1, offset_of_max_timestamp: int | None = None,
-                 preallocated: bool = False, suffix: str = ""):
+                 preallocated: bool = False, suffix: str = "", txn_index: TransactionIndex | None = None):
         self.dir = dir
         self.base_offset = base_offset
         self.file = file                # the .log file's descriptor, opened on demand
@@ -139,6 +141,12 @@ class LogSegment:
         self._inactive_pending = False  # rolled while writes were in flight
         self.offset_index = offset_index
         self.time_index = time_index
+        #: The transactions aborted by markers in this segment (``txn_index``).
+        self.txn_index = txn_index if txn_index is not None else TransactionIndex(
+            os.path.join(dir, segment_file_name(base_offset, TXN_INDEX_SUFFIX)) + suffix, base_offset)
+        #: The transaction index must be rebuilt from the producer state (the segment was
+        #: recovered, or its file failed its check): the loader's replay does it (``recovery``).
+        self.txn_index_stale = False
         self.index_interval_bytes = config.index_interval_bytes
         self.created_ms = created_ms
         self._next_offset = next_offset
@@ -156,11 +164,11 @@ class LogSegment:
         self.damaged: list[DamagedRange] = []
         #: Every batch was CRC-checked since the segment was opened (``recover``).
         self.verified = False
-        #: {producer id: last offset of its last data batch here}, once the log cleaner
-        #: has walked (or written) this finished segment; see ``cleaner.producers``.
-        self.producer_last_offsets: dict[int, int] | None = None
+        #: {producer id: its last batches here (``cleaner.producers.ProducerLast``)}, once the log
+        #: cleaner has walked (or written) this finished segment; see ``cleaner.producers``.
+        self.producer_last_offsets: dict[int, Any] | None = None
         #: (position, summary) of the cleaner's last header walk of this segment while active.
-        self.producer_scan: tuple[int, dict[int, int]] | None = None
+        self.producer_scan: tuple[int, dict[int, Any]] | None = None
 
     # -- construction -------------------------------------------------------
 
@@ -177,10 +185,12 @@ class LogSegment:
         path = os.path.join(dir, segment_file_name(base_offset, LOG_SUFFIX)) + suffix
         index_path = os.path.join(dir, segment_file_name(base_offset, INDEX_SUFFIX)) + suffix
         time_path = os.path.join(dir, segment_file_name(base_offset, TIME_INDEX_SUFFIX)) + suffix
+        txn_path = os.path.join(dir, segment_file_name(base_offset, TXN_INDEX_SUFFIX)) + suffix
         fd = files.os_open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
         try:
             offset_index = OffsetIndex.create(index_path, base_offset, config.max_index_size, files=files)
             time_index = TimeIndex.create(time_path, base_offset, config.max_index_size, files=files)
+            txn_index = TransactionIndex.create(txn_path, base_offset, files=files)
         except OSError:
             os.close(fd)
             for leftover in (path, index_path, time_path):
@@ -199,7 +209,7 @@ class LogSegment:
             dir, base_offset, file=files.file(path, os.O_RDWR, fd=fd), size=0,
             offset_index=offset_index, time_index=time_index,
             config=config, created_ms=now_ms, next_offset=base_offset,
-            preallocated=preallocated, suffix=suffix)
+            preallocated=preallocated, suffix=suffix, txn_index=txn_index)
 
     @classmethod
     def open(cls, dir: str, base_offset: int, config: LogConfig, now_ms: int, *,
@@ -208,7 +218,9 @@ class LogSegment:
 
         A missing or insane index is replaced by an empty one and
         ``indexes_ok`` is False: the caller must ``recover()`` the segment,
-        which rebuilds both indexes from the batches.
+        which rebuilds both indexes from the batches.  A transaction index
+        that fails its check is emptied and marked ``txn_index_stale``: the
+        loader rebuilds it from the producer state.
         """
         path = os.path.join(dir, segment_file_name(base_offset, LOG_SUFFIX))
         size = os.stat(path).st_size    # the descriptor is opened when first used
@@ -225,11 +237,20 @@ class LogSegment:
             ok = False
             offset_index = OffsetIndex.create(index_path, base_offset, config.max_index_size, files=files)
             time_index = TimeIndex.create(time_path, base_offset, config.max_index_size, files=files)
+        txn_path = os.path.join(dir, segment_file_name(base_offset, TXN_INDEX_SUFFIX))
+        txn_stale = False
+        try:
+            txn_index = TransactionIndex.open(txn_path, base_offset, files=files)
+        except CorruptIndexError as e:
+            log.warn("rebuilding the transaction index {path}: {e}", path=txn_path, e=e)
+            txn_index = TransactionIndex.create(txn_path, base_offset, files=files)
+            txn_stale = True
         max_ts, offset_of_max = time_index.last_entry
         segment = cls(dir, base_offset, file=files.file(path, os.O_RDWR), size=size,
                       offset_index=offset_index,
                       time_index=time_index, config=config, created_ms=now_ms, next_offset=None,
-                      max_timestamp=max_ts, offset_of_max_timestamp=offset_of_max)
+                      max_timestamp=max_ts, offset_of_max_timestamp=offset_of_max, txn_index=txn_index)
+        segment.txn_index_stale = txn_stale
         return segment, ok
 
     # -- reading ------------------------------------------------------------
@@ -581,9 +602,16 @@ class LogSegment:
         nothing intact after the damage is lost.  ``end_offset`` is the next
         segment's base offset (None for the last segment), which bounds a
         damaged range reaching the end of the file.
+
+        The transaction index is emptied and marked ``txn_index_stale``: its
+        entries follow from the producer state at the segment's start, which
+        the loader's replay has (``recovery``, as Kafka's ``LogSegment.recover``
+        with ``updateProducerState``).
         """
         self.offset_index.reset()
         self.time_index.reset()
+        self.txn_index.reset()
+        self.txn_index_stale = True
         self.max_timestamp = -1
         self.offset_of_max_timestamp = self.base_offset
         self._bytes_since_last_index_entry = 0
@@ -760,6 +788,7 @@ class LogSegment:
         self.size = self._reserved = position
         self.offset_index.truncate_to_position(position)
         self.time_index.truncate_to_offset(header.base_offset)
+        self.txn_index.truncate_to(header.base_offset)
         self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
         self._rolling_base_timestamp = None
         self._next_offset = None
@@ -786,6 +815,7 @@ class LogSegment:
             file.release()
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def write_indexes(self) -> bool:
         """Write the index entries not in the files yet (no fsync).  BLOCKING (page cache).
@@ -794,6 +824,7 @@ class LogSegment:
         is logged, never raised, and leaves the entries pending (``index``).
         """
         written = self.offset_index.write_pending()
+        written = self.txn_index.write_pending() and written
         return self.time_index.write_pending() and written
 
     def close(self, *, finalize: bool = True) -> None:
@@ -806,6 +837,7 @@ class LogSegment:
         if not finalize:
             self.offset_index.discard_pending()
             self.time_index.discard_pending()
+            self.txn_index.discard_pending()
         else:
             if self.size or len(self.time_index):
                 self.on_become_inactive()
@@ -817,7 +849,7 @@ class LogSegment:
         cleaner's ``.cleaned`` -> ``.swap`` -> final names).  The indexes go first and
         the ``.log`` last: recovery judges an interrupted swap by the ``.log`` file's
         name (``recovery``).  An open descriptor is unaffected."""
-        for index in (self.offset_index, self.time_index):
+        for index in (self.offset_index, self.time_index, self.txn_index):
             path = index.path
             if path.endswith(old):
                 with contextlib.suppress(FileNotFoundError):
@@ -835,7 +867,7 @@ class LogSegment:
         if self.log_path.endswith(DELETED_SUFFIX):
             return
         self.deleted = True
-        for index in (self.offset_index, self.time_index):
+        for index in (self.offset_index, self.time_index, self.txn_index):
             with contextlib.suppress(FileNotFoundError):
                 index.rename(index.path + DELETED_SUFFIX)
         try:
@@ -851,6 +883,7 @@ class LogSegment:
         self.file.close()          # at once, or when the last reader lets go
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.log_path)
 

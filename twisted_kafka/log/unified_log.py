@@ -35,6 +35,7 @@ See ``twisted_kafka.log`` for the measurements behind these choices.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -52,8 +53,10 @@ from twisted_kafka.log.log_config import LogConfig
 from twisted_kafka.log.partition_log import (
     AbortedTransaction,
     AppendOrigin,
+    FetchDataInfo,
     FetchIsolation,
     LogAppendInfo,
+    OffsetsListener,
     PartitionLog,
     ProducerStateEntry,
 )
@@ -164,12 +167,22 @@ class UnifiedLog(PartitionLog):
 
     @property
     def last_stable_offset(self) -> int:
-        # No transactions yet (transactional batches are refused): nothing is unstable.
-        return self.local_log.high_watermark
+        return self.local_log.last_stable_offset
 
     def aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTransaction]:
-        # No transactions yet: nothing was aborted (see ``partition_log``).
-        return []
+        if upper_bound_offset <= start_offset:
+            return []
+        return [AbortedTransaction(t.producer_id, t.first_offset)
+                for t in self.local_log.collect_aborted_txns(start_offset, upper_bound_offset)]
+
+    def set_offsets_listener(self, listener: OffsetsListener | None) -> None:
+        self.local_log.set_offsets_listener(listener)
+
+    def _with_aborted(self, info: FetchDataInfo) -> FetchDataInfo:
+        """A read_committed read's answer: the transactions aborted in what it returned (the
+        range up to the offset after its last batch), as Kafka's ``addAbortedTransactions``."""
+        return replace(info, aborted_transactions=self.aborted_transactions(info.fetch_offset, info.next_offset)
+                       if info.size else [])
 
     @property
     def log_start_offset(self) -> int:
@@ -430,7 +443,9 @@ class UnifiedLog(PartitionLog):
 
         The bound of ``isolation`` is taken now: the high watermark, the last
         stable offset, or for ``LOG_END`` the log's own end (nothing past the
-        committed end is readable).
+        committed end is readable).  A ``TXN_COMMITTED`` read also answers
+        the aborted transactions of what it returns (from the in-memory
+        transaction indexes, on the reactor).
 
         The read is tried on the reactor with ``nowait`` (page cache only:
         ~0.1 ms for 1 MiB); if data or index would have to come from the
@@ -440,16 +455,20 @@ class UnifiedLog(PartitionLog):
         open a segment file (the process is out of them).
         """
         local = self.local_log
+        committed = isolation is FetchIsolation.TXN_COMMITTED
         if isolation is not FetchIsolation.LOG_END:
-            bound = local.high_watermark if isolation is FetchIsolation.HIGH_WATERMARK else self.last_stable_offset
+            bound = local.last_stable_offset if committed else local.high_watermark
             max_offset = bound if max_offset is None else min(bound, max_offset)
         try:
-            return succeed(local.read(fetch_offset, max_bytes, max_offset=max_offset,
-                                      min_one_message=min_one_message, nowait=True))
+            info = local.read(fetch_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message,
+                              nowait=True)
+            return succeed(self._with_aborted(info) if committed else info)
         except WouldBlock:
             d = self._blocking(local.read, fetch_offset, max_bytes, max_offset=max_offset,
                                min_one_message=min_one_message)
             d.addErrback(self._no_descriptor)
+            if committed:
+                d.addCallback(self._with_aborted)
             return d
         except Exception as e:
             if out_of_descriptors(e):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from twisted_kafka.log.cleaner.offset_map import ENTRY_BYTES, OffsetMap, map_key
+from twisted_kafka.log.cleaner.producers import ProducerLast
 from twisted_kafka.log.cleaner.records import BatchFilter, empty_batch, record_spans
 from twisted_kafka.protocol.records.batch import parse_batch_header, validate_batch
 from twisted_kafka.protocol.records.builder import build_batch, control_record
@@ -26,7 +27,7 @@ def _filter(latest: dict[bytes, int], *, latest_offset=10_000, now=NOW, retentio
         offset_map.put(key, offset)
     offset_map.latest_offset = latest_offset
     return BatchFilter(offset_map, now_ms=now, delete_retention_ms=retention,
-                       producer_last_offsets=producers or {}, round_end_offset=round_end)
+                       producers=producers or {}, round_end_offset=round_end)
 
 
 def _run(f, batch):
@@ -120,14 +121,15 @@ def test_obsolete_tombstone_goes_at_once():
 
 def test_last_batch_of_a_producer_stays_empty():
     batch = _batch([(b"a", b"1"), (b"b", b"2")], producer_id=9, producer_epoch=2, base_sequence=40)
-    f = _filter({b"a": 500, b"b": 500}, producers={9: 101})
+    f = _filter({b"a": 500, b"b": 500}, producers={9: ProducerLast(101, 2, 2)})
     header, records = _run(f, batch)
     assert records == []
     assert (header.base_offset, header.last_offset, header.records_count) == (100, 101, 0)
     assert (header.producer_id, header.producer_epoch, header.base_sequence) == (9, 2, 40)
     assert header.size == 61 and header.compression == CompressionType.NONE
     # Not the producer's last batch: it goes.
-    assert _filter({b"a": 500, b"b": 500}, producers={9: 900}).filter(batch, 0, parse_batch_header(batch)) is None
+    assert _filter({b"a": 500, b"b": 500}, producers={9: ProducerLast(900, 2, 2)}).filter(
+        batch, 0, parse_batch_header(batch)) is None
 
 
 def test_last_batch_of_the_round_stays_empty():
@@ -136,11 +138,14 @@ def test_last_batch_of_the_round_stays_empty():
     assert records == [] and header.last_offset == 100
 
 
-def test_control_batches_are_copied():
+def test_a_marker_whose_transaction_has_batches_left_is_copied():
+    data = _batch([(b"a", b"1")], base_offset=99, producer_id=5, producer_epoch=0, base_sequence=0,
+                  transactional=True)
     key, value = control_record(1)
     batch = build_batch([(key, value, (), NOW)], base_offset=100, control=True, transactional=True,
                         producer_id=5, producer_epoch=0)
-    f = _filter({key: 500})
+    f = _filter({key: 500, b"a": 99})
+    assert bytes(f.filter(data, 0, parse_batch_header(data))) == data      # its committed batch: seen
     assert bytes(f.filter(batch, 0, parse_batch_header(batch))) == batch
 
 
@@ -150,3 +155,51 @@ def test_empty_batch_keeps_the_header_fields():
     header = parse_batch_header(out)
     validate_batch(out, 0, header)
     assert header.base_timestamp == -1 and header.max_timestamp == NOW
+
+
+def _marker(pid=5, epoch=0, base_offset=100, control=0):
+    from twisted_kafka.protocol.records.control import build_end_txn_marker
+
+    return build_end_txn_marker(pid, epoch, 0, control, NOW, base_offset=base_offset)
+
+
+def test_a_marker_alone_gets_a_delete_horizon_then_goes():
+    marker = _marker()
+    f = _filter({}, now=NOW, retention=1000)
+    header, records = _run(f, marker)
+    assert header.has_delete_horizon and header.base_timestamp == NOW + 1000
+    assert header.is_control and header.is_transactional and len(records) == 1
+    assert records[0].timestamp == NOW                      # the marker keeps its timestamp
+    later = bytes(f.filter(marker, 0, parse_batch_header(marker)))
+    assert _filter({}, now=NOW + 999).filter(later, 0, parse_batch_header(later)) is not None
+    gone = _filter({}, now=NOW + 1000)
+    assert gone.filter(later, 0, parse_batch_header(later)) is None and gone.stats.markers_dropped == 1
+
+
+def test_the_marker_carrying_its_producers_epoch_stays_empty():
+    """The coordinator bumped the epoch with this marker: no data batch carries it (Kafka keeps the
+    marker for fencing)."""
+    marker = _marker(epoch=1)
+    once = bytes(_filter({}, now=NOW).filter(marker, 0, parse_batch_header(marker)))
+    bumped = _filter({}, now=NOW + 1000, producers={5: ProducerLast(99, 0, 1)})
+    header, records = _run(bumped, once)
+    assert (header.base_offset, header.producer_epoch, header.records_count, header.is_control) == (100, 1, 0, True)
+    same = _filter({}, now=NOW + 1000, producers={5: ProducerLast(99, 1, 1)})
+    assert same.filter(once, 0, parse_batch_header(once)) is None
+
+
+def test_producer_summaries_follow_data_and_markers():
+    from twisted_kafka.log.cleaner.producers import merge, note_batch, retains_batch
+
+    data = parse_batch_header(_batch([(b"a", b"1")], base_offset=10, producer_id=5, producer_epoch=0,
+                                     base_sequence=0, transactional=True))
+    bump = parse_batch_header(_marker(epoch=1, base_offset=11))
+    first: dict = {}
+    note_batch(first, data)
+    later: dict = {}
+    note_batch(later, bump)
+    assert later == {5: ProducerLast(-1, -1, 1)}
+    merge(first, later)
+    assert first == {5: ProducerLast(10, 0, 1)}
+    assert retains_batch(data, first) and retains_batch(bump, first)
+    assert not retains_batch(parse_batch_header(_marker(epoch=0, base_offset=9)), first)

@@ -164,12 +164,6 @@ def test_producers_are_independent(tmp_path):
     assert sorted(log.producer_state.producers) == [1, 2]
 
 
-def test_transactional_batches_are_refused(tmp_path):
-    log = new_log(tmp_path)
-    error = error_of(log, idem(0, transactional=True))
-    assert error.code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-
-
 def test_log_append_time_topics_remember_the_append_time(tmp_path):
     log = new_log(tmp_path, message_timestamp_type="LogAppendTime")
     append(log, idem(0, ts=NOW - 5000), now_ms=NOW + 7)

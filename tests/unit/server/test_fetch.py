@@ -60,6 +60,27 @@ def test_records_up_to_the_high_watermark(node):
     assert committed.aborted_transactions == [] and committed.last_stable_offset == 3
 
 
+def test_read_committed_answers_the_aborted_transactions_up_to_the_last_stable_offset(node):
+    from twisted_kafka.log import AppendOrigin
+    from twisted_kafka.protocol.records import ControlRecordType, build_end_txn_marker
+
+    node.create_topic("t", 1)
+    log = node.log("t")
+
+    def append(data, origin=AppendOrigin.CLIENT):
+        return result_of(log.append_as_leader(data, 0, origin=origin))
+
+    append(records(b"a", producer_id=7, producer_epoch=0, base_sequence=0, transactional=True))   # 0
+    append(build_end_txn_marker(7, 0, 0, ControlRecordType.ABORT, 0), AppendOrigin.COORDINATOR)   # 1
+    append(records(b"b", producer_id=8, producer_epoch=0, base_sequence=0, transactional=True))   # 2: open
+    committed = partitions(node.call(fetch({"t": {0: 0}}, isolation_level=1), 12))[("t", 0)]
+    assert (committed.high_watermark, committed.last_stable_offset) == (3, 2)
+    assert committed.aborted_transactions == [(7, 0)]
+    assert [o for o, _ in values(committed)] == [0, 1]          # the aborted record and its marker
+    uncommitted = partitions(node.call(fetch({"t": {0: 0}}), 12))[("t", 0)]
+    assert uncommitted.aborted_transactions is None and [o for o, _ in values(uncommitted)] == [0, 1, 2]
+
+
 def test_each_partition_fails_alone(node):
     node.create_topic("t", 1)
     node.produce("t", 0, b"a")

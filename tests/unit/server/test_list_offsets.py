@@ -54,6 +54,22 @@ def test_earliest_and_latest(filled):
     assert body.topics[0].partitions[0].offset == 5
 
 
+def test_latest_for_read_committed_is_the_last_stable_offset(filled):
+    from twisted_kafka.log import AppendOrigin
+    from twisted_kafka.protocol.records import ControlRecordType, build_end_txn_marker
+
+    from .helpers import records
+
+    log = filled.log("t")
+    result_of(log.append_as_leader(records(b"f", producer_id=3, producer_epoch=0, base_sequence=0,
+                                           transactional=True), 0))                        # 5: open
+    assert one(filled, LATEST) == (ErrorCode.NONE, -1, 6, 0)
+    assert one(filled, LATEST, isolation_level=1) == (ErrorCode.NONE, -1, 5, 0)
+    result_of(log.append_as_leader(build_end_txn_marker(3, 0, 0, ControlRecordType.COMMIT, NOW), 0,
+                                   origin=AppendOrigin.COORDINATOR))
+    assert one(filled, LATEST, isolation_level=1) == (ErrorCode.NONE, -1, 7, 0)
+
+
 def test_max_timestamp_from_v7(filled):
     assert one(filled, MAX_TIMESTAMP) == (ErrorCode.NONE, NOW + 20, 2, 0)
     assert one(filled, MAX_TIMESTAMP, version=6)[0] == ErrorCode.INVALID_REQUEST

@@ -95,6 +95,16 @@ def test_requests_refused_as_a_whole(node, fields, version, error):
     assert offsets_in_log(node, "t", 0) == (0, 0)
 
 
+def test_transactional_records_without_a_transactional_id_are_refused(node):
+    """Kafka's rule, checked before any append: the log takes transactional batches now."""
+    node.create_topic("t", 2)
+    txn = records(b"a", producer_id=7, producer_epoch=0, base_sequence=0, transactional=True)
+    request = produce({"t": {0: records(b"b"), 1: txn}})
+    assert answers(node.call(request, 9)) == {("t", 0): (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1),
+                                              ("t", 1): (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1)}
+    assert offsets_in_log(node, "t", 0) == offsets_in_log(node, "t", 1) == (0, 0)
+
+
 def test_acks_0_is_answered_by_silence(node):
     node.create_topic("t")
     request, response = node.handle(produce({"t": {0: records(b"a")}}, acks=0), 9)

@@ -5,7 +5,8 @@ at most ``chunk`` bytes of segment data, so ``LogCleaner`` can throttle
 between them on the reactor's clock and stop a cleaning between two steps:
 
 1. ``build_map_step`` (repeated): the offset map of the cleanable dirty
-   section [first dirty, first uncleanable) -- each key's latest offset --
+   section [first dirty, first uncleanable) -- each key's latest offset,
+   the batches of aborted transactions left out (``transactions``) --
    until the section is mapped or the map is full (a batch that might not
    fit ends the pass: the next pass starts there).  The cleaning round then
    covers [log start, ``end_offset`` = the map's last offset + 1): Kafka
@@ -18,7 +19,9 @@ between them on the reactor's clock and stop a cleaning between two steps:
    data is left alone.  Also: the last data batch of every producer
    (``producers``).
 3. per group: ``start_group`` creates ``<base>.log.cleaned`` (and indexes);
-   ``clean_step`` (repeated) copies what the ``BatchFilter`` keeps;
+   ``clean_step`` (repeated) copies what the ``BatchFilter`` keeps, telling
+   it each segment's aborted transactions first (its transaction index gets
+   those whose markers and data it keeps);
    ``finish_group`` writes the indexes and fsyncs; then ``LogCleaner`` swaps
    it in on the reactor (``Log.replace_segments``), or ``discard_group``
    removes it.
@@ -47,10 +50,19 @@ from twisted_kafka.log.batches import (
 from twisted_kafka.log.layout import CLEANED_SUFFIX
 from twisted_kafka.log.log import Log
 from twisted_kafka.log.segment import MAX_RELATIVE_OFFSET, BatchInfo, LogSegment
+from twisted_kafka.protocol.records.control import EndTransactionMarker, parse_end_txn_marker
 
 from .offset_map import OffsetMap
-from .producers import last_data_offsets
+from .producers import ProducerLast, last_data_offsets, note_batch
 from .records import BatchFilter, FilterStats, batch_records
+from .transactions import CleanedTransactions
+
+
+def _marker(data, pos: int, header: RecordBatchHeader) -> EndTransactionMarker | None:
+    try:
+        return parse_end_txn_marker(data, pos, header)
+    except InvalidRecordBatch:
+        return None
 
 
 class CleanerError(Exception):
@@ -138,7 +150,7 @@ class CleanTask:
 
     def __init__(self, log: Log, first_dirty: int, first_uncleanable: int, offset_map: OffsetMap, *,
                  now_ms: int,
-                 producer_last_offsets: Callable[[list[LogSegment]], dict[int, int]] = last_data_offsets):
+                 producer_last_offsets: Callable[[list[LogSegment]], dict[int, ProducerLast]] = last_data_offsets):
         self.log = log
         self.name = f"{log.topic}-{log.partition}"
         self.first_dirty = first_dirty
@@ -152,6 +164,7 @@ class CleanTask:
                       if s.base_offset < first_uncleanable and segments[i + 1].base_offset > first_dirty]
         self._map_index = 0
         self._map_position: int | None = None
+        self._map_txns: CleanedTransactions | None = None
         self.map_done = not self.dirty
         self.end_offset = first_dirty
         self.filter: BatchFilter | None = None
@@ -159,8 +172,9 @@ class CleanTask:
         self._group: list[LogSegment] = []
         self._group_index = 0
         self._group_position = 0
+        self._txn_segment = -1            # the group's segment whose aborted transactions were added
         self.cleaned: LogSegment | None = None
-        self._cleaned_producers: dict[int, int] = {}
+        self._cleaned_producers: dict[int, ProducerLast] = {}
         offset_map.clear()
 
     # -- reading -------------------------------------------------------------
@@ -197,6 +211,10 @@ class CleanTask:
         """Map up to about ``chunk`` bytes of the dirty section; returns bytes read (BLOCKING)."""
         offset_map = self.map
         first_dirty = self.first_dirty
+        txns = self._map_txns
+        if txns is None:
+            txns = self._map_txns = CleanedTransactions()
+            txns.add_aborted(self.log.collect_aborted_txns(first_dirty, self.first_uncleanable))
         done = 0
         while not self.map_done and done < chunk:
             if self._map_index >= len(self.dirty):
@@ -217,9 +235,14 @@ class CleanTask:
                 continue
             data, batches, consumed = self._read_batches(segment, position, chunk - done)
             for p, header in batches:
+                if header.is_control:
+                    txns.on_control_batch(header, _marker(data, p, header))
+                    aborted = False
+                else:
+                    aborted = txns.on_batch(header)
                 if header.last_offset < first_dirty:
                     continue
-                if not header.is_control:
+                if not header.is_control and not aborted:
                     if len(offset_map) and not offset_map.has_room_for(header.records_count):
                         self._finish_map()          # full: this batch starts the next pass
                         break
@@ -259,8 +282,8 @@ class CleanTask:
         todo = [s for s in segments[:-1] if s.base_offset < self.end_offset]
         self.groups = _group_segments(todo, config.segment_bytes, config.max_index_size, self.end_offset)
         self.filter = BatchFilter(self.map, now_ms=self.now_ms, delete_retention_ms=config.delete_retention_ms,
-                                  producer_last_offsets=self._producer_last_offsets(segments),
-                                  round_end_offset=self.first_uncleanable)
+                                  producers=self._producer_last_offsets(segments),
+                                  round_end_offset=self.first_uncleanable, transactions=CleanedTransactions())
         self.filter.stats = self.stats.filter
         return self.groups
 
@@ -271,9 +294,12 @@ class CleanTask:
         self._group = group
         self._group_index = 0
         self._group_position = 0
+        self._txn_segment = -1
         self._cleaned_producers = {}
         self.cleaned = LogSegment.create(self.log.dir, group[0].base_offset, self.log.config, self.now_ms,
                                          files=self.log.files, suffix=CLEANED_SUFFIX)
+        if self.filter is not None:
+            self.filter.transactions.cleaned_index = self.cleaned.txn_index
         self.stats.segments_in += len(group)
         return self.cleaned
 
@@ -293,6 +319,12 @@ class CleanTask:
         while done < chunk and self._group_index < len(self._group):
             segment = self._group[self._group_index]
             position = self._group_position
+            if self._txn_segment != self._group_index:
+                # Kafka collects each segment's whole range: the cleaned index is rebuilt from it.
+                self._txn_segment = self._group_index
+                following = self._group[self._group_index + 1].base_offset \
+                    if self._group_index + 1 < len(self._group) else segment.next_offset
+                self.filter.transactions.add_aborted(self.log.collect_aborted_txns(segment.base_offset, following))
             if position >= segment.size:
                 self._group_index += 1
                 self._group_position = 0
@@ -310,8 +342,7 @@ class CleanTask:
                 infos.append(BatchInfo(len(out), header.size, header.base_offset, header.last_offset,
                                        header.max_timestamp))
                 out += kept
-                if header.producer_id >= 0 and not header.is_control:
-                    producers[header.producer_id] = header.last_offset
+                note_batch(producers, header)
             self._group_position = position + consumed
             done += consumed
         if out:

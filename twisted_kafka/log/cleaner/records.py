@@ -25,13 +25,18 @@ with ``MemoryRecords.filterTo``):
   timestamps stay the same);
 * a batch that loses every record is dropped -- unless it is the last data
   batch of its producer (its header keeps the producer's last sequence, so
-  the producer state survives cleaning) or the last batch before the end of
-  the cleaning round (so the last offset stays known): then an empty batch
-  (the header alone, no records) stays in its place;
-* control batches (transaction markers) are copied as they are.  No
-  transaction can be written to this broker yet, so none of Kafka's
-  transaction rules (aborted data removed, markers dropped once their
-  transaction is empty) has anything to act on.
+  the producer state survives cleaning; ``producers``) or the last batch
+  before the end of the cleaning round (so the last offset stays known):
+  then an empty batch (the header alone, no records) stays in its place;
+* transactions (``transactions``): the batches of an aborted transaction
+  lose every record (whatever the offset map says), so they go, or stay
+  empty by the rule above; a transaction marker is copied as it is while
+  batches of its transaction may remain.  Once the cleaning saw none, it
+  gets a delete horizon as a tombstone's batch does (now +
+  ``delete.retention.ms``, the KIP-534 attribute bit and base timestamp),
+  and a cleaning past the horizon removes it (emptied instead when it is the
+  last batch of the round, or the marker that carries its producer's
+  epoch).
 """
 
 from __future__ import annotations
@@ -53,10 +58,14 @@ from twisted_kafka.protocol.records.batch import (
     RecordBatchHeader,
 )
 from twisted_kafka.protocol.records.compression import CompressionType, compress
+from twisted_kafka.protocol.records.control import parse_end_txn_marker
+from twisted_kafka.protocol.records.errors import InvalidRecordBatch
 from twisted_kafka.protocol.records.record import RecordSpan, record_spans, records_payload
 from twisted_kafka.protocol.records.varint import encode_varint
 
 from .offset_map import OffsetMap
+from .producers import ProducerLast, retains_batch
+from .transactions import CleanedTransactions
 
 NO_TIMESTAMP = -1
 
@@ -97,19 +106,35 @@ class FilterStats:
     batches_rebuilt: int = 0
     keyless_dropped: int = 0
     tombstones_dropped: int = 0
+    aborted_batches_dropped: int = 0       # batches of aborted transactions emptied or removed
+    markers_dropped: int = 0               # transaction markers past their delete horizon
 
 
 class BatchFilter:
     """The cleaner's decision for each batch of one cleaning round."""
 
     def __init__(self, offset_map: OffsetMap, *, now_ms: int, delete_retention_ms: int,
-                 producer_last_offsets: dict[int, int], round_end_offset: int):
+                 producers: dict[int, ProducerLast], round_end_offset: int,
+                 transactions: CleanedTransactions | None = None):
         self.map = offset_map
         self.now_ms = now_ms
         self.delete_retention_ms = delete_retention_ms
-        self.producer_last_offsets = producer_last_offsets
+        self.producers = producers
         self.round_end_offset = round_end_offset
+        #: The pass's transactions: told every batch, in offset order (``transactions``).
+        self.transactions = transactions if transactions is not None else CleanedTransactions()
         self.stats = FilterStats()
+
+    def _retain_empty(self, header: RecordBatchHeader) -> bool:
+        return retains_batch(header, self.producers) or header.next_offset == self.round_end_offset
+
+    def _emptied(self, header: RecordBatchHeader):
+        """What stays of a batch that keeps no record: its header alone, or nothing."""
+        if not self._retain_empty(header):
+            return None
+        out = empty_batch(header)
+        self.stats.bytes_kept += len(out)
+        return out
 
     def filter(self, buf, pos: int, header: RecordBatchHeader):
         """The bytes that replace the batch at ``buf[pos:]``: the batch itself (a view),
@@ -118,8 +143,11 @@ class BatchFilter:
         stats = self.stats
         stats.bytes_read += header.size
         if header.is_control:
-            stats.bytes_kept += header.size
-            return memoryview(buf)[pos:pos + header.size]
+            return self._filter_marker(buf, pos, header)
+        if self.transactions.on_batch(header):          # an aborted transaction's batch
+            stats.records_read += header.records_count
+            stats.aborted_batches_dropped += 1
+            return self._emptied(header)
         base_offset = header.base_offset
         latest = self.map.latest_offset
         data, spans = batch_records(buf, pos, header)
@@ -153,16 +181,38 @@ class BatchFilter:
             stats.bytes_kept += header.size
             return memoryview(buf)[pos:pos + header.size]
         if not kept:
-            retain_empty = (header.producer_id >= 0
-                            and self.producer_last_offsets.get(header.producer_id) == header.last_offset) \
-                or header.next_offset == self.round_end_offset
-            if not retain_empty:
-                return None
-            out = empty_batch(header)
-            stats.bytes_kept += len(out)
-            return out
+            return self._emptied(header)
         stats.batches_rebuilt += 1
         out = self._rebuild(header, data, kept, set_horizon)
+        stats.bytes_kept += len(out)
+        return out
+
+    def _filter_marker(self, buf, pos: int, header: RecordBatchHeader):
+        """A control batch: kept as it is while its transaction may have batches left; once not,
+        kept ``delete.retention.ms`` more (its delete horizon set by this cleaning), then removed
+        (Kafka's ``checkBatchRetention`` for control batches)."""
+        stats = self.stats
+        try:
+            marker = parse_end_txn_marker(buf, pos, header)
+        except InvalidRecordBatch:
+            marker = None          # not a transaction marker: nothing to track, kept as it is
+            if header.records_count:
+                stats.bytes_kept += header.size
+                return memoryview(buf)[pos:pos + header.size]
+        removable = self.transactions.on_control_batch(header, marker)
+        stats.records_read += header.records_count
+        if removable and header.has_delete_horizon and header.base_timestamp <= self.now_ms:
+            stats.markers_dropped += 1
+            return self._emptied(header)
+        if not header.records_count:
+            return self._emptied(header)
+        stats.records_kept += header.records_count
+        if not removable or header.has_delete_horizon:
+            stats.bytes_kept += header.size
+            return memoryview(buf)[pos:pos + header.size]
+        data, spans = batch_records(buf, pos, header)
+        stats.batches_rebuilt += 1
+        out = self._rebuild(header, data, spans, True)
         stats.bytes_kept += len(out)
         return out
 

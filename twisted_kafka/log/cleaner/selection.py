@@ -6,8 +6,9 @@ part of the dirty section is *cleanable*: cleaning stops at the first
 *uncleanable* offset, the lowest of
 
 * the active segment's base offset (the active segment is never touched);
-* the high watermark (the last stable offset, once transactions exist) --
-  rounded down to a segment boundary: only whole segments are cleaned;
+* the last stable offset (the high watermark when no transaction is open:
+  the cleaner never sees an undecided transaction) -- rounded down to a
+  segment boundary: only whole segments are cleaned;
 * the first segment whose newest record is younger than
   ``min.compaction.lag.ms``;
 * the first segment holding damaged data (``segment.DamagedRange``): what
@@ -87,7 +88,7 @@ def cleanable_offsets(log: Log, checkpoint: int | None, now_ms: int) -> tuple[in
         first_dirty, reset = start, checkpoint is not None
     segments = log.segments
     active = segments[-1]
-    bounds = [active.base_offset, log.high_watermark]
+    bounds = [active.base_offset, log.last_stable_offset]
     lag = max(log.config.min_compaction_lag_ms, 0)
     for segment in _finished_from(segments, first_dirty):
         if segment.damaged:

@@ -7,9 +7,10 @@ returns data may exceed the limits, by whole first batch, so a consumer can
 always make progress — never megabytes beyond what was asked otherwise.
 
 Consumers read up to the high watermark; ``read_committed`` consumers up to
-the last stable offset, which equals the high watermark while there are no
-transactions (librdkafka reads with read_committed by default and hides
-records at or beyond a smaller last stable offset).  When less
+the last stable offset, with the transactions aborted in what they read
+(the log's ``FetchDataInfo.aborted_transactions``); it equals the high
+watermark while no transaction is open (librdkafka reads with
+read_committed by default and hides records at or beyond it).  When less
 than ``min_bytes`` is available the fetch waits in the purgatory, freeing its
 handler, and is read again as soon as appends bring enough bytes or the wait
 expires; a fetch of no partition at all never waits (Kafka answers it at
@@ -104,6 +105,9 @@ class FetchHandler(ApiHandler):
                             entry.records = info.records
                             total += info.size
                             remaining -= info.size
+                        if info.aborted_transactions:
+                            entry.aborted_transactions = [(a.producer_id, a.first_offset)
+                                                          for a in info.aborted_transactions]
                 except KafkaError as exc:
                     entry.error_code = exc.code
                     any_error = True

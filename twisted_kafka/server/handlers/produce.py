@@ -39,6 +39,7 @@ from twisted.python.failure import Failure
 from twisted_kafka.network.close_reasons import CloseReason
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
+from twisted_kafka.protocol.records.batch import InvalidRecordBatch, parse_batch_header
 from twisted_kafka.protocol.registry import ApiKey
 
 from twisted_kafka.security.acl import AclOperation
@@ -73,6 +74,18 @@ def _partition_response(index: int, error: ErrorCode, message: str | None = None
                               error_message=message)
 
 
+def _has_transactional_records(body) -> bool:
+    """Kafka's ``RequestUtils.hasTransactionalRecords``: a partition whose first batch is transactional."""
+    for topic in body.topic_data:
+        for data in topic.partition_data:
+            try:
+                if data.records and parse_batch_header(data.records, 0).is_transactional:
+                    return True
+            except InvalidRecordBatch:
+                continue            # the log refuses it, for that partition alone
+    return False
+
+
 def _error_response(index: int, error: KafkaError, log_start_offset: int = -1):
     return _partition_response(index, error.code, error.message, record_errors=error.record_errors,
                                log_start_offset=log_start_offset)
@@ -95,6 +108,10 @@ class ProduceHandler(ApiHandler):
         if body.transactional_id is not None:
             return self.error_response(request, ErrorCode.TRANSACTIONAL_ID_NOT_FOUND,
                                        "Transactions are not supported by this broker yet")
+        if _has_transactional_records(body):
+            # Kafka's handleProduceRequest: transactional batches need a transactional id.
+            return self.error_response(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                       "Transactional records need a transactional id")
         replicas = self.replicas
         # One slot per partition, in request order: [topic, index, outcome], where the
         # outcome is a KafkaError, a LogAppendInfo, or a Failure once the append is done.
