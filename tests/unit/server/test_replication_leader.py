@@ -81,6 +81,29 @@ def test_acks_all_times_out_on_the_clock(node):
     assert failure.check(KafkaError) and failure.value.code == ErrorCode.REQUEST_TIMED_OUT
 
 
+def test_the_replicas_catching_up_at_the_timeout_answer_success_not_a_timeout(node):
+    """The timer fires with the high watermark already past the records (moved without a check):
+    one last look at expiry, as before the purgatory was shared."""
+    partition = replicate(node)
+    d = append(node, partition, b"a", timeout_ms=1000)
+    for follower in (2, 3):
+        partition.update_follower(follower, 1, 0)                      # behind the replica manager's back
+    node.reactor.advance(1)
+    assert d().first_offset == 0
+
+
+def test_the_drain_answers_waiting_acks_all_produces_and_any_that_come_later(node):
+    """The broker stops: a waiting acks=all append is answered NOT_LEADER_OR_FOLLOWER (the producer
+    retries where leadership went), and so is one whose append completes after the purgatory shut."""
+    partition = replicate(node)
+    d = append(node, partition, b"a", timeout_ms=30_000)
+    node.replica_manager.produce_purgatory.shutdown()
+    assert d().value.code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    later = append(node, partition, b"b", timeout_ms=30_000)
+    assert later().value.code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert node.replica_manager.produce_purgatory.size == 0
+
+
 def test_min_insync_replicas_before_and_after_the_append(node):
     partition = replicate(node, isr=(B,), min_isr=2)
     with pytest.raises(KafkaError) as refused:
