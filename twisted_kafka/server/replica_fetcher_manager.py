@@ -9,11 +9,19 @@ replication listener: ``inter.broker.listener.name``, else the listener
 named by ``security.inter.broker.protocol``, as registered and announced in
 the controller's UpdateMetadata; a SASL one with
 ``sasl.mechanism.inter.broker.protocol`` and that listener's JAAS credentials.
+
+It is a child service of the ``ReplicaManager``, which builds it in a
+cluster.  Fetchers start as partitions are followed (the controller's first
+LeaderAndIsr may come before the broker has finished starting); stopping it
+-- when the broker drains its requests -- stops every fetcher.
 """
 
 from __future__ import annotations
 
-from twisted.internet.defer import gatherResults
+from typing import TYPE_CHECKING
+
+from twisted.application.service import Service
+from twisted.internet.defer import Deferred, gatherResults
 from twisted.logger import Logger
 
 from twisted_kafka.client.connector import SASL_PROTOCOLS, TLS_PROTOCOLS
@@ -25,11 +33,16 @@ from .metadata_cache import MetadataCache
 from .partition import Partition
 from .replica_fetcher import ReplicaFetcher
 
+if TYPE_CHECKING:
+    from .replica_manager import ReplicaManager
 
-class ReplicaFetcherManager:
+
+class ReplicaFetcherManager(Service):
+    name = "replica-fetcher-manager"
     log = Logger(namespace="twisted_kafka.server.ReplicaFetcherManager")
 
-    def __init__(self, *, broker_id: int, config, reactor, metadata_cache: MetadataCache, replica_manager):
+    def __init__(self, *, broker_id: int, config, reactor, metadata_cache: MetadataCache,
+                 replica_manager: ReplicaManager):
         self.broker_id = broker_id
         self.config = config
         self.reactor = reactor
@@ -88,8 +101,9 @@ class ReplicaFetcherManager:
             self.fetchers.pop((fetcher.source_broker, fetcher.fetcher_id), None)
             fetcher.stop()
 
-    def shutdown(self):
+    def stopService(self) -> Deferred:
         """Stop every fetcher; fires when their loops have ended."""
+        super().stopService()
         self._stopped = True
         loops = [d for f in self.fetchers.values() if (d := f.stop()) is not None]
         self.fetchers.clear()

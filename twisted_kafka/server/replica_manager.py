@@ -23,16 +23,26 @@ fetches from the leader and appends through ``append_as_follower``; on
 becoming leader it is taken from it.  As leader, every follower's fetch
 (``follower_fetched``) moves its position and maybe the high watermark,
 which completes acks=all produces waiting in the produce purgatory and
-wakes consumers' fetches; the ``IsrManager`` (when set) hears of each
-fetch, to add caught-up followers to the ISR.
+wakes consumers' fetches; the ``IsrManager`` hears of each fetch, to add
+caught-up followers to the ISR.  In a cluster (``replication`` given) the
+replica manager builds both, as Kafka's builds its fetcher manager, and
+they are its child services.
+
+As a service, the replica manager serves the controller's requests from
+the moment it is built (the controller tells it its partitions while the
+broker starts); starting it starts its children (the ISR manager's shrink
+check, Kafka's isr-expiration task); stopping it, when the broker begins
+to drain its requests, stops following and changing ISRs and shuts both
+purgatories, so every waiting request is answered while its connection is
+still open.
 
 Waits are Kafka's delayed operations in the broker's one purgatory
 (``twisted_kafka.purgatory``): a ``DelayedFetch`` in the fetch purgatory
 and a ``DelayedProduce`` in the produce purgatory, each watching its
 partitions; every change to a partition -- an append, a high watermark
-move, an ISR or leadership change -- checks its watchers.  ``shutdown``
-shuts both purgatories: every waiting fetch answers with what there is,
-every waiting produce NOT_LEADER_OR_FOLLOWER.
+move, an ISR or leadership change -- checks its watchers.  Stopping the
+service shuts both purgatories: every waiting fetch answers with what there
+is, every waiting produce NOT_LEADER_OR_FOLLOWER.
 
 Clients may not write to internal topics (INVALID_TOPIC_EXCEPTION, as in
 Kafka); only the broker's own coordinators append to them.
@@ -45,18 +55,25 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from twisted.application.service import MultiService, Service
 from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.logger import Logger
 
+from twisted_kafka.controller.client import ControllerClient
 from twisted_kafka.controller.interface import INTERNAL_TOPICS
 from twisted_kafka.log import AppendOrigin, FetchIsolation, LogConfig, LogStore
+from twisted_kafka.metrics import MetricsRegistry
 from twisted_kafka.metrics.registry import MetricName
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.purgatory import Purgatory
 
+from .broker_epoch import BrokerEpoch
 from .delayed_fetch import DelayedFetch
 from .delayed_produce import DelayedProduce
+from .isr_manager import IsrManager
+from .metadata_cache import MetadataCache
 from .partition import Partition
+from .replica_fetcher_manager import ReplicaFetcherManager
 
 
 @dataclass(frozen=True)
@@ -71,6 +88,18 @@ class PartitionStateChange:
     partition_epoch: int
     replicas: list[int]
     isr: list[int]
+
+
+@dataclass(frozen=True, slots=True)
+class Replication:
+    """What a cluster member's replica manager needs to replicate: the configuration (``replica.*``),
+    the leaders' endpoints (the metadata cache, for its fetchers), and the controller and broker epoch
+    its ISR changes go to."""
+
+    config: Any
+    metadata_cache: MetadataCache
+    controller: ControllerClient
+    broker_epoch: BrokerEpoch
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,21 +152,50 @@ class LeadershipListener(Protocol):
         """This broker no longer hosts the partition; ``deleted``: its topic was deleted."""
 
 
-class ReplicaManager:
+class ReplicaManager(MultiService):
+    name = "replica-manager"
     log = Logger(namespace="twisted_kafka.server.ReplicaManager")
 
-    def __init__(self, *, broker_id: int, log_manager: LogStore, reactor, topic_overrides):
+    def __init__(self, *, broker_id: int, log_manager: LogStore, reactor, topic_overrides,
+                 metrics: MetricsRegistry | None = None, replication: Replication | None = None):
+        """``topic_overrides(topic)``: a topic's config overrides (from the controller's store);
+        ``metrics``: where Kafka's ReplicaManager gauges and ISR meters are registered;
+        ``replication``: in a cluster, what the fetchers and the ISR manager need."""
+        super().__init__()
         self.broker_id = broker_id
         self.log_manager = log_manager
         self.reactor = reactor
-        self.topic_overrides = topic_overrides  # topic name -> its config overrides (from the controller's store)
+        self.topic_overrides = topic_overrides
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.fetch_purgatory = Purgatory(reactor, "Fetch")
         self.produce_purgatory = Purgatory(reactor, "Produce")
         self._listeners: list[LeadershipListener] = []
-        #: Set by the server in a cluster: the ``ReplicaFetcherManager`` and the ``IsrManager``.
-        self.fetchers: Any = None
-        self.isr_manager: Any = None
+        #: A cluster member's followers' fetchers and leaders' ISR changes (None on a single node).
+        self.fetchers: ReplicaFetcherManager | None = None
+        self.isr_manager: IsrManager | None = None
+        if replication is not None:
+            self.isr_manager = IsrManager(broker_id=broker_id, broker_epoch=replication.broker_epoch,
+                                          config=replication.config, reactor=reactor,
+                                          controller=replication.controller, replica_manager=self, metrics=metrics)
+            self.fetchers = ReplicaFetcherManager(broker_id=broker_id, config=replication.config, reactor=reactor,
+                                                  metadata_cache=replication.metadata_cache, replica_manager=self)
+            self.isr_manager.setServiceParent(self)
+            self.fetchers.setServiceParent(self)
+        if metrics is not None:
+            self.register_metrics(metrics)
+
+    def stopService(self) -> None:
+        """Stop following and changing ISRs, then answer every waiting produce and fetch.
+
+        The fetchers' loops are not waited for: one may be connecting to a
+        leader that is gone, which ends only at ``replica.socket.timeout.ms``,
+        and the drain that follows must not wait for that.
+        """
+        Service.stopService(self)
+        for child in reversed(list(self)):
+            child.stopService()
+        self.produce_purgatory.shutdown()
+        self.fetch_purgatory.shutdown()
 
     def add_leadership_listener(self, listener: LeadershipListener) -> None:
         self._listeners.append(listener)
@@ -353,15 +411,6 @@ class ReplicaManager:
         info = log.append_as_follower(records) if records else None
         log.maybe_increment_high_watermark(leader_high_watermark)      # clamped to what it has
         return info
-
-    def shutdown(self) -> None:
-        """Stop following, answer every waiting produce and fetch (the broker is stopping)."""
-        if self.fetchers is not None:
-            self.fetchers.shutdown()
-        if self.isr_manager is not None:
-            self.isr_manager.stop()
-        self.produce_purgatory.shutdown()
-        self.fetch_purgatory.shutdown()
 
     def read(self, partition: Partition, fetch_offset: int, max_bytes: int, *,
              isolation: FetchIsolation = FetchIsolation.LOG_END, max_offset: int | None = None,

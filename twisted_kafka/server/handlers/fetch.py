@@ -33,7 +33,7 @@ from twisted_kafka.protocol.registry import ApiKey
 from twisted_kafka.security.acl import AclOperation
 
 from ..api_handler import ApiHandler
-from ..authorization import CLUSTER, TOPIC
+from ..authorization import CLUSTER, TOPIC, Authorization
 from ..dynamic_config import DynamicBrokerConfig
 from ..metadata_cache import MetadataCache
 from ..replica_manager import FetchParams, PartitionFetch, ReplicaManager
@@ -44,7 +44,9 @@ READ_COMMITTED = 1
 class FetchHandler(ApiHandler):
     api_key = ApiKey.FETCH
 
-    def __init__(self, replica_manager: ReplicaManager, metadata_cache: MetadataCache, config: DynamicBrokerConfig):
+    def __init__(self, replica_manager: ReplicaManager, metadata_cache: MetadataCache, config: DynamicBrokerConfig,
+                 *, authorization: Authorization):
+        self.authorization = authorization
         self.replicas = replica_manager
         self.metadata_cache = metadata_cache
         self.config = config
