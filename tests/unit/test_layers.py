@@ -248,7 +248,7 @@ def test_kafka_server_is_composed_of_child_services(tmp_path):
     names = [type(child).__name__ for child in children]
     assert names == ["ThreadPoolService", "AdminRestService", "LogManager", "GroupCoordinatorService",
                      "KafkaRequestHandlerPool", "KafkaRequestHandlerPool",
-                     "SocketServer", "ControllerService", "ConnectionEventLog", "RequestDrain", "ReplicaManager",
-                     "BrokerLifecycleManager"]
+                     "SocketServer", "InterBrokerSender", "ControllerService", "ConnectionEventLog", "RequestDrain",
+                     "ReplicaManager", "BrokerLifecycleManager"]
     assert all(child.parent is server for child in children)
     assert list(server.replica_manager) == [], "a single node replicates nothing: no fetchers, no ISR manager"

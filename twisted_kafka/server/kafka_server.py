@@ -12,7 +12,9 @@ finished starting (its ``startService`` Deferred fired):
    then loads);
 4. the handler pools of both planes;
 5. the ``SocketServer``: every listener bound (so ports -- even port 0 -- are
-   known before they are advertised), the control plane accepting;
+   known before they are advertised), the control plane accepting; then the
+   ``InterBrokerSender``, for the coordinators' requests to other brokers
+   (connections are made as requests come);
 6. the ``ControllerService`` (a single node is its own controller): it tells
    this broker, over its control plane, its topic and broker configs and
    which partitions it hosts;
@@ -33,7 +35,8 @@ read on the data plane (10), fetchers and ISR checks stopped and every
 waiting fetch and acks=all produce answered (9), the coordinators' waiting
 members answered and every request read answered, within the drain timeout
 (8) -- ``broker_lifecycle`` --, the connection events still buffered
-written (7), the controller (6), every connection closed (5), the handlers
+written (7), the controller (6), the inter-broker sender's connections and
+every client connection closed (5), the handlers
 (4), the group coordinator's timers (3), the logs flushed with their
 checkpoints and clean-shutdown marker (2), the pool (1).  The whole stop is
 bounded (``StopDeadline``): past the controlled shutdown's own bound, the
@@ -63,7 +66,8 @@ opens the ZooKeeper session and settles the identity there (persistent
 paths, ``/cluster/id``, a generated broker id), before the reactor runs, as
 Kafka's startup does.  The children are then: the pool, ``ZooKeeperSession``
 (closes the session once everything else has stopped), the LogManager, the
-group coordinator, the handler pools, the SocketServer, ``BrokerRegistration``
+group coordinator, the handler pools, the SocketServer, the inter-broker
+sender, ``BrokerRegistration``
 (the ephemeral ``/brokers/ids/<id>`` with the bound ports; its czxid is the
 broker epoch), ``ZkControllerService`` (competes for ``/controller``; returns
 once a controller has told this broker its metadata), the connection event
@@ -124,6 +128,7 @@ from .connection_event_log import ConnectionEventLog
 from .controller_requests import ControllerRequestGuard, new_broker_epoch
 from .descriptor_budget import DescriptorBudget, descriptor_budget, raise_open_file_limit
 from .dynamic_config import ConnectionLimits, DynamicBrokerConfig, ListenerTls, LogDefaults, ProducerIdExpiration
+from .inter_broker_sender import InterBrokerSender
 from .kafka_apis import KafkaApis
 from .metadata_cache import MetadataCache
 from .replica_manager import ReplicaManager, Replication
@@ -234,6 +239,9 @@ class KafkaServer(MultiService):
             config=config, replica_manager=self.replica_manager, admin_manager=self.admin_manager,
             metadata_cache=self.metadata_cache, reactor=reactor, broker_id=broker_id)
         self.apis, self.socket_server = self._request_path(config, reactor)
+        # For the coordinators' requests to other brokers (the transaction coordinator's markers, next).
+        self.inter_broker_sender = InterBrokerSender(broker_id=broker_id, config=config, reactor=reactor,
+                                                     metadata_cache=self.metadata_cache)
         self._register_reconfigurables()
         self.connection_event_log = self._connection_event_log(config, reactor)
         pools = self._handler_pools(config, reactor)
@@ -373,9 +381,10 @@ class KafkaServer(MultiService):
         if self.zk is not None:
             assert self.registration is not None
             head = [self.io_threads, *admin, ZooKeeperSession(self.zk), self.log_manager, self.group_coordinator,
-                    *pools, self.socket_server, self.registration]
+                    *pools, self.socket_server, self.inter_broker_sender, self.registration]
         else:
-            head = [self.io_threads, *admin, self.log_manager, self.group_coordinator, *pools, self.socket_server]
+            head = [self.io_threads, *admin, self.log_manager, self.group_coordinator, *pools, self.socket_server,
+                    self.inter_broker_sender]
         for child in (*head, controller_service, *event_log, self.drain, self.replica_manager, self.lifecycle):
             child.setServiceParent(self)
 

@@ -24,10 +24,7 @@ from twisted.application.service import Service
 from twisted.internet.defer import Deferred, gatherResults
 from twisted.logger import Logger
 
-from twisted_kafka.client.connector import SASL_PROTOCOLS, TLS_PROTOCOLS
-from twisted_kafka.network.tls import ClientTls
-from twisted_kafka.sasl.client import SaslClientConfig
-from twisted_kafka.sasl.listener_config import sasl_client_config
+from twisted_kafka.client.listener_credentials import ListenerCredentials
 
 from .metadata_cache import MetadataCache
 from .partition import Partition
@@ -49,29 +46,16 @@ class ReplicaFetcherManager(Service):
         self.metadata_cache = metadata_cache
         self.replicas = replica_manager
         self.listener_name = config["inter.broker.listener.name"] or config["security.inter.broker.protocol"]
+        self.credentials = ListenerCredentials(config, self.listener_name)
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._by_partition: dict[tuple[str, int], ReplicaFetcher] = {}
         self._stopped = False
 
     def endpoint(self, broker_id: int) -> tuple[str, int, str] | None:
-        broker = self.metadata_cache.brokers.get(broker_id)
-        endpoint = broker.endpoints.get(self.listener_name) if broker is not None else None
+        endpoint = self.metadata_cache.broker_endpoint(broker_id, self.listener_name)
         if endpoint is None:
             return None
         return endpoint.host, endpoint.port, endpoint.security_protocol
-
-    def client_tls(self, security_protocol: str) -> ClientTls | None:
-        """The TLS settings of a connection to an SSL replication listener (its ``ssl.*`` keys), else None."""
-        if security_protocol not in TLS_PROTOCOLS:
-            return None
-        return ClientTls.from_config(self.config, self.listener_name)
-
-    def client_sasl(self, security_protocol: str) -> SaslClientConfig | None:
-        """How a connection to a SASL replication listener authenticates
-        (``sasl.mechanism.inter.broker.protocol`` and the listener's JAAS credentials), else None."""
-        if security_protocol not in SASL_PROTOCOLS:
-            return None
-        return sasl_client_config(self.config, self.listener_name)
 
     def fetcher_id(self, topic: str, index: int) -> int:
         return (hash(topic) * 31 + index) % max(1, self.config["num.replica.fetchers"])
@@ -86,8 +70,8 @@ class ReplicaFetcherManager(Service):
         if fetcher is None:
             fetcher = self.fetchers[key] = ReplicaFetcher(
                 source_broker=partition.leader_id, fetcher_id=key[1], broker_id=self.broker_id, config=self.config,
-                reactor=self.reactor, endpoint=self.endpoint, replica_manager=self.replicas, tls=self.client_tls,
-                sasl=self.client_sasl)
+                reactor=self.reactor, endpoint=self.endpoint, replica_manager=self.replicas,
+                tls=self.credentials.tls, sasl=self.credentials.sasl)
             fetcher.start()
         fetcher.add_partition(partition)
         self._by_partition[(partition.topic, partition.index)] = fetcher
