@@ -9,6 +9,7 @@ import pytest
 
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
+from twisted_kafka.server.broker_epoch import BrokerEpoch
 from twisted_kafka.server.controller_requests import (
     BROKER_EPOCH_RANDOM_BITS, ControllerRequestGuard, new_broker_epoch,
 )
@@ -17,7 +18,7 @@ EPOCH = new_broker_epoch()
 
 
 def guard(controller: int | None = 0) -> ControllerRequestGuard:
-    return ControllerRequestGuard(broker_id=0, cluster_id="cluster-a", broker_epoch=EPOCH,
+    return ControllerRequestGuard(broker_id=0, cluster_id="cluster-a", broker_epoch=BrokerEpoch(EPOCH),
                                   known_controller=lambda: controller)
 
 

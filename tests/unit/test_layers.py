@@ -30,7 +30,8 @@
   ``local_log``, ``epoch_cache``, ``hw_follows_leo``, segments, producer state).
 * ``server/handlers/`` holds API handlers only: every class defined there is
   an ``ApiHandler``, and each module defines at least one.
-* ``KafkaServer`` composes child services rather than starting things by hand.
+* ``KafkaServer`` composes child services rather than starting things by hand (the replica manager
+  among them, with its fetcher and ISR managers as its own children in a cluster).
 
 (``protocol/`` importing no Twisted is checked in tests/unit/protocol/test_no_twisted.py.)
 """
@@ -248,5 +249,7 @@ def test_kafka_server_is_composed_of_child_services(tmp_path):
     names = [type(child).__name__ for child in children]
     assert names == ["ThreadPoolService", "AdminRestService", "LogManager", "GroupCoordinatorService",
                      "KafkaRequestHandlerPool", "KafkaRequestHandlerPool",
-                     "SocketServer", "ControllerService", "ConnectionEventLog", "BrokerLifecycleManager"]
+                     "SocketServer", "InterBrokerSender", "ControllerService", "ConnectionEventLog", "RequestDrain",
+                     "ReplicaManager", "BrokerLifecycleManager"]
     assert all(child.parent is server for child in children)
+    assert list(server.replica_manager) == [], "a single node replicates nothing: no fetchers, no ISR manager"

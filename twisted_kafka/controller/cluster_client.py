@@ -30,10 +30,8 @@ from twisted.internet.task import deferLater
 from twisted.logger import Logger
 
 from twisted_kafka.client import KafkaConnectionError, KafkaClientProtocol, connect
-from twisted_kafka.client.connector import SASL_PROTOCOLS, TLS_PROTOCOLS
+from twisted_kafka.client.listener_credentials import ListenerCredentials
 from twisted_kafka.config import ConfigError
-from twisted_kafka.network.tls import ClientTls
-from twisted_kafka.sasl.listener_config import sasl_client_config
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.security.acl import AclBinding, AclBindingFilter
@@ -96,10 +94,10 @@ class ControllerLink:
                                                        f"{self.listener_name}")
         try:
             tls = sasl = None
-            if endpoint.security_protocol in TLS_PROTOCOLS and self.config is not None:
-                tls = ClientTls.from_config(self.config, self.listener_name)
-            if endpoint.security_protocol in SASL_PROTOCOLS and self.config is not None:
-                sasl = sasl_client_config(self.config, self.listener_name)
+            if self.config is not None:
+                credentials = ListenerCredentials(self.config, self.listener_name)
+                tls = credentials.tls(endpoint.security_protocol)
+                sasl = credentials.sasl(endpoint.security_protocol)
             client = await connect(self.reactor, endpoint.host, endpoint.port, client_id=self.client_id,
                                    timeout=self.timeout, security_protocol=endpoint.security_protocol,
                                    name=f"controller {controller_id}", tls=tls, sasl=sasl)

@@ -157,12 +157,15 @@ class LogManager(Service, LogStore):
 
     def __init__(self, config: Any, *, reactor=None, threadpool=None,
                  topic_configs: Callable[[str], Mapping[str, Any] | None] | None = None,
-                 broker_epoch: int = -1, max_open_files: int | None = None):
+                 broker_epoch: Callable[[], int] = lambda: -1, max_open_files: int | None = None):
         """``config`` is the broker's ``KafkaConfig``; ``topic_configs(topic)``
         returns a topic's stored overrides (topic key names) for logs loaded
         at start-up; ``threadpool`` runs blocking disk work (defaults to the
-        reactor's); ``max_open_files`` bounds the segment files open at once
-        (the broker's descriptor budget; default: half the open-file limit)."""
+        reactor's); ``broker_epoch()`` is the broker's epoch in force, read
+        when the clean-shutdown marker is written (a cluster member learns
+        its epoch once registered); ``max_open_files`` bounds the segment
+        files open at once (the broker's descriptor budget; default: half
+        the open-file limit)."""
         #: The descriptors of this manager's logs (``file_handles``): every log it creates or
         #: loads opens its files through this cache, and no other.
         self.files = FileHandleCache(default_capacity() if max_open_files is None else max_open_files)
@@ -202,15 +205,6 @@ class LogManager(Service, LogStore):
                                 log_config=self.log_config, producer_state_config=self.producer_state_config)
 
     # -- helpers ------------------------------------------------------------
-
-    @property
-    def broker_epoch(self) -> int:
-        """The epoch written into the clean-shutdown marker (a cluster learns it once registered)."""
-        return self._broker_epoch
-
-    @broker_epoch.setter
-    def broker_epoch(self, epoch: int) -> None:
-        self._broker_epoch = epoch
 
     def _now_ms(self) -> int:
         return int(self._reactor.seconds() * 1000)
@@ -628,5 +622,5 @@ class LogManager(Service, LogStore):
     def _write_markers(self) -> None:
         for d in self.log_dirs:
             if os.path.isdir(d):
-                write_clean_shutdown_marker(os.path.join(d, CLEAN_SHUTDOWN_FILE), self._broker_epoch,
+                write_clean_shutdown_marker(os.path.join(d, CLEAN_SHUTDOWN_FILE), self._broker_epoch(),
                                             space=self.spaces[d], files=self.files)

@@ -128,7 +128,10 @@ class SocketServer(Service):
     log = Logger(namespace="twisted_kafka.network.SocketServer")
 
     def __init__(self, *, config, listeners: ListenerConfig, reactor, metrics: MetricsRegistry,
-                 apis: ServedApis, sasl: Mapping[str, SaslServerConfig] | None = None):
+                 apis: ServedApis, request_metrics: RequestMetrics,
+                 sasl: Mapping[str, SaslServerConfig] | None = None):
+        """``request_metrics`` records each completed request's timings (both planes), shared with
+        ``KafkaApis``, which counts the error codes of the answers there."""
         self.config = config
         self.listener_config = listeners
         self.reactor = reactor
@@ -138,7 +141,6 @@ class SocketServer(Service):
         self.connection_events = ConnectionEvents()   # every accept, rejection and close, for subscribers
         self.connection_stats = ConnectionStats()     # their running totals, for operators
         self.connection_events.subscribe(self.connection_stats)
-        request_metrics = RequestMetrics(metrics)
         has_control_plane = listeners.control_plane_listener is not None
         self.data_plane = Plane(
             "data", "",

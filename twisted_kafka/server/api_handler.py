@@ -1,8 +1,9 @@
 """ApiHandler: what every API handler is, and what it may answer.
 
 A handler serves one API key.  It is built with exactly the collaborators it
-uses (the replica manager, the metadata cache, the admin manager, ...) and
-works from the ``Request`` alone -- its ``RequestContext`` says who sent it
+uses (the replica manager, the metadata cache, the admin manager, ...; the
+broker's ``Authorization`` when it checks resources itself) and works from
+the ``Request`` alone -- its ``RequestContext`` says who sent it
 and how -- never from the connection.  ``handle`` returns one of:
 
 * a response message (kafka-python's class of that API), encoded by
@@ -34,7 +35,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from twisted_kafka.network.request import ConnectionUpdate, Request
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
-from .authorization import ALLOW_ALL, Authorization
+from .authorization import Authorization
 
 if TYPE_CHECKING:
     from twisted_kafka.security.acl import AclOperation
@@ -89,13 +90,15 @@ class ApiHandler(ABC):
 
     api_key: ClassVar[int]
     #: The operation on the cluster this API needs (Kafka's KafkaApis), checked by ``KafkaApis``
-    #: before ``handle`` runs: CLUSTER_AUTHORIZATION_FAILED for the whole request otherwise.
+    #: with the broker's ``Authorization`` before ``handle`` runs: CLUSTER_AUTHORIZATION_FAILED for the
+    #: whole request otherwise.
     cluster_operation: ClassVar[AclOperation | None] = None
     #: The operation on the request's ``group_id`` this API needs, checked the same way
     #: (GROUP_AUTHORIZATION_FAILED for the whole request otherwise).
     group_operation: ClassVar[AclOperation | None] = None
-    #: Who decides what a request may do; set by the API table (default: everything is allowed).
-    authorization: Authorization = ALLOW_ALL
+    #: Who decides what a request may do, for a handler that checks resources itself (per topic,
+    #: per group): given to its constructor.
+    authorization: Authorization
 
     @abstractmethod
     async def handle(self, request: Request) -> Any:

@@ -2,7 +2,10 @@
 
 The list is the whole truth about served APIs: ``KafkaApis`` dispatches to
 these and ApiVersions advertises exactly their keys (filtered per plane), so
-an API is advertised the moment its handler exists and never before.
+an API is advertised the moment its handler exists and never before.  A
+handler that checks resources itself (per topic, per group) is given the
+broker's ``Authorization`` here, when it is made; the whole-request checks
+an API declares are made by ``KafkaApis`` with the same one.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from twisted_kafka.sasl.credential_store import InMemoryScramCredentialStore, Sc
 
 from .admin_manager import AdminManager
 from .api_handler import ApiHandler
-from .authorization import ALLOW_ALL, Authorization
+from .authorization import Authorization
 from .config_repository import ConfigRepository
 from .controller_requests import ControllerRequestGuard
 from .dynamic_config import DynamicBrokerConfig
@@ -63,71 +66,58 @@ def broker_handlers(*, advertised_keys: Callable[[RequestContext], list[int]], r
                     dynamic_config: DynamicBrokerConfig, controller: ControllerClient,
                     controller_guard: ControllerRequestGuard, group_coordinator: GroupCoordinator,
                     offsets_topic: GroupCoordinatorService, producer_ids: ProducerIdManager, clock,
-                    authorization: Authorization = ALLOW_ALL,
-                    scram_store: ScramCredentialStore | None = None) -> list[ApiHandler]:
-    """Every handler, each holding ``authorization`` (what its requests may do).  Without
-    ``scram_store`` SCRAM credentials live in memory only (tests that do not care about them); the
-    broker passes its ``FileScramCredentialStore`` (``ZkScramCredentialStore`` in a cluster)."""
+                    authorization: Authorization, scram_store: ScramCredentialStore | None = None
+                    ) -> list[ApiHandler]:
+    """Every handler.  Without ``scram_store`` SCRAM credentials live in memory only (tests that do not
+    care about them); the broker passes its ``FileScramCredentialStore`` (``ZkScramCredentialStore`` in a
+    cluster)."""
     if scram_store is None:
         scram_store = InMemoryScramCredentialStore()
-    handlers = _handlers(advertised_keys=advertised_keys, replica_manager=replica_manager,
-                         metadata_cache=metadata_cache, admin_manager=admin_manager,
-                         config_repository=config_repository, dynamic_config=dynamic_config, controller=controller,
-                         controller_guard=controller_guard, group_coordinator=group_coordinator,
-                         offsets_topic=offsets_topic, producer_ids=producer_ids, clock=clock,
-                         authorization=authorization, scram_store=scram_store)
-    for handler in handlers:
-        handler.authorization = authorization
-    return handlers
-
-
-def _handlers(*, advertised_keys, replica_manager, metadata_cache, admin_manager, config_repository,
-              dynamic_config, controller, controller_guard, group_coordinator, offsets_topic, producer_ids, clock,
-              authorization, scram_store) -> list[ApiHandler]:
     groups = group_coordinator
     refusals = TransactionRefusals(clock)
+    auth = authorization
     return [
         ApiVersionsHandler(advertised_keys),
-        MetadataHandler(metadata_cache, admin_manager, dynamic_config),
-        ProduceHandler(replica_manager),
-        InitProducerIdHandler(producer_ids, refusals),
-        FetchHandler(replica_manager, metadata_cache, dynamic_config),
-        ListOffsetsHandler(replica_manager),
-        OffsetForLeaderEpochHandler(replica_manager),
+        MetadataHandler(metadata_cache, admin_manager, dynamic_config, authorization=auth),
+        ProduceHandler(replica_manager, authorization=auth),
+        InitProducerIdHandler(producer_ids, refusals, authorization=auth),
+        FetchHandler(replica_manager, metadata_cache, dynamic_config, authorization=auth),
+        ListOffsetsHandler(replica_manager, authorization=auth),
+        OffsetForLeaderEpochHandler(replica_manager, authorization=auth),
         LeaderAndIsrHandler(replica_manager, controller_guard),
         UpdateMetadataHandler(replica_manager, metadata_cache, config_repository, dynamic_config, controller_guard,
                               authorization),
         StopReplicaHandler(replica_manager, controller_guard),
         ControlledShutdownHandler(controller, controller_guard),
         AlterPartitionHandler(controller, controller_guard),
-        CreateTopicsHandler(admin_manager),
-        DeleteTopicsHandler(admin_manager, dynamic_config),
-        CreatePartitionsHandler(admin_manager),
-        DeleteRecordsHandler(replica_manager),
-        DescribeConfigsHandler(admin_manager),
-        AlterConfigsHandler(admin_manager),
-        IncrementalAlterConfigsHandler(admin_manager),
-        DescribeClusterHandler(metadata_cache),
+        CreateTopicsHandler(admin_manager, authorization=auth),
+        DeleteTopicsHandler(admin_manager, dynamic_config, authorization=auth),
+        CreatePartitionsHandler(admin_manager, authorization=auth),
+        DeleteRecordsHandler(replica_manager, authorization=auth),
+        DescribeConfigsHandler(admin_manager, authorization=auth),
+        AlterConfigsHandler(admin_manager, authorization=auth),
+        IncrementalAlterConfigsHandler(admin_manager, authorization=auth),
+        DescribeClusterHandler(metadata_cache, authorization=auth),
         DescribeLogDirsHandler(replica_manager),
         DescribeClientQuotasHandler(admin_manager),
         AlterClientQuotasHandler(admin_manager),
-        FindCoordinatorHandler(offsets_topic, metadata_cache, refusals),
+        FindCoordinatorHandler(offsets_topic, metadata_cache, refusals, authorization=auth),
         JoinGroupHandler(groups),
         SyncGroupHandler(groups),
         HeartbeatHandler(groups),
         LeaveGroupHandler(groups),
-        OffsetCommitHandler(groups, metadata_cache, clock),
-        OffsetFetchHandler(groups),
-        OffsetDeleteHandler(groups, metadata_cache),
-        DescribeGroupsHandler(groups),
-        ListGroupsHandler(groups),
-        DeleteGroupsHandler(groups),
+        OffsetCommitHandler(groups, metadata_cache, clock, authorization=auth),
+        OffsetFetchHandler(groups, authorization=auth),
+        OffsetDeleteHandler(groups, metadata_cache, authorization=auth),
+        DescribeGroupsHandler(groups, authorization=auth),
+        ListGroupsHandler(groups, authorization=auth),
+        DeleteGroupsHandler(groups, authorization=auth),
         ElectLeadersHandler(admin_manager),
         AlterPartitionReassignmentsHandler(admin_manager),
         ListPartitionReassignmentsHandler(admin_manager),
-        DescribeAclsHandler(),
-        CreateAclsHandler(controller),
-        DeleteAclsHandler(controller),
+        DescribeAclsHandler(authorization=auth),
+        CreateAclsHandler(controller, authorization=auth),
+        DeleteAclsHandler(controller, authorization=auth),
         SaslHandshakeHandler(),
         SaslAuthenticateHandler(),
         DescribeUserScramCredentialsHandler(scram_store),

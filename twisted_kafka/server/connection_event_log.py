@@ -50,7 +50,7 @@ logged once per episode.
 The service subscribes when it is built, before the controller connects to
 this broker's control plane, so the broker's own first connection is
 recorded too; it writes once started (after the controller, which creates
-the topic).  Stopping -- after the lifecycle manager has drained the
+the topic).  Stopping -- after the request drain has answered the
 requests, before the controller stops -- writes what is buffered (waiting
 at most ``STOP_TIMEOUT_SECONDS`` for the appends; never for a creation of
 the topic) and unsubscribes: later events -- connections closed as the

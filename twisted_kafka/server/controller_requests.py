@@ -97,6 +97,7 @@ from twisted_kafka.security.acl import AclOperation, ResourceType
 
 from .api_handler import ApiHandler, RefusedPeer
 from .authorization import ALLOW_ALL, Authorization
+from .broker_epoch import BrokerEpoch
 
 #: A controller API's whole-request errors that say its sender is not who it claims to be: not
 #: authorized, not the controller this broker knows (or an older one), not meant for this broker or
@@ -132,7 +133,7 @@ class ControllerRequestGuard:
 
     log = Logger(namespace="twisted_kafka.server.ControllerRequestGuard")
 
-    def __init__(self, *, broker_id: int, cluster_id: str, broker_epoch: int,
+    def __init__(self, *, broker_id: int, cluster_id: str, broker_epoch: BrokerEpoch,
                  known_controller: Callable[[], int | None],
                  refresh: Callable[[], Awaitable[None]] | None = None,
                  authorization: Authorization = ALLOW_ALL,
@@ -178,7 +179,7 @@ class ControllerRequestGuard:
             try:
                 self._check(body)
             except KafkaError as exc:
-                newer_epoch = getattr(body, "broker_epoch", -1) > self.broker_epoch
+                newer_epoch = getattr(body, "broker_epoch", -1) > self.broker_epoch.current
                 if exc.code == ErrorCode.STALE_CONTROLLER_EPOCH or (
                         exc.code == ErrorCode.STALE_BROKER_EPOCH and newer_epoch):
                     await self._refresh()
@@ -207,7 +208,7 @@ class ControllerRequestGuard:
             raise KafkaError(ErrorCode.STALE_CONTROLLER_EPOCH,
                              f"controller epoch {body.controller_epoch} is older than {self.controller_epoch}")
         broker_epoch = getattr(body, "broker_epoch", -1)
-        if broker_epoch != self.broker_epoch:
+        if broker_epoch != self.broker_epoch.current:
             raise KafkaError(ErrorCode.STALE_BROKER_EPOCH,
                              f"broker epoch {broker_epoch} is not this broker's current epoch")
         self.controller_epoch = body.controller_epoch

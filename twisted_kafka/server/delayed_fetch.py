@@ -1,101 +1,70 @@
-"""The fetch purgatory: long-poll fetches waiting for ``min_bytes`` or ``max_wait_ms``.
+"""DelayedFetch: a long-poll fetch waiting for ``min_bytes`` or ``max_wait_ms`` (Kafka's ``DelayedFetch``).
 
 A consumer asks for at least ``min_bytes`` and is willing to wait up to
-``max_wait_ms``.  Kafka parks such a fetch in a purgatory keyed by the
-partitions it reads; every append to one of them re-checks it, and a timer
-completes it when the wait is over.  Here a waiting fetch is a Deferred:
-appends add the bytes they wrote to the fetch's tally, and the fetch completes
-as soon as the tally reaches ``min_bytes`` — within the same reactor turn as
-the produce that satisfied it — or when its timer fires, whichever is first.
+``max_wait_ms``.  When ``ReplicaManager.fetch_messages`` finds less on its
+first read, the fetch waits in the fetch purgatory (``twisted_kafka.purgatory``)
+watching each partition it reads, and completes -- then reads again and
+answers with what is there -- when
 
-A replicated partition's appends are not readable by consumers until the
-high watermark passes them: they wake only followers' fetches (``replica``),
-and consumers' fetches wake when the high watermark moves.
+* the bytes that became readable on its partitions since it started
+  waiting, added to what the first read found, reach ``min_bytes``: the
+  replica manager checks the partition's watchers on every append and high
+  watermark move, so this happens within the same reactor turn as the
+  produce that satisfied it;
+* one of its partitions changed here (a LeaderAndIsr applied, a
+  StopReplica): the answer carries that partition's error at once;
+* ``max_wait_ms`` passed, or the broker shut the purgatory (it is draining):
+  the answer is what there is.
+
+What counts as readable differs by who fetches: a follower reads to the log
+end, so every append counts at once; a consumer reads to the high
+watermark, so a replicated partition's append counts only when the high
+watermark passes it (``Partition.fetchable_bytes``).
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections.abc import Callable, Iterable
 
 from twisted.internet.defer import Deferred
 
+from twisted_kafka.purgatory import DelayedOperation
 
-class DelayedFetch:
-    __slots__ = ("partitions", "min_bytes", "accumulated", "deferred", "timer", "replica")
+from .partition import Partition
 
-    def __init__(self, partitions: frozenset, min_bytes: int, accumulated: int, replica: bool = False):
-        self.partitions = partitions
-        self.replica = replica
+
+class DelayedFetch(DelayedOperation):
+    """One waiting fetch; ``result`` fires with what ``read`` answers once it completes."""
+
+    def __init__(self, *, max_wait_ms: int, min_bytes: int, follower: bool, partitions: Iterable[Partition],
+                 accumulated: int, read: Callable[[], Deferred]):
+        super().__init__(max_wait_ms)
         self.min_bytes = min_bytes
-        self.accumulated = accumulated
-        self.deferred: Deferred = Deferred()
-        self.timer = None
-
-
-class FetchPurgatory:
-    def __init__(self, reactor):
-        self.reactor = reactor
-        self._watchers: dict[tuple[str, int], set[DelayedFetch]] = defaultdict(set)
-        # Every waiting fetch, whatever it watches: complete_all() finds them all here (a fetch that
-        # watches no partition is in no watcher set).
-        self._waiting: set[DelayedFetch] = set()
-
-    def wait(self, partitions, min_bytes: int, accumulated: int, max_wait_ms: int, *,
-             replica: bool = False) -> Deferred:
-        """A Deferred that fires (with None) once enough bytes were appended or the wait expired;
-        ``replica``: a follower's fetch (it reads up to the log end, not the high watermark)."""
-        fetch = DelayedFetch(frozenset(partitions), min_bytes, accumulated, replica)
-        self._waiting.add(fetch)
-        for tp in fetch.partitions:
-            self._watchers[tp].add(fetch)
-        fetch.timer = self.reactor.callLater(max_wait_ms / 1000.0, self._complete, fetch)
-        return fetch.deferred
-
-    def appended(self, topic: str, partition: int, nbytes: int, *, followers_only: bool = False) -> None:
-        """Records were appended to (topic, partition): wake fetches that now have enough
-        (``followers_only``: the high watermark did not move, consumers cannot read them yet)."""
-        watchers = self._watchers.get((topic, partition))
-        if not watchers:
-            return
-        for fetch in list(watchers):
-            if followers_only and not fetch.replica:
-                continue
-            fetch.accumulated += nbytes
-            if fetch.accumulated >= fetch.min_bytes:
-                self._complete(fetch)
-
-    def high_watermark_moved(self, topic: str, partition: int, nbytes: int) -> None:
-        """The high watermark moved ``nbytes`` (an estimate) further: consumers' fetches may read more."""
-        for fetch in list(self._watchers.get((topic, partition), ())):
-            if not fetch.replica:
-                fetch.accumulated += nbytes
-                if fetch.accumulated >= fetch.min_bytes:
-                    self._complete(fetch)
-
-    def partition_changed(self, topic: str, partition: int) -> None:
-        """Leadership moved or the partition went away: waiting fetches answer now (with the error)."""
-        for fetch in list(self._watchers.get((topic, partition), ())):
-            self._complete(fetch)
-
-    def _complete(self, fetch: DelayedFetch) -> None:
-        if fetch.deferred.called:
-            return
-        if fetch.timer is not None and fetch.timer.active():
-            fetch.timer.cancel()
-        self._waiting.discard(fetch)
-        for tp in fetch.partitions:
-            watchers = self._watchers.get(tp)
-            if watchers is not None:
-                watchers.discard(fetch)
-                if not watchers:
-                    del self._watchers[tp]
-        fetch.deferred.callback(None)
-
-    def complete_all(self) -> None:
-        """Shutdown: answer every waiting fetch now."""
-        for fetch in list(self._waiting):
-            self._complete(fetch)
+        self.follower = follower
+        self.accumulated = accumulated          # what the first read found
+        unique = {(p.topic, p.index): p for p in partitions}
+        # Each partition with what it was when the wait began: its state and how much was readable.
+        self._watched = [(p, p.state_version, p.fetchable_bytes(follower)) for p in unique.values()]
+        self._read = read
+        self.result: Deferred = Deferred()
 
     @property
-    def size(self) -> int:
-        return len(self._waiting)
+    def keys(self) -> list[tuple[str, int]]:
+        """What it watches in the fetch purgatory: its partitions."""
+        return [(p.topic, p.index) for p, _, _ in self._watched]
+
+    def try_complete(self) -> bool:
+        total = self.accumulated
+        for partition, version, readable in self._watched:
+            if partition.state_version != version:
+                return self.force_complete()
+            total += partition.fetchable_bytes(self.follower) - readable
+        if total >= self.min_bytes:
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        self._read().chainDeferred(self.result)
+
+
+__all__ = ["DelayedFetch"]

@@ -160,7 +160,10 @@ def with_layer(config: KafkaConfig, entity: str, values: Mapping[str, str]) -> K
 class DynamicBrokerConfig:
     """The broker's current configuration and its dynamic layers; see the module docstring."""
 
-    def __init__(self, config: KafkaConfig, broker_id: int):
+    def __init__(self, config: KafkaConfig, broker_id: int, *,
+                 run_blocking: Callable[[Callable[[], dict[str, str]]], Awaitable[dict[str, str]]] | None = None):
+        """``run_blocking`` runs a function in a worker thread (the broker's I/O pool: encoding a password
+        derives a key); None runs it inline."""
         self.current = config
         self.broker_id = broker_id
         self._reconfigurables: list[Reconfigurable] = []
@@ -171,12 +174,13 @@ class DynamicBrokerConfig:
         #: stored form -> (password, whether password.encoder.secret wrote it): a decoding derives a key.
         self._decoded: dict[str, tuple[str, bool]] = {}
         #: Stores the re-encoded configs of this broker (entity, stored form): the ControllerClient's
-        #: alter_broker_configs, set by KafkaServer.  None: nothing is re-encoded.
+        #: alter_broker_configs.  None: nothing is re-encoded.  The one seam set after construction, by
+        #: KafkaServer: the controller client is built after this configuration, which (in a cluster,
+        #: through its view of the cluster) it reads.
         self.store_reencoded: Callable[[str, dict[str, str]], Awaitable[None]] | None = None
         self._reencoding = False
         self._warned_plain: set[tuple[str, str]] = set()
-        #: Runs a function in a worker thread (the broker's I/O pool), set by KafkaServer; None: inline.
-        self.run_blocking: Callable[[Callable[[], dict[str, str]]], Awaitable[dict[str, str]]] | None = None
+        self.run_blocking = run_blocking
 
     def __getitem__(self, name: str):
         return self.current[name]

@@ -19,12 +19,17 @@ partition's ISR and partition epoch; a refused one (a newer leader epoch
 or partition epoch, a moving controller) is dropped, and tried again at
 the next check no sooner than ``RETRY_SECONDS`` later, as is one not
 answered within ``request.timeout.ms``.
+
+It is a child service of the ``ReplicaManager``, which builds it in a
+cluster: starting it starts the periodic shrink check; stopping it (when the
+broker drains its requests) ends that check.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import TYPE_CHECKING
 
+from twisted.application.service import Service
 from twisted.internet.defer import ensureDeferred
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
@@ -34,17 +39,22 @@ from twisted_kafka.controller.interface import IsrChange
 from twisted_kafka.metrics.registry import MetricName
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
+from .broker_epoch import BrokerEpoch
 from .partition import Partition
+
+if TYPE_CHECKING:
+    from .replica_manager import ReplicaManager
 
 #: After a refused or failed AlterPartition, the partition's ISR is not changed again for this long.
 RETRY_SECONDS = 0.5
 
 
-class IsrManager:
+class IsrManager(Service):
+    name = "isr-manager"
     log = Logger(namespace="twisted_kafka.server.IsrManager")
 
-    def __init__(self, *, broker_id: int, broker_epoch: Callable[[], int], config, reactor,
-                 controller: ControllerClient, replica_manager, metrics=None):
+    def __init__(self, *, broker_id: int, broker_epoch: BrokerEpoch, config, reactor,
+                 controller: ControllerClient, replica_manager: ReplicaManager, metrics=None):
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
         self.config = config
@@ -63,12 +73,14 @@ class IsrManager:
     def max_lag_ms(self) -> int:
         return self.config["replica.lag.time.max.ms"]
 
-    def start(self) -> None:
+    def startService(self) -> None:
+        super().startService()
         self._task = LoopingCall(self.shrink_all)
         self._task.clock = self.reactor
         self._task.start(self.max_lag_ms / 2000.0, now=False)
 
-    def stop(self) -> None:
+    def stopService(self) -> None:
+        super().stopService()
         if self._task is not None and self._task.running:
             self._task.stop()
         self._task = None
@@ -116,7 +128,8 @@ class IsrManager:
     async def _send(self, partition: Partition, leader_epoch: int, change: IsrChange) -> None:
         key = (partition.topic, partition.index)
         try:
-            sent = ensureDeferred(self.controller.alter_partition(self.broker_id, self.broker_epoch(), {key: change}))
+            sent = ensureDeferred(self.controller.alter_partition(self.broker_id, self.broker_epoch.current,
+                                                                   {key: change}))
             # Never pending for ever: the next check tries again (request.timeout.ms).
             sent.addTimeout(self.config["request.timeout.ms"] / 1000.0, self.reactor)
             results = await sent

@@ -56,20 +56,25 @@ from twisted_kafka.protocol.registry import CONTROLLER_API_KEYS, REGISTRY, ApiSp
 from twisted_kafka.security.acl import ResourceType
 
 from .api_handler import NO_RESPONSE, ApiHandler, CloseConnection, Encoded, RefusedPeer, Reply
+from .authorization import Authorization
 from .controller_requests import ControllerApiHandler
 
 
 class KafkaApis:
     log = Logger(namespace="twisted_kafka.server.KafkaApis")
 
-    def __init__(self, handlers: Iterable[ApiHandler] = (), request_metrics: RequestMetrics | None = None):
+    def __init__(self, handlers: Iterable[ApiHandler], *, authorization: Authorization,
+                 request_metrics: RequestMetrics | None = None):
+        """``authorization`` checks what an API declares for the whole request (``cluster_operation``,
+        ``group_operation``); ``request_metrics`` counts the error codes of every answer (ErrorsPerSec)."""
         self._handlers: dict[int, ApiHandler] = {}
         self._specs: dict[int, ApiSpec] = {}
         for handler in handlers:
-            self.register(handler)
+            self._register(handler)
+        self.authorization = authorization
         self.request_metrics = request_metrics
 
-    def register(self, handler: ApiHandler) -> None:
+    def _register(self, handler: ApiHandler) -> None:
         spec = REGISTRY.get(handler.api_key)
         if spec is None:
             raise ValueError(f"no registry entry for api_key {handler.api_key}")
@@ -120,10 +125,9 @@ class KafkaApis:
         request.remote_complete_ns = perf_counter_ns()
         return self._response(handler, request, self._error_response(handler, request, code, message))
 
-    @staticmethod
-    def _authorize(handler: ApiHandler, request: Request) -> None:
+    def _authorize(self, handler: ApiHandler, request: Request) -> None:
         """The whole-request checks an API declares (Kafka's KafkaApis): on the cluster, on its group."""
-        auth = handler.authorization
+        auth = self.authorization
         if not auth.enabled:
             return
         if handler.cluster_operation is not None:

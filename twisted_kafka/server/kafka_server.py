@@ -12,7 +12,9 @@ finished starting (its ``startService`` Deferred fired):
    then loads);
 4. the handler pools of both planes;
 5. the ``SocketServer``: every listener bound (so ports -- even port 0 -- are
-   known before they are advertised), the control plane accepting;
+   known before they are advertised), the control plane accepting; then the
+   ``InterBrokerSender``, for the coordinators' requests to other brokers
+   (connections are made as requests come);
 6. the ``ControllerService`` (a single node is its own controller): it tells
    this broker, over its control plane, its topic and broker configs and
    which partitions it hosts;
@@ -20,17 +22,37 @@ finished starting (its ``startService`` Deferred fired):
    it writes the connection events -- buffered since the server was built,
    the controller's own connection included -- to ``__connection_events``,
    creating the topic through the controller on first use;
-8. the ``BrokerLifecycleManager``: the data plane starts accepting clients.
+8. the ``RequestDrain``: nothing to do at start;
+9. the ``ReplicaManager`` -- serving the controller's requests since it was
+   built -- with, in a cluster, its ``IsrManager`` and
+   ``ReplicaFetcherManager`` as its own children: starting it starts the ISR
+   checks (fetchers start as partitions are followed);
+10. the ``BrokerLifecycleManager``: the data plane starts accepting clients.
 
 Children stop in the reverse order, each after the one before has finished
-stopping: controlled shutdown and draining (8), the connection events still
-buffered written (7), the controller (6), every connection closed (5), the
-handlers (4), the group coordinator's timers (3), the logs flushed with their
+stopping: controlled shutdown, no more connections accepted nor requests
+read on the data plane (10), fetchers and ISR checks stopped and every
+waiting fetch and acks=all produce answered (9), the coordinators' waiting
+members answered and every request read answered, within the drain timeout
+(8) -- ``broker_lifecycle`` --, the connection events still buffered
+written (7), the controller (6), the inter-broker sender's connections and
+every client connection closed (5), the handlers
+(4), the group coordinator's timers (3), the logs flushed with their
 checkpoints and clean-shutdown marker (2), the pool (1).  The whole stop is
 bounded (``StopDeadline``): past the controlled shutdown's own bound, the
 drain timeout and ``STOP_GRACE_SECONDS`` -- the last two only, from the
 moment the drain begins -- the process exits with status 1, naming the
 child still stopping.
+
+Each part is given what it needs when it is made.  Where two parts need
+each other the seam is one named reader, used when a request comes rather
+than at construction: the ApiVersions handler reads what the socket server's
+planes serve (``_advertised_keys``), the controller's registration of this
+broker reads the bound ports (``_registration``), and the dynamic config
+stores re-encoded passwords through the controller client built after it
+(``DynamicBrokerConfig.store_reencoded``).  The broker epoch is one
+``BrokerEpoch`` holder, read by those who need it and updated by the
+ZooKeeper registration.
 
 The broker's identity (``meta.properties``) is read when the server is built,
 so every part is built with the broker id it runs as -- after every log dir
@@ -44,10 +66,12 @@ opens the ZooKeeper session and settles the identity there (persistent
 paths, ``/cluster/id``, a generated broker id), before the reactor runs, as
 Kafka's startup does.  The children are then: the pool, ``ZooKeeperSession``
 (closes the session once everything else has stopped), the LogManager, the
-handler pools, the SocketServer, ``BrokerRegistration`` (the ephemeral
-``/brokers/ids/<id>`` with the bound ports; its czxid is the broker epoch),
-``ZkControllerService`` (competes for ``/controller``; returns once a
-controller has told this broker its metadata) and the lifecycle manager.
+group coordinator, the handler pools, the SocketServer, the inter-broker
+sender, ``BrokerRegistration``
+(the ephemeral ``/brokers/ids/<id>`` with the bound ports; its czxid is the
+broker epoch), ``ZkControllerService`` (competes for ``/controller``; returns
+once a controller has told this broker its metadata), the connection event
+log, the request drain, the replica manager and the lifecycle manager.
 """
 
 from __future__ import annotations
@@ -77,7 +101,8 @@ from twisted_kafka.log import LogManager
 from twisted_kafka.log.cleaner import register_cleaner_metrics
 from twisted_kafka.metrics import MetricsRegistry
 from twisted_kafka.network.listeners import parse_listeners
-from twisted_kafka.network.request import ANONYMOUS
+from twisted_kafka.network.request import ANONYMOUS, RequestContext
+from twisted_kafka.network.request_metrics import RequestMetrics
 from twisted_kafka.network.socket_server import SocketServer
 from twisted_kafka.network.ssl_principal import NoMatchingRule
 from twisted_kafka.sasl.credential_store import STORE_FILE as SCRAM_STORE_FILE
@@ -94,19 +119,19 @@ from twisted_kafka.zk.scram_store import ZkScramCredentialStore
 from .admin_manager import AdminManager
 from .api_table import broker_handlers
 from .authorization import Authorization
-from .broker_lifecycle import DRAIN_TIMEOUT_SECONDS, STOP_GRACE_SECONDS, BrokerLifecycleManager
+from .broker_epoch import BrokerEpoch
+from .broker_lifecycle import DRAIN_TIMEOUT_SECONDS, STOP_GRACE_SECONDS, BrokerLifecycleManager, RequestDrain
 from .broker_metadata import BrokerMetadata, LogDirLocks, generate_cluster_id, load_or_create
 from .cluster_view import LocalClusterView
 from .config_repository import ConfigRepository
 from .connection_event_log import ConnectionEventLog
 from .controller_requests import ControllerRequestGuard, new_broker_epoch
-from .descriptor_budget import descriptor_budget, raise_open_file_limit
+from .descriptor_budget import DescriptorBudget, descriptor_budget, raise_open_file_limit
 from .dynamic_config import ConnectionLimits, DynamicBrokerConfig, ListenerTls, LogDefaults, ProducerIdExpiration
+from .inter_broker_sender import InterBrokerSender
 from .kafka_apis import KafkaApis
 from .metadata_cache import MetadataCache
-from .isr_manager import IsrManager
-from .replica_fetcher_manager import ReplicaFetcherManager
-from .replica_manager import ReplicaManager
+from .replica_manager import ReplicaManager, Replication
 from .request_handler import DATA_PLANE_TURN_BUDGET, KafkaRequestHandlerPool
 from .startup import debug_enabled, failure_line
 from .stop_deadline import StopDeadline
@@ -158,6 +183,10 @@ class KafkaServer(MultiService):
         self.zk: ZkClient | None = None
         # Before anything in them is read or written: a second broker on these dirs stops here.
         self.log_dir_locks = LogDirLocks(self.log_dirs)
+        self.started: Deferred = Deferred()
+        self._startup_failed = False
+        self._children_started: set[int] = set()   # id() of each child whose startService finished
+        self._stopping: Service | None = None       # the child whose stopService runs
         try:
             self._build(config, reactor)
         except BaseException:
@@ -167,40 +196,83 @@ class KafkaServer(MultiService):
             raise
 
     def _build(self, config, reactor) -> None:
+        """Every part, each given what it needs when it is made; then the child services, in order."""
         cluster = bool(config["zookeeper.connect"])
-        if cluster:
-            self.broker = self._join_zookeeper(config, reactor)
-            self.broker_epoch = -1          # the czxid of this broker's registration, once registered
-        else:
-            self.broker = load_or_create(self.log_dirs, config["broker.id"],
-                                         reserved_broker_max_id=config["reserved.broker.max.id"])
-            # KIP-380: grows across restarts (Kafka takes ZooKeeper's session id), and cannot be guessed.
-            self.broker_epoch = new_broker_epoch()
+        self.broker, self.broker_epoch = self._identity(config, reactor, cluster)
         broker_id = self.broker.broker_id
-        limit, hard, raised_from = raise_open_file_limit()
-        self.descriptors = descriptor_budget(limit, hard, max_connections=config["max.connections"],
-                                             raised_from=raised_from)
+        self.descriptors = self._descriptor_budget(config)
         self.metrics = MetricsRegistry()
-        self.dynamic_config = DynamicBrokerConfig(config, broker_id)
-        self.config_repository = ConfigRepository()
-        self.metadata_cache = MetadataCache(listeners=self.listeners)
-        self.metadata_cache.set_local_broker(self.broker)
-
         pool = ThreadPool(minthreads=1, maxthreads=max(4, config["num.io.threads"]), name="twisted-kafka-io")
         self.io_threads = ThreadPoolService(pool)
         # Encrypting a password derives a key (PBKDF2): in the pool, not on the reactor.
-        self.dynamic_config.run_blocking = lambda function: deferToThreadPool(reactor, pool, function)
+        self.dynamic_config = DynamicBrokerConfig(config, broker_id, run_blocking=lambda function: deferToThreadPool(
+            reactor, pool, function))
+        self.config_repository = ConfigRepository()
+        self.metadata_cache = MetadataCache(listeners=self.listeners, local_broker_id=broker_id,
+                                            cluster_id=self.broker.cluster_id)
         self.log_manager = LogManager(config, reactor=reactor, threadpool=pool,
                                       topic_configs=self.config_repository.topic_overrides,
-                                      broker_epoch=self.broker_epoch,
+                                      broker_epoch=lambda: self.broker_epoch.current,
                                       max_open_files=self.descriptors.log_files)
-        self.replica_manager = ReplicaManager(broker_id=broker_id, log_manager=self.log_manager, reactor=reactor,
-                                              topic_overrides=self.config_repository.topic_overrides)
-        self.replica_manager.register_metrics(self.metrics)
+        self.scram_store = self._scram_store(config, reactor, pool)
+        self.authorization = Authorization(AclAuthorizer.from_config(config))
+        self.registration: BrokerRegistration | None = None
+        controller_service, controller = (self._cluster_controller(config, reactor) if cluster
+                                          else self._local_controller(config, reactor, pool))
+        self.controller_client = controller
+        # Passwords stored with password.encoder.old.secret are stored again, encoded with the new secret.
+        self.dynamic_config.store_reencoded = controller.alter_broker_configs
+        # Replication (a cluster): followers fetch from leaders; leaders change their ISR through the controller.
+        self.replica_manager = ReplicaManager(
+            broker_id=broker_id, log_manager=self.log_manager, reactor=reactor,
+            topic_overrides=self.config_repository.topic_overrides, metrics=self.metrics,
+            replication=Replication(config, self.metadata_cache, controller, self.broker_epoch) if cluster else None)
+        self.controller_guard = ControllerRequestGuard(
+            broker_id=broker_id, cluster_id=self.broker.cluster_id, broker_epoch=self.broker_epoch,
+            known_controller=lambda: controller.controller_id, refresh=self._refresh_controller if cluster else None,
+            authorization=self.authorization, own_principal=self._inter_broker_principal)
+        self.admin_manager = AdminManager(controller=controller, metadata_cache=self.metadata_cache,
+                                          config_repository=self.config_repository,
+                                          dynamic_config=self.dynamic_config, reactor=reactor)
+        self.producer_ids = ProducerIdManager(broker_id, self._producer_id_blocks(reactor, pool))
+        self.group_coordinator = GroupCoordinatorService(
+            config=config, replica_manager=self.replica_manager, admin_manager=self.admin_manager,
+            metadata_cache=self.metadata_cache, reactor=reactor, broker_id=broker_id)
+        self.apis, self.socket_server = self._request_path(config, reactor)
+        # For the coordinators' requests to other brokers (the transaction coordinator's markers, next).
+        self.inter_broker_sender = InterBrokerSender(broker_id=broker_id, config=config, reactor=reactor,
+                                                     metadata_cache=self.metadata_cache)
+        self._register_reconfigurables()
+        self.connection_event_log = self._connection_event_log(config, reactor)
+        pools = self._handler_pools(config, reactor)
+        self.stop_deadline = StopDeadline(reactor, describe=self._still_stopping)
+        self.lifecycle = BrokerLifecycleManager(config=config, broker_id=broker_id, broker_epoch=self.broker_epoch,
+                                                socket_server=self.socket_server, controller=controller,
+                                                reactor=reactor, stop_deadline=self.stop_deadline)
+        self.drain = RequestDrain(socket_server=self.socket_server, reactor=reactor, handler_pools=pools,
+                                  coordinators=[self.group_coordinator.coordinator])
+        self.admin_rest = self._admin_rest(config, reactor)
+        self._add_children(controller_service, pools)
 
-        # SCRAM credentials (salted): in ZooKeeper for a cluster (every broker sees them, Kafka's
-        # /config/users), else in the first log dir, the file written on the I/O pool.
-        self.scram_store: ScramCredentialStore
+    def _identity(self, config, reactor, cluster: bool) -> tuple[BrokerMetadata, BrokerEpoch]:
+        """This broker's id and cluster (``meta.properties``; in a cluster settled in ZooKeeper) and its epoch."""
+        if cluster:
+            # The czxid of this broker's registration, once registered (BrokerRegistration updates it).
+            return self._join_zookeeper(config, reactor), BrokerEpoch()
+        broker = load_or_create(self.log_dirs, config["broker.id"],
+                                reserved_broker_max_id=config["reserved.broker.max.id"])
+        # KIP-380: grows across restarts (Kafka takes ZooKeeper's session id), and cannot be guessed.
+        return broker, BrokerEpoch(new_broker_epoch())
+
+    @staticmethod
+    def _descriptor_budget(config) -> DescriptorBudget:
+        """The open-file limit, raised as far as allowed, shared out between connections, logs and partitions."""
+        limit, hard, raised_from = raise_open_file_limit()
+        return descriptor_budget(limit, hard, max_connections=config["max.connections"], raised_from=raised_from)
+
+    def _scram_store(self, config, reactor, pool: ThreadPool) -> ScramCredentialStore:
+        """SCRAM credentials (salted): in ZooKeeper for a cluster (every broker sees them, Kafka's
+        /config/users), else in the first log dir, the file written on the I/O pool."""
         if self.zk is not None:
             zk_store = ZkScramCredentialStore(self.zk)
             try:
@@ -209,91 +281,76 @@ class KafkaServer(MultiService):
                 raise StartupError("zookeeper.connect", config["zookeeper.connect"],
                                    f"cannot read SCRAM credentials: {exc!r}") from None
             zk_store.start()
-            self.scram_store = zk_store
             leftover = os.path.join(self.log_dirs[0], SCRAM_STORE_FILE)
             if os.path.exists(leftover):
                 self.log.warn("{path} is not read in a ZooKeeper cluster (credentials live in ZooKeeper's "
                               "/config/users); add its users with twisted-kafka-scram --zookeeper", path=leftover)
-        else:
-            try:
-                self.scram_store = FileScramCredentialStore(
-                    self.log_dirs[0],
-                    run_blocking=lambda function, *args: deferToThreadPool(reactor, pool, function, *args))
-            except (OSError, ValueError) as exc:
-                raise StartupError("log.dirs", self.log_dirs[0], str(exc)) from None
-        sasl_configs = sasl_server_configs(config, self.listeners, self.scram_store)
+            return zk_store
+        try:
+            return FileScramCredentialStore(self.log_dirs[0], run_blocking=lambda function, *args: deferToThreadPool(
+                reactor, pool, function, *args))
+        except (OSError, ValueError) as exc:
+            raise StartupError("log.dirs", self.log_dirs[0], str(exc)) from None
 
-        self.apis = KafkaApis()
-        self.socket_server = SocketServer(config=config, listeners=self.listeners, reactor=reactor,
-                                          metrics=self.metrics, apis=self.apis, sasl=sasl_configs)
-        self.apis.request_metrics = self.socket_server.data_plane.request_metrics
-        self.registration: BrokerRegistration | None = None
-        controller_service: Service
-        controller: ControllerClient
-        refresh = None
-        if cluster:
-            controller_service, controller = self._cluster_controller(config, reactor)
-            refresh = self._refresh_controller
-        else:
-            controller_service = self.controller_service = ControllerService(
-                config=config, broker_id=broker_id, cluster_id=self.broker.cluster_id, metadata_dir=self.log_dirs[0],
-                log_dirs=self.log_dirs, reactor=reactor, threadpool=pool, registration=self._registration,
-                space=self.log_manager.dir_space(self.log_dirs[0]))
-            controller = self.controller_service.client
-        self.controller_client = controller
-        # Passwords stored with password.encoder.old.secret are stored again, encoded with the new secret.
-        self.dynamic_config.store_reencoded = controller.alter_broker_configs
-        self.authorization = Authorization(AclAuthorizer.from_config(config))
-        if cluster:
-            # Replication: followers fetch from leaders; leaders change their ISR through the controller.
-            self.replica_manager.fetchers = ReplicaFetcherManager(
-                broker_id=broker_id, config=config, reactor=reactor, metadata_cache=self.metadata_cache,
-                replica_manager=self.replica_manager)
-            self.replica_manager.isr_manager = IsrManager(
-                broker_id=broker_id, broker_epoch=lambda: self.broker_epoch, config=config, reactor=reactor,
-                controller=controller, replica_manager=self.replica_manager, metrics=self.metrics)
-        self.controller_guard = ControllerRequestGuard(
-            broker_id=broker_id, cluster_id=self.broker.cluster_id, broker_epoch=self.broker_epoch,
-            known_controller=lambda: controller.controller_id, refresh=refresh, authorization=self.authorization,
-            own_principal=self._inter_broker_principal)
-        self.admin_manager = AdminManager(controller=controller, metadata_cache=self.metadata_cache,
-                                          config_repository=self.config_repository,
-                                          dynamic_config=self.dynamic_config, reactor=reactor)
-        # Producer ids (InitProducerId): blocks claimed in ZooKeeper in a cluster, recorded in the log dirs
-        # on a single node.
-        block_store: ProducerIdBlockStore
+    def _local_controller(self, config, reactor, pool: ThreadPool) -> tuple[Service, ControllerClient]:
+        """A single node is its own controller."""
+        service = self.controller_service = ControllerService(
+            config=config, broker_id=self.broker.broker_id, cluster_id=self.broker.cluster_id,
+            metadata_dir=self.log_dirs[0], log_dirs=self.log_dirs, reactor=reactor, threadpool=pool,
+            registration=self._registration, space=self.log_manager.dir_space(self.log_dirs[0]))
+        return service, service.client
+
+    def _producer_id_blocks(self, reactor, pool: ThreadPool) -> ProducerIdBlockStore:
+        """Producer ids (InitProducerId): blocks claimed in ZooKeeper in a cluster, recorded in the log dirs
+        on a single node."""
         if self.zk is not None:
-            block_store = ZkProducerIdBlockStore(self.zk)
-        else:
-            block_store = FileProducerIdBlockStore(self.log_dirs, reactor=reactor, threadpool=pool)
-        self.producer_ids = ProducerIdManager(broker_id, block_store)
-        self.group_coordinator = GroupCoordinatorService(
-            config=config, replica_manager=self.replica_manager, admin_manager=self.admin_manager,
-            metadata_cache=self.metadata_cache, reactor=reactor, broker_id=broker_id)
-        for handler in broker_handlers(
-                advertised_keys=lambda context: self.socket_server.plane(context.plane).served_keys(),
-                replica_manager=self.replica_manager, metadata_cache=self.metadata_cache,
-                admin_manager=self.admin_manager, config_repository=self.config_repository,
-                dynamic_config=self.dynamic_config, controller=controller, controller_guard=self.controller_guard,
-                group_coordinator=self.group_coordinator.coordinator, offsets_topic=self.group_coordinator,
-                producer_ids=self.producer_ids, clock=reactor, authorization=self.authorization,
-                scram_store=self.scram_store):
-            self.apis.register(handler)
-        self.dynamic_config.add_reconfigurable(LogDefaults(self.log_manager, self.config_repository))
-        self.dynamic_config.add_reconfigurable(self.log_manager.cleaner)        # log.cleaner.threads, ...
+            return ZkProducerIdBlockStore(self.zk)
+        return FileProducerIdBlockStore(self.log_dirs, reactor=reactor, threadpool=pool)
+
+    def _request_path(self, config, reactor) -> tuple[KafkaApis, SocketServer]:
+        """The API handlers, ``KafkaApis`` dispatching to them, and the ``SocketServer`` feeding it."""
+        handlers = broker_handlers(
+            advertised_keys=self._advertised_keys, replica_manager=self.replica_manager,
+            metadata_cache=self.metadata_cache, admin_manager=self.admin_manager,
+            config_repository=self.config_repository, dynamic_config=self.dynamic_config,
+            controller=self.controller_client, controller_guard=self.controller_guard,
+            group_coordinator=self.group_coordinator.coordinator, offsets_topic=self.group_coordinator,
+            producer_ids=self.producer_ids, clock=reactor, authorization=self.authorization,
+            scram_store=self.scram_store)
+        request_metrics = RequestMetrics(self.metrics)
+        apis = KafkaApis(handlers, authorization=self.authorization, request_metrics=request_metrics)
+        socket_server = SocketServer(config=config, listeners=self.listeners, reactor=reactor, metrics=self.metrics,
+                                     apis=apis, request_metrics=request_metrics,
+                                     sasl=sasl_server_configs(config, self.listeners, self.scram_store))
+        return apis, socket_server
+
+    def _advertised_keys(self, context: RequestContext) -> list[int]:
+        """What ApiVersions advertises on the connection's plane: the handler table filtered by the plane
+        (a cycle: the table holds the ApiVersions handler; read when a request comes)."""
+        return self.socket_server.plane(context.plane).served_keys()
+
+    def _register_reconfigurables(self) -> None:
+        """The parts that apply dynamic broker configs at runtime."""
+        add = self.dynamic_config.add_reconfigurable
+        add(LogDefaults(self.log_manager, self.config_repository))
+        add(self.log_manager.cleaner)        # log.cleaner.threads, ...
         register_cleaner_metrics(self.log_manager.cleaner, self.metrics)
-        self.dynamic_config.add_reconfigurable(ConnectionLimits(self.socket_server.quotas))
-        self.dynamic_config.add_reconfigurable(ProducerIdExpiration(self.log_manager))
-        self.dynamic_config.add_reconfigurable(ListenerTls(self.socket_server.tls))
+        add(ConnectionLimits(self.socket_server.quotas))
+        add(ProducerIdExpiration(self.log_manager))
+        add(ListenerTls(self.socket_server.tls))
 
-        # Subscribed from now on: the controller's connection at startup is an event too.
-        self.connection_event_log: ConnectionEventLog | None = None
-        if config["connection.events.enable"]:
-            self.connection_event_log = ConnectionEventLog.from_config(
-                config, events=self.socket_server.connection_events, replica_manager=self.replica_manager,
-                admin_manager=self.admin_manager, metadata_cache=self.metadata_cache, reactor=reactor,
-                broker_id=broker_id, metrics=self.metrics)
+    def _connection_event_log(self, config, reactor) -> ConnectionEventLog | None:
+        """The connection events' writer (unless ``connection.events.enable`` is false), subscribed from now
+        on: the controller's connection at startup is an event too."""
+        if not config["connection.events.enable"]:
+            return None
+        return ConnectionEventLog.from_config(
+            config, events=self.socket_server.connection_events, replica_manager=self.replica_manager,
+            admin_manager=self.admin_manager, metadata_cache=self.metadata_cache, reactor=reactor,
+            broker_id=self.broker.broker_id, metrics=self.metrics)
 
+    def _handler_pools(self, config, reactor) -> list[KafkaRequestHandlerPool]:
+        """The data plane's handler pool, and the control plane's (one handler) when there is one."""
         pools = [KafkaRequestHandlerPool(channel=self.socket_server.data_plane.channel, apis=self.apis,
                                          num_handlers=config["num.io.threads"], reactor=reactor,
                                          metrics=self.metrics, turn_budget=DATA_PLANE_TURN_BUDGET,
@@ -302,38 +359,34 @@ class KafkaServer(MultiService):
             pools.append(KafkaRequestHandlerPool(channel=self.socket_server.control_plane.channel, apis=self.apis,
                                                  num_handlers=1, reactor=reactor, metrics=self.metrics,
                                                  metric_prefix="ControlPlane"))
-        self._stopping: Service | None = None    # the child whose stopService runs
-        self.stop_deadline = StopDeadline(reactor, describe=self._still_stopping)
-        self.lifecycle = BrokerLifecycleManager(config=config, broker_id=broker_id, broker_epoch=self.broker_epoch,
-                                                socket_server=self.socket_server,
-                                                replica_manager=self.replica_manager, controller=controller,
-                                                reactor=reactor, handler_pools=pools,
-                                                group_coordinator=self.group_coordinator.coordinator,
-                                                stop_deadline=self.stop_deadline)
-        event_log = [] if self.connection_event_log is None else [self.connection_event_log]
-        # The admin REST endpoint starts right after the pool: its health checks answer (not
-        # ready) while the logs load, and a bad admin.rest.* setting stops startup early.
-        self.admin_rest: AdminRestService | None = None
-        admin_settings = AdminRestSettings.from_config(config)
-        if admin_settings is not None:
-            self.admin_rest = AdminRestService(admin_settings, AdminBackend(
-                socket_server=self.socket_server, admin_manager=self.admin_manager,
-                dynamic_config=self.dynamic_config, metrics=self.metrics, broker_id=broker_id,
-                readiness=self.readiness, reload_certificates=self.reload_certificates), reactor, config)
+        return pools
+
+    def _admin_rest(self, config, reactor) -> AdminRestService | None:
+        """The admin REST endpoint, when ``admin.rest.*`` asks for one."""
+        settings = AdminRestSettings.from_config(config)
+        if settings is None:
+            return None
+        return AdminRestService(settings, AdminBackend(
+            socket_server=self.socket_server, admin_manager=self.admin_manager, dynamic_config=self.dynamic_config,
+            metrics=self.metrics, broker_id=self.broker.broker_id, readiness=self.readiness,
+            reload_certificates=self.reload_certificates), reactor, config)
+
+    def _add_children(self, controller_service: Service, pools: list[KafkaRequestHandlerPool]) -> None:
+        """The child services in start order (the module docstring).  The admin REST endpoint starts right
+        after the pool: its health checks answer (not ready) while the logs load, and a bad admin.rest.*
+        setting stops startup early.  The request drain, the replica manager and the lifecycle manager
+        come last, so they stop first, in that reverse order (``broker_lifecycle``)."""
         admin = [] if self.admin_rest is None else [self.admin_rest]
-        if cluster:
-            assert self.zk is not None and self.registration is not None
-            children = (self.io_threads, *admin, ZooKeeperSession(self.zk), self.log_manager, self.group_coordinator,
-                        *pools, self.socket_server, self.registration, controller_service, *event_log,
-                        self.lifecycle)
+        event_log = [] if self.connection_event_log is None else [self.connection_event_log]
+        if self.zk is not None:
+            assert self.registration is not None
+            head = [self.io_threads, *admin, ZooKeeperSession(self.zk), self.log_manager, self.group_coordinator,
+                    *pools, self.socket_server, self.inter_broker_sender, self.registration]
         else:
-            children = (self.io_threads, *admin, self.log_manager, self.group_coordinator, *pools, self.socket_server,
-                        controller_service, *event_log, self.lifecycle)
-        for child in children:
+            head = [self.io_threads, *admin, self.log_manager, self.group_coordinator, *pools, self.socket_server,
+                    self.inter_broker_sender]
+        for child in (*head, controller_service, *event_log, self.drain, self.replica_manager, self.lifecycle):
             child.setServiceParent(self)
-        self.started: Deferred = Deferred()
-        self._startup_failed = False
-        self._children_started: set[int] = set()   # id() of each child whose startService finished
 
     @property
     def config(self):
@@ -399,14 +452,14 @@ class KafkaServer(MultiService):
                       broker_id=broker.broker_id, cluster_id=cluster_id, connect=config["zookeeper.connect"])
         return broker
 
-    def _cluster_controller(self, config, reactor):
+    def _cluster_controller(self, config, reactor) -> tuple[Service, ControllerClient]:
         """The ZooKeeper registration, the controller that competes for ``/controller``, and the
         ControllerClient brokers use in a cluster."""
         assert self.zk is not None
         zk = self.zk
         broker_id = self.broker.broker_id
         self.registration = BrokerRegistration(
-            zk=zk, broker_id=broker_id, rack=config["broker.rack"], on_epoch=self._set_broker_epoch,
+            zk=zk, broker_id=broker_id, rack=config["broker.rack"], on_epoch=self.broker_epoch.update,
             endpoints=lambda: [RegisteredEndpoint(e.listener_name, e.host, e.port, e.security_protocol)
                                for e in self.socket_server.advertised_endpoints()],
             reactor=reactor, session_timeout_ms=config["zookeeper.session.timeout.ms"])
@@ -442,13 +495,6 @@ class KafkaServer(MultiService):
         except NoMatchingRule:
             return None
 
-    def _set_broker_epoch(self, epoch: int) -> None:
-        """This broker's registration in ZooKeeper was (re)created: its czxid is the broker epoch."""
-        self.broker_epoch = epoch
-        self.controller_guard.broker_epoch = epoch
-        self.lifecycle.broker_epoch = epoch
-        self.log_manager.broker_epoch = epoch
-
     async def _refresh_controller(self) -> None:
         """What the controller-request guard re-checks before refusing: a registration in progress
         (its new epoch), and ``/controller`` (a new controller may be faster than the watch)."""
@@ -474,7 +520,7 @@ class KafkaServer(MultiService):
         """This broker as the controller registers it: its advertised endpoints, with bound ports."""
         listeners = self.listeners
         control_listener = listeners.control_plane_listener_name or listeners.inter_broker_listener_name
-        return LiveBroker(broker_id=self.broker.broker_id, epoch=self.broker_epoch,
+        return LiveBroker(broker_id=self.broker.broker_id, epoch=self.broker_epoch.current,
                           endpoints=self.socket_server.advertised_endpoints(), control_listener=control_listener,
                           rack=self.config["broker.rack"], partition_budget=self.descriptors.partitions)
 

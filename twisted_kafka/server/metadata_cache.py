@@ -89,6 +89,12 @@ class MetadataCache:
         self.local_broker_id = broker.broker_id
         self.cluster_id = broker.cluster_id
 
+    def broker_endpoint(self, broker_id: int, listener_name: str) -> EndPoint | None:
+        """Where ``broker_id`` listens as ``listener_name``, as the controller announced it; None while
+        unknown."""
+        broker = self.brokers.get(broker_id)
+        return broker.endpoints.get(listener_name) if broker is not None else None
+
     # -- updates (from the controller) ---------------------------------------------------
 
     def update_brokers(self, brokers: Iterable[BrokerRegistration], controller_id: int) -> None:

@@ -56,6 +56,15 @@ class Partition:
     #: Bumped each time this broker becomes a follower: a leader epoch may move on with the same leader
     #: (the controller took a failed follower out of the ISR), which leaves its log as it was.
     follower_generation: int = 0
+    #: Bumped whenever the controller changes this partition here (a LeaderAndIsr applied, a StopReplica):
+    #: a fetch waiting on it answers now (``DelayedFetch``).
+    state_version: int = 0
+    #: What fetches could read here, in bytes appended since the partition was made: a follower's fetch
+    #: reads to the log end (every append counts at once), a consumer's to the high watermark (an append
+    #: counts once the high watermark passes it).  Waiting fetches compare them with what they were when
+    #: they started waiting (``DelayedFetch``); they only grow.
+    follower_fetchable_bytes: int = 0
+    consumer_fetchable_bytes: int = 0
 
     @property
     def is_leader(self) -> bool:
@@ -86,6 +95,7 @@ class Partition:
 
     def make_leader(self, leader_epoch: int, partition_epoch: int, replicas: list[int], isr: list[int]) -> None:
         kept = self.followers if self.is_leader else {}
+        self.state_version += 1
         self.leader_id = self.local_broker_id
         self.leader_epoch = leader_epoch
         self.partition_epoch = partition_epoch
@@ -108,6 +118,7 @@ class Partition:
                       isr: list[int]) -> None:
         self.leader_id = leader_id
         self.follower_generation += 1
+        self.state_version += 1
         self.leader_epoch = leader_epoch
         self.partition_epoch = partition_epoch
         self.replicas = list(replicas)
@@ -115,6 +126,15 @@ class Partition:
         self.followers = {}
         self.pending_isr = None
         self.log.high_watermark_follows_log_end(False)
+
+    def stop(self) -> None:
+        """This broker no longer hosts the partition (StopReplica): no leader here any more."""
+        self.leader_id = -1
+        self.state_version += 1
+
+    def fetchable_bytes(self, follower: bool) -> int:
+        """``follower_fetchable_bytes`` or ``consumer_fetchable_bytes``."""
+        return self.follower_fetchable_bytes if follower else self.consumer_fetchable_bytes
 
     # -- leader: followers and the high watermark ------------------------------------------
 

@@ -9,56 +9,53 @@ replication listener: ``inter.broker.listener.name``, else the listener
 named by ``security.inter.broker.protocol``, as registered and announced in
 the controller's UpdateMetadata; a SASL one with
 ``sasl.mechanism.inter.broker.protocol`` and that listener's JAAS credentials.
+
+It is a child service of the ``ReplicaManager``, which builds it in a
+cluster.  Fetchers start as partitions are followed (the controller's first
+LeaderAndIsr may come before the broker has finished starting); stopping it
+-- when the broker drains its requests -- stops every fetcher.
 """
 
 from __future__ import annotations
 
-from twisted.internet.defer import gatherResults
+from typing import TYPE_CHECKING
+
+from twisted.application.service import Service
+from twisted.internet.defer import Deferred, gatherResults
 from twisted.logger import Logger
 
-from twisted_kafka.client.connector import SASL_PROTOCOLS, TLS_PROTOCOLS
-from twisted_kafka.network.tls import ClientTls
-from twisted_kafka.sasl.client import SaslClientConfig
-from twisted_kafka.sasl.listener_config import sasl_client_config
+from twisted_kafka.client.listener_credentials import ListenerCredentials
 
 from .metadata_cache import MetadataCache
 from .partition import Partition
 from .replica_fetcher import ReplicaFetcher
 
+if TYPE_CHECKING:
+    from .replica_manager import ReplicaManager
 
-class ReplicaFetcherManager:
+
+class ReplicaFetcherManager(Service):
+    name = "replica-fetcher-manager"
     log = Logger(namespace="twisted_kafka.server.ReplicaFetcherManager")
 
-    def __init__(self, *, broker_id: int, config, reactor, metadata_cache: MetadataCache, replica_manager):
+    def __init__(self, *, broker_id: int, config, reactor, metadata_cache: MetadataCache,
+                 replica_manager: ReplicaManager):
         self.broker_id = broker_id
         self.config = config
         self.reactor = reactor
         self.metadata_cache = metadata_cache
         self.replicas = replica_manager
         self.listener_name = config["inter.broker.listener.name"] or config["security.inter.broker.protocol"]
+        self.credentials = ListenerCredentials(config, self.listener_name)
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._by_partition: dict[tuple[str, int], ReplicaFetcher] = {}
         self._stopped = False
 
     def endpoint(self, broker_id: int) -> tuple[str, int, str] | None:
-        broker = self.metadata_cache.brokers.get(broker_id)
-        endpoint = broker.endpoints.get(self.listener_name) if broker is not None else None
+        endpoint = self.metadata_cache.broker_endpoint(broker_id, self.listener_name)
         if endpoint is None:
             return None
         return endpoint.host, endpoint.port, endpoint.security_protocol
-
-    def client_tls(self, security_protocol: str) -> ClientTls | None:
-        """The TLS settings of a connection to an SSL replication listener (its ``ssl.*`` keys), else None."""
-        if security_protocol not in TLS_PROTOCOLS:
-            return None
-        return ClientTls.from_config(self.config, self.listener_name)
-
-    def client_sasl(self, security_protocol: str) -> SaslClientConfig | None:
-        """How a connection to a SASL replication listener authenticates
-        (``sasl.mechanism.inter.broker.protocol`` and the listener's JAAS credentials), else None."""
-        if security_protocol not in SASL_PROTOCOLS:
-            return None
-        return sasl_client_config(self.config, self.listener_name)
 
     def fetcher_id(self, topic: str, index: int) -> int:
         return (hash(topic) * 31 + index) % max(1, self.config["num.replica.fetchers"])
@@ -73,8 +70,8 @@ class ReplicaFetcherManager:
         if fetcher is None:
             fetcher = self.fetchers[key] = ReplicaFetcher(
                 source_broker=partition.leader_id, fetcher_id=key[1], broker_id=self.broker_id, config=self.config,
-                reactor=self.reactor, endpoint=self.endpoint, replica_manager=self.replicas, tls=self.client_tls,
-                sasl=self.client_sasl)
+                reactor=self.reactor, endpoint=self.endpoint, replica_manager=self.replicas,
+                tls=self.credentials.tls, sasl=self.credentials.sasl)
             fetcher.start()
         fetcher.add_partition(partition)
         self._by_partition[(partition.topic, partition.index)] = fetcher
@@ -88,8 +85,9 @@ class ReplicaFetcherManager:
             self.fetchers.pop((fetcher.source_broker, fetcher.fetcher_id), None)
             fetcher.stop()
 
-    def shutdown(self):
+    def stopService(self) -> Deferred:
         """Stop every fetcher; fires when their loops have ended."""
+        super().stopService()
         self._stopped = True
         loops = [d for f in self.fetchers.values() if (d := f.stop()) is not None]
         self.fetchers.clear()

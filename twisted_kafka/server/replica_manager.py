@@ -2,9 +2,10 @@
 
 It applies the controller's decisions (LeaderAndIsr: become leader or
 follower, creating the log; StopReplica: stop, and delete if asked) and
-serves the data path: appends for Produce, reads for Fetch, offset lookups
-for ListOffsets, log start moves for DeleteRecords, with the fetch purgatory
-woken by every append.  Each goes to the partition's ``UnifiedLog``, which
+serves the data path: appends for Produce, fetching for Fetch
+(``fetch_messages``, Kafka's ``fetchMessages``: one read, and a wait in the
+fetch purgatory when there is not enough yet), offset lookups for
+ListOffsets, log start moves for DeleteRecords.  Each goes to the partition's ``UnifiedLog``, which
 decides what runs on the reactor and what in the I/O thread pool.  Whether
 a controller request may be applied at all is decided before it gets here
 (``ControllerRequestGuard``); a partition's leader epoch is never moved
@@ -21,9 +22,27 @@ follower the partition is handed to the ``ReplicaFetcherManager``, which
 fetches from the leader and appends through ``append_as_follower``; on
 becoming leader it is taken from it.  As leader, every follower's fetch
 (``follower_fetched``) moves its position and maybe the high watermark,
-which completes acks=all produces waiting in the ``ProducePurgatory`` and
-wakes consumers' fetches; the ``IsrManager`` (when set) hears of each
-fetch, to add caught-up followers to the ISR.
+which completes acks=all produces waiting in the produce purgatory and
+wakes consumers' fetches; the ``IsrManager`` hears of each fetch, to add
+caught-up followers to the ISR.  In a cluster (``replication`` given) the
+replica manager builds both, as Kafka's builds its fetcher manager, and
+they are its child services.
+
+As a service, the replica manager serves the controller's requests from
+the moment it is built (the controller tells it its partitions while the
+broker starts); starting it starts its children (the ISR manager's shrink
+check, Kafka's isr-expiration task); stopping it, when the broker begins
+to drain its requests, stops following and changing ISRs and shuts both
+purgatories, so every waiting request is answered while its connection is
+still open.
+
+Waits are Kafka's delayed operations in the broker's one purgatory
+(``twisted_kafka.purgatory``): a ``DelayedFetch`` in the fetch purgatory
+and a ``DelayedProduce`` in the produce purgatory, each watching its
+partitions; every change to a partition -- an append, a high watermark
+move, an ISR or leadership change -- checks its watchers.  Stopping the
+service shuts both purgatories: every waiting fetch answers with what there
+is, every waiting produce NOT_LEADER_OR_FOLLOWER.
 
 Clients may not write to internal topics (INVALID_TOPIC_EXCEPTION, as in
 Kafka); only the broker's own coordinators append to them.
@@ -32,20 +51,29 @@ Kafka); only the broker's own coordinators append to them.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from twisted.internet.defer import Deferred
+from twisted.application.service import MultiService, Service
+from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.logger import Logger
 
+from twisted_kafka.controller.client import ControllerClient
 from twisted_kafka.controller.interface import INTERNAL_TOPICS
 from twisted_kafka.log import AppendOrigin, FetchIsolation, LogConfig, LogStore
+from twisted_kafka.metrics import MetricsRegistry
 from twisted_kafka.metrics.registry import MetricName
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
+from twisted_kafka.purgatory import Purgatory
 
-from .delayed_fetch import FetchPurgatory
-from .delayed_produce import ProducePurgatory
+from .broker_epoch import BrokerEpoch
+from .delayed_fetch import DelayedFetch
+from .delayed_produce import DelayedProduce
+from .isr_manager import IsrManager
+from .metadata_cache import MetadataCache
 from .partition import Partition
+from .replica_fetcher_manager import ReplicaFetcherManager
 
 
 @dataclass(frozen=True)
@@ -62,6 +90,57 @@ class PartitionStateChange:
     isr: list[int]
 
 
+@dataclass(frozen=True, slots=True)
+class Replication:
+    """What a cluster member's replica manager needs to replicate: the configuration (``replica.*``),
+    the leaders' endpoints (the metadata cache, for its fetchers), and the controller and broker epoch
+    its ISR changes go to."""
+
+    config: Any
+    metadata_cache: MetadataCache
+    controller: ControllerClient
+    broker_epoch: BrokerEpoch
+
+
+@dataclass(frozen=True, slots=True)
+class FetchParams:
+    """What a Fetch asks as a whole (Kafka's ``FetchParams``)."""
+
+    replica_id: int                 # the fetching follower's broker id; -1 for a consumer
+    max_wait_ms: int                # 0: answer at once
+    min_bytes: int
+    max_bytes: int                  # for the whole response (already capped by fetch.max.bytes)
+    isolation: FetchIsolation
+
+    @property
+    def is_follower(self) -> bool:
+        return self.replica_id >= 0
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionFetch:
+    """One partition a Fetch reads (Kafka's ``FetchRequest.PartitionData``)."""
+
+    topic: str
+    partition: int
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int = -1  # KIP-320 fencing; -1: not checked
+
+
+@dataclass(slots=True)
+class FetchPartitionResult:
+    """What one partition of a Fetch answers (Kafka's ``FetchPartitionData``); offsets -1 when unknown."""
+
+    error: ErrorCode = ErrorCode.NONE
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    records: Any = b""              # never null: an empty record set when there is nothing
+    # read_committed: the (producer id, first offset) of each transaction aborted in what was read
+    aborted_transactions: list[tuple[int, int]] = field(default_factory=list)
+
+
 class LeadershipListener(Protocol):
     """Told when this broker starts or stops leading a partition (the group coordinator is one)."""
 
@@ -75,21 +154,50 @@ class LeadershipListener(Protocol):
         """This broker no longer hosts the partition; ``deleted``: its topic was deleted."""
 
 
-class ReplicaManager:
+class ReplicaManager(MultiService):
+    name = "replica-manager"
     log = Logger(namespace="twisted_kafka.server.ReplicaManager")
 
-    def __init__(self, *, broker_id: int, log_manager: LogStore, reactor, topic_overrides):
+    def __init__(self, *, broker_id: int, log_manager: LogStore, reactor, topic_overrides,
+                 metrics: MetricsRegistry | None = None, replication: Replication | None = None):
+        """``topic_overrides(topic)``: a topic's config overrides (from the controller's store);
+        ``metrics``: where Kafka's ReplicaManager gauges and ISR meters are registered;
+        ``replication``: in a cluster, what the fetchers and the ISR manager need."""
+        super().__init__()
         self.broker_id = broker_id
         self.log_manager = log_manager
         self.reactor = reactor
-        self.topic_overrides = topic_overrides  # topic name -> its config overrides (from the controller's store)
+        self.topic_overrides = topic_overrides
         self.partitions: dict[tuple[str, int], Partition] = {}
-        self.purgatory = FetchPurgatory(reactor)
-        self.produce_purgatory = ProducePurgatory(reactor)
+        self.fetch_purgatory = Purgatory(reactor, "Fetch")
+        self.produce_purgatory = Purgatory(reactor, "Produce")
         self._listeners: list[LeadershipListener] = []
-        #: Set by the server in a cluster: the ``ReplicaFetcherManager`` and the ``IsrManager``.
-        self.fetchers: Any = None
-        self.isr_manager: Any = None
+        #: A cluster member's followers' fetchers and leaders' ISR changes (None on a single node).
+        self.fetchers: ReplicaFetcherManager | None = None
+        self.isr_manager: IsrManager | None = None
+        if replication is not None:
+            self.isr_manager = IsrManager(broker_id=broker_id, broker_epoch=replication.broker_epoch,
+                                          config=replication.config, reactor=reactor,
+                                          controller=replication.controller, replica_manager=self, metrics=metrics)
+            self.fetchers = ReplicaFetcherManager(broker_id=broker_id, config=replication.config, reactor=reactor,
+                                                  metadata_cache=replication.metadata_cache, replica_manager=self)
+            self.isr_manager.setServiceParent(self)
+            self.fetchers.setServiceParent(self)
+        if metrics is not None:
+            self.register_metrics(metrics)
+
+    def stopService(self) -> None:
+        """Stop following and changing ISRs, then answer every waiting produce and fetch.
+
+        The fetchers' loops are not waited for: one may be connecting to a
+        leader that is gone, which ends only at ``replica.socket.timeout.ms``,
+        and the drain that follows must not wait for that.
+        """
+        Service.stopService(self)
+        for child in reversed(list(self)):
+            child.stopService()
+        self.produce_purgatory.shutdown()
+        self.fetch_purgatory.shutdown()
 
     def add_leadership_listener(self, listener: LeadershipListener) -> None:
         self._listeners.append(listener)
@@ -167,8 +275,7 @@ class ReplicaManager:
             if self.fetchers is not None:
                 self.fetchers.add_partition(partition)
             self._notify("on_follower", partition)
-        self.purgatory.partition_changed(*key)
-        self.produce_purgatory.check(*key)
+        self._partition_changed(key)
         return ErrorCode.NONE
 
     def stop_replica(self, topic: str, partition: int, *, delete: bool) -> Deferred | None:
@@ -177,14 +284,18 @@ class ReplicaManager:
         if hosted is not None and self.fetchers is not None:
             self.fetchers.remove_partition(hosted)
         if hosted is not None:
-            hosted.leader_id = -1
-        self.purgatory.partition_changed(topic, partition)
-        self.produce_purgatory.check(topic, partition)
+            hosted.stop()
+        self._partition_changed((topic, partition))
         if hosted is not None:
             self._notify("on_stopped", topic, partition, delete)
         if delete and self.log_manager.get_log(topic, partition) is not None:
             return self.log_manager.delete_log(topic, partition)
         return None
+
+    def _partition_changed(self, key: tuple[str, int]) -> None:
+        """Leadership moved or the partition went away: waits on it answer now (with the error)."""
+        self.fetch_purgatory.check_and_complete(key)
+        self.produce_purgatory.check_and_complete(key)
 
     def update_topic_config(self, topic: str, overrides) -> None:
         """A topic's overrides changed: its logs take the new effective configuration."""
@@ -236,22 +347,31 @@ class ReplicaManager:
 
     def _appended(self, info, partition: Partition):
         if info.num_records:
+            key = (partition.topic, partition.index)
+            partition.follower_fetchable_bytes += info.valid_bytes
             if partition.followers:
-                self.purgatory.appended(partition.topic, partition.index, info.valid_bytes, followers_only=True)
+                self.fetch_purgatory.check_and_complete(key)     # followers' fetches read it now
                 if partition.maybe_increase_high_watermark():     # an ISR of the leader alone
                     self._high_watermark_moved(partition, info.valid_bytes)
             else:
-                self.purgatory.appended(partition.topic, partition.index, info.valid_bytes)
+                partition.consumer_fetchable_bytes += info.valid_bytes
+                self.fetch_purgatory.check_and_complete(key)
         return info
 
     def _wait_for_isr(self, info, partition: Partition, timeout_ms: int):
         if info.num_records == 0:
             return info
-        return self.produce_purgatory.wait(partition, info.last_offset + 1, info, timeout_ms)
+        delayed = DelayedProduce(partition, info.last_offset + 1, info, timeout_ms)
+        self.produce_purgatory.try_complete_else_watch(delayed, [delayed.key])
+        return delayed.deferred
 
     def _high_watermark_moved(self, partition: Partition, nbytes: int) -> None:
-        self.purgatory.high_watermark_moved(partition.topic, partition.index, nbytes)
-        self.produce_purgatory.check(partition.topic, partition.index)
+        """The high watermark moved ``nbytes`` (an estimate) further: consumers' fetches may read more,
+        acks=all appends may be covered."""
+        key = (partition.topic, partition.index)
+        partition.consumer_fetchable_bytes += nbytes
+        self.fetch_purgatory.check_and_complete(key)
+        self.produce_purgatory.check_and_complete(key)
 
     # -- replication ----------------------------------------------------------------------
 
@@ -281,9 +401,11 @@ class ReplicaManager:
 
     def isr_changed(self, partition: Partition) -> None:
         """Leader: the controller accepted a new ISR (the high watermark may move, waits may end)."""
+        key = (partition.topic, partition.index)
         if partition.maybe_increase_high_watermark():
-            self.purgatory.high_watermark_moved(partition.topic, partition.index, 1)
-        self.produce_purgatory.check(partition.topic, partition.index)
+            partition.consumer_fetchable_bytes += 1
+            self.fetch_purgatory.check_and_complete(key)
+        self.produce_purgatory.check_and_complete(key)
 
     def append_as_follower(self, partition: Partition, records, leader_high_watermark: int):
         """Follower: append the leader's batches as they are and take its high watermark."""
@@ -292,21 +414,99 @@ class ReplicaManager:
         log.maybe_increment_high_watermark(leader_high_watermark)      # clamped to what it has
         return info
 
-    def shutdown(self) -> None:
-        """Stop following, answer every waiting produce and fetch (the broker is stopping)."""
-        if self.fetchers is not None:
-            self.fetchers.shutdown()
-        if self.isr_manager is not None:
-            self.isr_manager.stop()
-        self.produce_purgatory.complete_all()
-        self.purgatory.complete_all()
-
     def read(self, partition: Partition, fetch_offset: int, max_bytes: int, *,
              isolation: FetchIsolation = FetchIsolation.LOG_END, max_offset: int | None = None,
              min_one_message: bool) -> Deferred:
         """Read a hosted partition up to the bound of ``isolation`` (and ``max_offset``)."""
         return partition.log.read(fetch_offset, max_bytes, isolation=isolation, max_offset=max_offset,
                                   min_one_message=min_one_message)
+
+    # -- fetching ----------------------------------------------------------------------------
+
+    async def fetch_messages(self, params: FetchParams, fetches: Sequence[PartitionFetch], *,
+                             on_wait: Callable[[], None] | None = None) -> list[FetchPartitionResult]:
+        """Fetch (Kafka's ``fetchMessages``): one result per entry of ``fetches``, in order.
+
+        The partitions are read once, in order, within KIP-74's limits: each
+        up to its ``max_bytes`` and to what is left of ``params.max_bytes``;
+        only the first partition that returns data may exceed them, by its
+        whole first batch, so a consumer always makes progress.  The answer
+        is given at once when there is no partition to read (no append could
+        ever wake such a fetch), ``max_wait_ms`` is 0, a partition failed, or
+        ``min_bytes`` were found; otherwise ``on_wait`` is called (the handler
+        gives its slot back) and the fetch waits in the fetch purgatory as a
+        ``DelayedFetch``, which reads again when it completes.
+
+        A follower's fetch (``params.replica_id``) tells the leader where its
+        log ends (each partition's fetch offset, ``follower_fetched``) before
+        its partition is read, so the high watermark in its answer counts it.
+        """
+        results, total, partitions, failed = await self._read_for_fetch(params, fetches)
+        if not fetches or params.max_wait_ms <= 0 or failed or total >= params.min_bytes:
+            return results
+        if on_wait is not None:
+            on_wait()
+        delayed = DelayedFetch(max_wait_ms=params.max_wait_ms, min_bytes=params.min_bytes,
+                               follower=params.is_follower, partitions=partitions, accumulated=total,
+                               read=lambda: ensureDeferred(self._answer_fetch(params, fetches)))
+        self.fetch_purgatory.try_complete_else_watch(delayed, delayed.keys)
+        return await delayed.result
+
+    async def _answer_fetch(self, params: FetchParams, fetches: Sequence[PartitionFetch]
+                            ) -> list[FetchPartitionResult]:
+        results, _, _, _ = await self._read_for_fetch(params, fetches)
+        return results
+
+    async def _read_for_fetch(self, params: FetchParams, fetches: Sequence[PartitionFetch]):
+        """One pass over ``fetches``: (results, bytes read, the partitions read, whether any failed)."""
+        remaining = params.max_bytes
+        follower = params.replica_id if params.is_follower else None
+        total = 0
+        failed = False
+        results: list[FetchPartitionResult] = []
+        partitions: list[Partition] = []
+        for fetch in fetches:
+            result = FetchPartitionResult()
+            try:
+                partition = self.leader_partition(fetch.topic, fetch.partition)
+                partitions.append(partition)
+                partition.check_leader_epoch(fetch.current_leader_epoch)
+                if follower is not None:
+                    self.follower_fetched(partition, follower, fetch.fetch_offset)
+                result.high_watermark = partition.high_watermark
+                result.last_stable_offset = partition.last_stable_offset
+                result.log_start_offset = partition.log_start_offset
+                limit = min(fetch.max_bytes, remaining)
+                if limit > 0 or total == 0:
+                    info = await self._read_partition(partition, fetch.fetch_offset, max(limit, 0),
+                                                      isolation=params.isolation, min_one_message=total == 0)
+                    if info.size:
+                        result.records = info.records
+                        total += info.size
+                        remaining -= info.size
+                    if info.aborted_transactions:
+                        result.aborted_transactions = [(a.producer_id, a.first_offset)
+                                                       for a in info.aborted_transactions]
+            except KafkaError as exc:
+                result.error = exc.code
+                failed = True
+            results.append(result)
+        return results, total, partitions, failed
+
+    async def _read_partition(self, partition: Partition, fetch_offset: int, max_bytes: int, **kwargs):
+        """Read one partition; a failure other than a KafkaError (the log was deleted and closed while
+        a read waited for the disk, an I/O error) fails only this partition."""
+        try:
+            return await self.read(partition, fetch_offset, max_bytes, **kwargs)
+        except KafkaError:
+            raise
+        except Exception as exc:
+            if partition.log.deleted:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                 f"{partition.topic}-{partition.index} was deleted") from None
+            self.log.failure("Reading {topic}-{partition} at offset {offset} failed", topic=partition.topic,
+                             partition=partition.index, offset=fetch_offset)
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"read failed: {exc}") from None
 
     def fetch_offset_for_timestamp(self, partition: Partition, timestamp: int) -> Deferred:
         """ListOffsets by time (KIP-79): fires with the ``TimestampAndOffset`` of the first

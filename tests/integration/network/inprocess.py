@@ -25,6 +25,7 @@ from twisted.internet.task import deferLater
 from twisted_kafka.config import KafkaConfig
 from twisted_kafka.metrics import MetricsRegistry
 from twisted_kafka.network.listeners import parse_listeners
+from twisted_kafka.network.request_metrics import RequestMetrics
 from twisted_kafka.network.socket_server import SocketServer
 from twisted_kafka.protocol.messages import MetadataResponse
 from twisted_kafka.protocol.registry import ApiKey
@@ -32,6 +33,7 @@ from twisted_kafka.server.api_handler import ApiHandler
 from twisted_kafka.server.handlers.api_versions import ApiVersionsHandler
 from twisted_kafka.server.kafka_apis import KafkaApis
 from twisted_kafka.server.request_handler import DATA_PLANE_TURN_BUDGET, KafkaRequestHandlerPool
+from twisted_kafka.server.authorization import ALLOW_ALL
 
 BASE = {
     "listeners": "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
@@ -83,13 +85,11 @@ class InProcessBroker:
         self.config = KafkaConfig.from_props({**BASE, **(overrides or {})})
         self.listeners = parse_listeners(self.config)
         self.metrics = MetricsRegistry()
-        self.apis = KafkaApis([])
-        self.apis.register(ApiVersionsHandler(lambda context: self.socket_server.plane(context.plane).served_keys()))
-        for handler in handlers:
-            self.apis.register(handler)
+        request_metrics = RequestMetrics(self.metrics)
+        versions = ApiVersionsHandler(lambda context: self.socket_server.plane(context.plane).served_keys())
+        self.apis = KafkaApis([versions, *handlers], authorization=ALLOW_ALL, request_metrics=request_metrics)
         self.socket_server = SocketServer(config=self.config, listeners=self.listeners, reactor=reactor,
-                                          metrics=self.metrics, apis=self.apis)
-        self.apis.request_metrics = self.socket_server.data_plane.request_metrics
+                                          metrics=self.metrics, apis=self.apis, request_metrics=request_metrics)
         self.pools = [KafkaRequestHandlerPool(channel=self.socket_server.data_plane.channel, apis=self.apis,
                                               num_handlers=self.config["num.io.threads"], reactor=reactor,
                                               metrics=self.metrics, turn_budget=DATA_PLANE_TURN_BUDGET,

@@ -23,10 +23,12 @@ from twisted.python.failure import Failure
 from twisted_kafka.config import KafkaConfig
 from twisted_kafka.metrics import MetricsRegistry
 from twisted_kafka.network.listeners import parse_listeners
+from twisted_kafka.network.request_metrics import RequestMetrics
 from twisted_kafka.network.socket_server import SocketServer
 from twisted_kafka.protocol.codec import decode_response, encode_request
 from twisted_kafka.server.handlers.api_versions import ApiVersionsHandler
 from twisted_kafka.server.kafka_apis import KafkaApis
+from twisted_kafka.server.authorization import ALLOW_ALL
 
 BASE_PROPS = {
     "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
@@ -214,7 +216,7 @@ class WindowTransport(abstract.FileDescriptor):
 class Stack:
     """A SocketServer on a fake reactor, bound and enabled, with a way to open fake connections.
 
-    ``handlers`` are registered with the Stack's ``KafkaApis`` beside the real
+    ``handlers`` are served by the Stack's ``KafkaApis`` beside the real
     ApiVersions handler, which advertises what the connection's plane serves.
     ``sasl`` maps SASL listeners to their ``SaslServerConfig``.
     With ``enable=False`` the listeners are bound but not accepting.
@@ -226,11 +228,13 @@ class Stack:
         self.config = make_config(props, **overrides)
         self.listeners = parse_listeners(self.config)
         self.metrics = MetricsRegistry(clock=self.clock.seconds)
-        self.apis = KafkaApis([ApiVersionsHandler(lambda context: self.server.plane(context.plane).served_keys())])
-        for handler in handlers:
-            self.apis.register(handler)
+        # A handler of ``handlers`` for ApiVersions replaces the real one (the later of a key wins).
+        self.apis = KafkaApis([ApiVersionsHandler(lambda context: self.server.plane(context.plane).served_keys()),
+                               *handlers], authorization=ALLOW_ALL)
+        self.request_metrics = RequestMetrics(self.metrics)
         self.server = SocketServer(config=self.config, listeners=self.listeners, reactor=self.clock,
-                                   metrics=self.metrics, apis=self.apis, sasl=sasl)
+                                   metrics=self.metrics, apis=self.apis, request_metrics=self.request_metrics,
+                                   sasl=sasl)
         self.ports: dict[str, FakePort] = {}
         for name, acceptor in self.server.acceptors.items():
             bound = []

@@ -540,8 +540,7 @@ def test_requests_answered_synchronously_by_the_handler_pool_keep_order_and_a_fl
             depths.append(_depth())
             return await super().handle(request)
 
-    stack = Stack()
-    stack.apis.register(DepthRecordingApiVersions(lambda context: [ApiKey.API_VERSIONS]))
+    stack = Stack(handlers=[DepthRecordingApiVersions(lambda context: [ApiKey.API_VERSIONS])])
     pool = KafkaRequestHandlerPool(channel=stack.channel(), apis=stack.apis, num_handlers=1, reactor=stack.clock,
                                    metrics=stack.metrics)
     pool.startService()

@@ -235,8 +235,7 @@ def test_pipelined_requests_of_a_connection_keep_order_across_slices_with_a_flat
             depths.append(depth())
             return await super().handle(request)
 
-    stack = Stack()
-    stack.apis.register(DepthRecordingApiVersions(lambda context: [ApiKey.API_VERSIONS]))
+    stack = Stack(handlers=[DepthRecordingApiVersions(lambda context: [ApiKey.API_VERSIONS])])
     pool = KafkaRequestHandlerPool(channel=stack.channel(), apis=stack.apis, num_handlers=1, reactor=stack.clock,
                                    metrics=stack.metrics, turn_budget=TurnBudget(seconds=3600.0, requests=100))
     pool.startService()

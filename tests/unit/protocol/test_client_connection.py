@@ -36,6 +36,7 @@ from twisted_kafka.protocol.registry import ApiKey
 from twisted_kafka.server.api_handler import NO_RESPONSE, ApiHandler
 from twisted_kafka.server.handlers.api_versions import ApiVersionsHandler
 from twisted_kafka.server.kafka_apis import KafkaApis
+from twisted_kafka.server.authorization import ALLOW_ALL
 
 from .counting import CHUNK, CountingFrameBuffer, Work, chunks_of, framed
 
@@ -94,7 +95,7 @@ class Broker:
 
     def __init__(self):
         self.apis = KafkaApis([ApiVersionsHandler(lambda context: SERVED_KEYS), MetadataHandler(),
-                               SaslHandshakeHandler(), ProduceAcksZeroHandler()])
+                               SaslHandshakeHandler(), ProduceAcksZeroHandler()], authorization=ALLOW_ALL)
         self.connection = ServerConnection(max_request_size=1 << 20, serves=self.apis.served_spec)
         self.received: list[RequestReceived] = []
 

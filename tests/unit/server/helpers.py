@@ -47,7 +47,8 @@ from twisted_kafka.protocol.registry import REGISTRY
 from twisted_kafka.server.admin_manager import AdminManager
 from twisted_kafka.server.api_table import broker_handlers
 from twisted_kafka.security.authorizer import AclAuthorizer
-from twisted_kafka.server.authorization import Authorization
+from twisted_kafka.server.authorization import ALLOW_ALL, Authorization
+from twisted_kafka.server.broker_epoch import BrokerEpoch
 from twisted_kafka.server.broker_metadata import BrokerMetadata
 from twisted_kafka.server.config_repository import ConfigRepository
 from twisted_kafka.server.controller_requests import ControllerRequestGuard
@@ -59,7 +60,7 @@ from twisted_kafka.server.dynamic_config import (
 )
 from twisted_kafka.server.kafka_apis import KafkaApis
 from twisted_kafka.server.metadata_cache import MetadataCache
-from twisted_kafka.server.replica_manager import ReplicaManager
+from twisted_kafka.server.replica_manager import ReplicaManager, Replication
 
 from tests.support.inline import InlineReactor, ManualThreadPool
 
@@ -221,9 +222,15 @@ class InMemoryChannels:
 
 
 class Broker:
-    """One broker (and its controller) on ``tmp_path``; see the module docstring."""
+    """One broker (and its controller) on ``tmp_path``; see the module docstring.
 
-    def __init__(self, tmp_path, props: dict[str, str] | None = None, *, start: bool = True):
+    ``replication_controller``: the ``ControllerClient`` a replicated partition's leader sends its ISR
+    changes to -- given, the replica manager replicates as a cluster member's does (its ISR manager and
+    fetcher manager built); ``metrics``: where the replica manager registers its metrics.
+    """
+
+    def __init__(self, tmp_path, props: dict[str, str] | None = None, *, start: bool = True,
+                 replication_controller=None, metrics=None):
         self.tmp_path = tmp_path
         self.reactor = InlineReactor()
         self.reactor.advance(NOW / 1000)
@@ -235,10 +242,16 @@ class Broker:
         self.config_repository = ConfigRepository()
         self.metadata_cache = MetadataCache(listeners=self.listeners)
         self.metadata_cache.set_local_broker(BrokerMetadata(BROKER_ID, CLUSTER_ID))
+        self.broker_epoch = BrokerEpoch(BROKER_EPOCH)
         self.log_manager = LogManager(self.config, reactor=self.reactor, threadpool=self.pool,
-                                      topic_configs=self.config_repository.topic_overrides, broker_epoch=1)
+                                      topic_configs=self.config_repository.topic_overrides,
+                                      broker_epoch=lambda: self.broker_epoch.current)
+        replication = None
+        if replication_controller is not None:
+            replication = Replication(self.config, self.metadata_cache, replication_controller, self.broker_epoch)
         self.replica_manager = ReplicaManager(broker_id=BROKER_ID, log_manager=self.log_manager, reactor=self.reactor,
-                                              topic_overrides=self.config_repository.topic_overrides)
+                                              topic_overrides=self.config_repository.topic_overrides,
+                                              metrics=metrics, replication=replication)
         self.channels = InMemoryChannels(self.reactor)
         self.store = JsonFileMetadataStore(self.log_dir, reactor=self.reactor, threadpool=self.pool)
         self.controller = KafkaController(config=self.config, broker_id=BROKER_ID, cluster_id=CLUSTER_ID,
@@ -248,7 +261,7 @@ class Broker:
         # The CONTROLLER listener is PLAINTEXT: this broker's own inter-broker principal is ANONYMOUS,
         # the principal InMemoryChannels delivers the controller's requests with.
         self.own_principal = ANONYMOUS
-        self.guard = ControllerRequestGuard(broker_id=BROKER_ID, cluster_id=CLUSTER_ID, broker_epoch=BROKER_EPOCH,
+        self.guard = ControllerRequestGuard(broker_id=BROKER_ID, cluster_id=CLUSTER_ID, broker_epoch=self.broker_epoch,
                                             known_controller=lambda: self.controller_client.controller_id,
                                             authorization=self.authorization,
                                             own_principal=lambda: self.own_principal)
@@ -271,7 +284,8 @@ class Broker:
             config_repository=self.config_repository, dynamic_config=self.dynamic_config,
             controller=self.controller_client, controller_guard=self.guard,
             group_coordinator=self.group_coordinator.coordinator, offsets_topic=self.group_coordinator,
-            producer_ids=self.producer_ids, clock=self.reactor, authorization=self.authorization))
+            producer_ids=self.producer_ids, clock=self.reactor, authorization=self.authorization),
+            authorization=self.authorization)
         self.channels.brokers[BROKER_ID] = self.apis
         if start:
             self.start()
@@ -356,4 +370,5 @@ def served_api_keys() -> list[int]:
     return sorted(handler.api_key for handler in broker_handlers(
         advertised_keys=None, replica_manager=None, metadata_cache=None, admin_manager=None,  # type: ignore[arg-type]
         config_repository=None, dynamic_config=None, controller=None, controller_guard=None,  # type: ignore[arg-type]
-        group_coordinator=None, offsets_topic=None, producer_ids=None, clock=None))  # type: ignore[arg-type]
+        group_coordinator=None, offsets_topic=None, producer_ids=None, clock=None,  # type: ignore[arg-type]
+        authorization=ALLOW_ALL))

@@ -10,6 +10,7 @@ from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.registry import CONTROLLER_API_KEYS, REGISTRY, ApiKey
 from twisted_kafka.server.handlers.api_versions import ApiVersionsHandler
 from twisted_kafka.server.kafka_apis import KafkaApis
+from twisted_kafka.server.authorization import ALLOW_ALL
 
 from .helpers import bodiless_request, decode, decode_at_version, make_request, response_bytes, result_of
 
@@ -30,7 +31,7 @@ class Served:
 
 def ask(version, *, plane="data", **fields):
     served = Served()
-    apis = KafkaApis([ApiVersionsHandler(served)])
+    apis = KafkaApis([ApiVersionsHandler(served)], authorization=ALLOW_ALL)
     request = make_request(m.ApiVersionsRequest(**fields), version, plane=plane)
     return request, result_of(apis.handle(request)), served
 
@@ -70,7 +71,7 @@ def test_an_invalid_client_software_name_or_version_is_an_invalid_request(name, 
 
 
 def test_an_unsupported_version_is_answered_in_v0_with_the_supported_range():
-    apis = KafkaApis([ApiVersionsHandler(Served())])
+    apis = KafkaApis([ApiVersionsHandler(Served())], authorization=ALLOW_ALL)
     request = bodiless_request(ApiKey.API_VERSIONS, 99)
     response = result_of(apis.handle(request))
     correlation_id, body = decode_response(ApiKey.API_VERSIONS, 0, response_bytes(response)[4:], strict=True)

@@ -1,7 +1,9 @@
-"""BrokerLifecycleManager: start enables the data plane; stop is controlled shutdown (each attempt
-bounded), then the stop's deadline re-armed, stop accepting, stop processing, waiting fetches and the
-group coordinator's waits answered, and a drain bounded by its timeout, at which the requests still in
-flight are expired -- all on the test's clock.
+"""The end of the broker's children -- RequestDrain, ReplicaManager, BrokerLifecycleManager, stopped in
+reverse as KafkaServer stops them: start enables the data plane; stop is controlled shutdown (each
+attempt bounded), then the stop's deadline re-armed, stop accepting, stop processing (the lifecycle
+manager), waiting fetches answered (the replica manager's purgatories shut), the group coordinator's
+waits answered, and a drain bounded by its timeout, at which the requests still in flight are expired
+(the request drain) -- all on the test's clock.
 
 The SocketServer, the handler pools, the group coordinator and the stop
 deadline are recording stand-ins (the order of their calls is the point);
@@ -12,14 +14,17 @@ real ones of the single-node harness.
 from __future__ import annotations
 
 import pytest
-from twisted.internet.defer import Deferred, succeed
+from twisted.internet.defer import Deferred, ensureDeferred, maybeDeferred, succeed
 from twisted.logger import globalLogPublisher
 
 from twisted_kafka.config import KafkaConfig
 from twisted_kafka.controller.client import NoControllerClient
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
-from twisted_kafka.server.broker_lifecycle import DRAIN_TIMEOUT_SECONDS, STOP_GRACE_SECONDS, BrokerLifecycleManager
+from twisted_kafka.server.broker_epoch import BrokerEpoch
+from twisted_kafka.server.broker_lifecycle import (
+    DRAIN_TIMEOUT_SECONDS, STOP_GRACE_SECONDS, BrokerLifecycleManager, RequestDrain,
+)
 
 from .helpers import decode, result_of
 
@@ -104,20 +109,53 @@ def logged():
     globalLogPublisher.removeObserver(events.append)
 
 
+class BrokerEnd:
+    """The last three of the broker's children, in its order: started one after another, stopped in
+    reverse, each once the one after it has stopped (as ``KafkaServer`` does)."""
+
+    def __init__(self, drain: RequestDrain, replica_manager, lifecycle: BrokerLifecycleManager):
+        self.drain = drain
+        self.lifecycle = lifecycle
+        self.services = [drain, replica_manager, lifecycle]
+
+    @property
+    def running(self) -> bool:
+        return self.lifecycle.running
+
+    @property
+    def handler_pools(self):
+        return self.drain.handler_pools
+
+    def controlled_shutdown_bound(self) -> float:
+        return self.lifecycle.controlled_shutdown_bound()
+
+    def startService(self) -> None:
+        for service in self.services:
+            service.startService()
+
+    def stopService(self) -> Deferred:
+        return ensureDeferred(self._stop())
+
+    async def _stop(self) -> None:
+        for service in reversed(self.services):
+            await maybeDeferred(service.stopService)
+
+
 def lifecycle(node, answers=((),), *, collaborators=False, **props):
     """``collaborators``: with recording handler pools, group coordinator and stop deadline."""
     calls: list[str] = []
     config = KafkaConfig.from_props({"controlled.shutdown.retry.backoff.ms": "5000", **props})
     server = RecordingSocketServer(calls)
     controller = ShutdownController(calls, answers)
-    extra = {}
+    deadline = drain_extra = None
     if collaborators:
-        extra = dict(handler_pools=[RecordingPool(calls, server), RecordingPool(calls, server)],
-                     group_coordinator=RecordingCoordinator(calls), stop_deadline=RecordingDeadline(calls))
-    manager = BrokerLifecycleManager(config=config, broker_id=0, broker_epoch=7, socket_server=server,
-                                     replica_manager=node.replica_manager, controller=controller,
-                                     reactor=node.reactor, **extra)
-    return manager, server, calls
+        deadline = RecordingDeadline(calls)
+        drain_extra = dict(handler_pools=[RecordingPool(calls, server), RecordingPool(calls, server)],
+                           coordinators=[RecordingCoordinator(calls)])
+    manager = BrokerLifecycleManager(config=config, broker_id=0, broker_epoch=BrokerEpoch(7), socket_server=server,
+                                     controller=controller, reactor=node.reactor, stop_deadline=deadline)
+    drain = RequestDrain(socket_server=server, reactor=node.reactor, **(drain_extra or {}))
+    return BrokerEnd(drain, node.replica_manager, manager), server, calls
 
 
 def timers(node):
@@ -295,9 +333,10 @@ def test_the_single_node_controller_lets_its_broker_stop(node):
     calls: list[str] = []
     server = RecordingSocketServer(calls)
     node.create_topic("t", 2)
-    manager = BrokerLifecycleManager(config=node.config, broker_id=0, broker_epoch=1, socket_server=server,
-                                     replica_manager=node.replica_manager, controller=node.controller_client,
-                                     reactor=node.reactor)
+    manager = BrokerEnd(RequestDrain(socket_server=server, reactor=node.reactor), node.replica_manager,
+                        BrokerLifecycleManager(config=node.config, broker_id=0, broker_epoch=BrokerEpoch(1),
+                                               socket_server=server, controller=node.controller_client,
+                                               reactor=node.reactor))
     manager.startService()
     stopped = manager.stopService()
     assert calls == ["enable data", "stop accepting", "stop processing", "wait for drain"]

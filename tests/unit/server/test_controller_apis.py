@@ -18,6 +18,8 @@ from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.server.controller_requests import ControllerRequestGuard
 from twisted_kafka.server.handlers.controller_apis import ControlledShutdownHandler
 from twisted_kafka.server.kafka_apis import KafkaApis
+from twisted_kafka.server.authorization import ALLOW_ALL
+from twisted_kafka.server.broker_epoch import BrokerEpoch
 
 from .helpers import BROKER_EPOCH, BROKER_ID, CLUSTER_ID, Broker, decode, make_request, result_of
 
@@ -133,7 +135,7 @@ def test_an_old_controller_or_broker_epoch_is_refused_as_a_whole(node, version):
     assert body.error_code == ErrorCode.STALE_CONTROLLER_EPOCH
     assert lai_errors(body, version) == {key(0): ErrorCode.STALE_CONTROLLER_EPOCH,
                                          key(1): ErrorCode.STALE_CONTROLLER_EPOCH}
-    node.replica_manager.broker_epoch = 5
+    node.broker_epoch.update(5)
     body = control(node, leader_and_isr(node, states, version=version, broker_epoch=4), version)
     assert body.error_code == ErrorCode.STALE_BROKER_EPOCH
     assert not node.replica_manager.partitions
@@ -322,13 +324,13 @@ class Remaining(NoControllerClient):
 
 def open_guard() -> ControllerRequestGuard:
     """A guard without an authorizer (ControlledShutdown's epoch is the controller's to check)."""
-    return ControllerRequestGuard(broker_id=0, cluster_id="c", broker_epoch=1, known_controller=lambda: 0)
+    return ControllerRequestGuard(broker_id=0, cluster_id="c", broker_epoch=BrokerEpoch(1), known_controller=lambda: 0)
 
 
 @pytest.mark.parametrize("version", [0, 1, 2, 3])
 def test_controlled_shutdown_reports_the_remaining_partitions(version):
     controller = Remaining([("t", 0), ("u", 2)])
-    apis = KafkaApis([ControlledShutdownHandler(controller, open_guard())])
+    apis = KafkaApis([ControlledShutdownHandler(controller, open_guard())], authorization=ALLOW_ALL)
     fields = {"broker_id": 4}
     if version >= 2:
         fields["broker_epoch"] = 9
@@ -348,7 +350,7 @@ def test_controlled_shutdown_through_the_controller(node):
         ErrorCode.BROKER_NOT_AVAILABLE
     assert control(node, m.ControlledShutdownRequest(broker_id=0, broker_epoch=5), 3).error_code == \
         ErrorCode.STALE_BROKER_EPOCH
-    apis = KafkaApis([ControlledShutdownHandler(NoControllerClient(), open_guard())])
+    apis = KafkaApis([ControlledShutdownHandler(NoControllerClient(), open_guard())], authorization=ALLOW_ALL)
     request = make_request(m.ControlledShutdownRequest(broker_id=0, broker_epoch=1), 3, plane="control")
     assert decode(request, result_of(apis.handle(request))).error_code == ErrorCode.NOT_CONTROLLER
 

@@ -23,6 +23,7 @@ from twisted_kafka.security.acl import AclOperation, ResourceType
 from twisted_kafka.server.api_handler import ApiHandler
 from twisted_kafka.server.controller_requests import ControllerApiHandler
 from twisted_kafka.server.kafka_apis import KafkaApis
+from twisted_kafka.server.authorization import ALLOW_ALL
 
 from .helpers import BROKER_EPOCH, BROKER_ID, decode
 from .test_authorization import allow, grant
@@ -76,7 +77,7 @@ def test_a_plain_handler_cannot_serve_a_controller_api():
             return None
 
     with pytest.raises(TypeError, match="ControllerApiHandler"):
-        KafkaApis([Unguarded()])
+        KafkaApis([Unguarded()], authorization=ALLOW_ALL)
 
 
 def test_alter_partition_from_another_principal_is_refused_before_the_controller_sees_it(tmp_path, warnings):
@@ -149,7 +150,7 @@ def test_not_controller_is_not_a_refusal_of_the_sender(tmp_path):
 
     node = secured(tmp_path)
     node.create_topic("t")
-    apis = KafkaApis([AlterPartitionHandler(NoControllerClient(), node.guard)])
+    apis = KafkaApis([AlterPartitionHandler(NoControllerClient(), node.guard)], authorization=ALLOW_ALL)
     from .helpers import make_request, result_of
 
     request = make_request(alter_partition(node, []), 1, plane="control", listener="CONTROLLER", principal=BROKER)

@@ -30,7 +30,7 @@ def fetch(wanted, *, version=12, max_wait_ms=0, min_bytes=0, max_bytes=2**31 - 1
 
 
 def purgatory_timers(node) -> list:
-    purgatory = node.replica_manager.purgatory
+    purgatory = node.replica_manager.fetch_purgatory
     return [c for c in node.reactor.getDelayedCalls() if getattr(c.func, "__self__", None) is purgatory]
 
 
@@ -132,12 +132,12 @@ def test_the_response_is_capped_by_fetch_max_bytes(tmp_path):
 def test_a_long_poll_waits_for_data_and_is_woken_by_the_append(node):
     node.create_topic("t", 2)
     request, pending = node.pending(fetch({"t": {0: 0, 1: 0}}, max_wait_ms=500, min_bytes=1), 12)
-    assert not pending.called and node.replica_manager.purgatory.size == 1 and len(purgatory_timers(node)) == 1
+    assert not pending.called and node.replica_manager.fetch_purgatory.size == 1 and len(purgatory_timers(node)) == 1
     assert request.local_complete_ns > 0                         # the handler slot is given back while it waits
     node.produce("t", 1, b"wake")                                # in the same turn as the append
     got = partitions(decode(request, result_of(pending)))
     assert values(got[("t", 1)]) == [(0, b"wake")] and values(got[("t", 0)]) == []
-    assert node.replica_manager.purgatory.size == 0 and purgatory_timers(node) == []
+    assert node.replica_manager.fetch_purgatory.size == 0 and purgatory_timers(node) == []
 
 
 def test_a_long_poll_ends_at_max_wait(node):
@@ -164,7 +164,7 @@ def test_a_fetch_of_no_partition_is_answered_at_once_whatever_it_would_wait(node
     and a replica id, waited its whole max_wait_ms, out of the shutdown's reach."""
     request, pending = node.pending(F(replica_id=replica_id, max_wait_ms=761_754_223, min_bytes=1970285921,
                                       max_bytes=1 << 20, topics=[]), 5)
-    assert pending.called and purgatory_timers(node) == [] and node.replica_manager.purgatory.size == 0
+    assert pending.called and purgatory_timers(node) == [] and node.replica_manager.fetch_purgatory.size == 0
     assert decode(request, result_of(pending)).responses == []
 
 

@@ -35,6 +35,7 @@ from twisted_kafka.server.handlers.group_admin import DeleteGroupsHandler, Descr
 from twisted_kafka.server.handlers.offsets import OffsetCommitHandler, OffsetDeleteHandler, OffsetFetchHandler
 from twisted_kafka.server.kafka_apis import KafkaApis
 from twisted_kafka.server.metadata_cache import BrokerRegistration, MetadataCache, PartitionState
+from twisted_kafka.server.authorization import ALLOW_ALL
 
 CONTEXT = RequestContext(connection_id="c", listener_name="PLAINTEXT", security_protocol="PLAINTEXT", plane="data",
                          client_host="127.0.0.1", client_port=5555)
@@ -63,12 +64,14 @@ class Broker:
         states += [PartitionState(OFFSETS_TOPIC, p, 0, 0, (0,), (0,)) for p in range(3)]
         cache.update_partitions(states, {"t": uuid.uuid4(), OFFSETS_TOPIC: uuid.uuid4()}, frozenset({OFFSETS_TOPIC}))
         c = self.coordinator
+        auth = ALLOW_ALL
         self.apis = KafkaApis([
-            FindCoordinatorHandler(FakeGroupService(c), cache, TransactionRefusals(self.clock)),
+            FindCoordinatorHandler(FakeGroupService(c), cache, TransactionRefusals(self.clock), authorization=auth),
             JoinGroupHandler(c), SyncGroupHandler(c),
-            HeartbeatHandler(c), LeaveGroupHandler(c), OffsetCommitHandler(c, cache, self.clock),
-            OffsetFetchHandler(c), OffsetDeleteHandler(c, cache), DescribeGroupsHandler(c), ListGroupsHandler(c),
-            DeleteGroupsHandler(c)])
+            HeartbeatHandler(c), LeaveGroupHandler(c), OffsetCommitHandler(c, cache, self.clock, authorization=auth),
+            OffsetFetchHandler(c, authorization=auth), OffsetDeleteHandler(c, cache, authorization=auth),
+            DescribeGroupsHandler(c, authorization=auth), ListGroupsHandler(c, authorization=auth),
+            DeleteGroupsHandler(c, authorization=auth)], authorization=auth)
 
     def call(self, api_key: int, version: int, values: dict, client: str = "auto"):
         """Send ``values`` as the client would; returns (kafka-python response, aiokafka response or None)."""

@@ -24,6 +24,7 @@ from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import REGISTRY, ApiKey
 from twisted_kafka.server.api_handler import NO_RESPONSE, ApiHandler, CloseConnection, Encoded, Reply
 from twisted_kafka.server.kafka_apis import KafkaApis
+from twisted_kafka.server.authorization import ALLOW_ALL
 
 from .helpers import Broker, decode, make_request, response_bytes, decode_at_version, result_of, \
     served_api_keys
@@ -81,7 +82,7 @@ def logged():
 
 def serve(handler, version=1):
     metrics = RecordingMetrics()
-    apis = KafkaApis([handler], request_metrics=metrics)
+    apis = KafkaApis([handler], request_metrics=metrics, authorization=ALLOW_ALL)
     request = make_request(m.DescribeClusterRequest(include_cluster_authorized_operations=False), version)
     response = result_of(apis.handle(request))
     return request, response, metrics
@@ -145,7 +146,7 @@ def test_an_expired_request_is_answered_with_the_handlers_error_response():
     """What the handler pool sends for a request whose handler has not finished when the broker stops."""
     handler = Scripted(cluster_response())
     metrics = RecordingMetrics()
-    apis = KafkaApis([handler], request_metrics=metrics)
+    apis = KafkaApis([handler], request_metrics=metrics, authorization=ALLOW_ALL)
     request = make_request(m.DescribeClusterRequest(include_cluster_authorized_operations=False), 1)
     response = apis.error_answer(request, ErrorCode.REQUEST_TIMED_OUT, "after the drain")
     assert isinstance(response, SendResponse) and response.request is request
@@ -164,7 +165,7 @@ def test_a_handler_failing_after_its_request_was_expired_is_one_line_not_a_trace
             await gate
             return cluster_response()
 
-    apis = KafkaApis([Waiting(None)], request_metrics=RecordingMetrics())
+    apis = KafkaApis([Waiting(None)], request_metrics=RecordingMetrics(), authorization=ALLOW_ALL)
     request = make_request(m.DescribeClusterRequest(include_cluster_authorized_operations=False), 1)
     handled = ensureDeferred(apis.handle(request))
     apis.error_answer(request, ErrorCode.REQUEST_TIMED_OUT, "after the drain")
@@ -204,7 +205,7 @@ def test_an_unencodable_response_closes_the_connection_at_once(logged):
 
 def test_the_table_is_what_is_served():
     handler = Scripted(NO_RESPONSE)
-    apis = KafkaApis([handler])
+    apis = KafkaApis([handler], authorization=ALLOW_ALL)
     assert apis.served_keys == [ApiKey.DESCRIBE_CLUSTER]
     assert apis.served_spec(ApiKey.DESCRIBE_CLUSTER) is REGISTRY[ApiKey.DESCRIBE_CLUSTER]
     assert apis.served_spec(ApiKey.PRODUCE) is None
@@ -213,7 +214,7 @@ def test_the_table_is_what_is_served():
         api_key = 9999
 
     with pytest.raises(ValueError):
-        apis.register(Unknown(NO_RESPONSE))
+        KafkaApis([handler, Unknown(NO_RESPONSE)], authorization=ALLOW_ALL)
 
 
 @pytest.fixture(scope="module")

@@ -8,15 +8,14 @@ from twisted.internet.defer import Deferred
 
 from twisted_kafka.controller.interface import IsrResult
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
-from twisted_kafka.server.isr_manager import IsrManager
 from twisted_kafka.server.replica_manager import PartitionStateChange
 
-from .helpers import BROKER_ID, records, result_of
+from .helpers import BROKER_ID, Broker, records, result_of
 from .test_fetch import fetch, partitions, values
 
 B = BROKER_ID
 LAG_MS = 10_000
-ISR_CONFIG = {"replica.lag.time.max.ms": LAG_MS, "request.timeout.ms": 30_000}
+ISR_PROPS = {"replica.lag.time.max.ms": str(LAG_MS), "request.timeout.ms": "30000"}
 
 
 def replicate(node, topic="t", *, isr=(B, 2, 3), min_isr=1):
@@ -81,6 +80,29 @@ def test_acks_all_times_out_on_the_clock(node):
     assert failure.check(KafkaError) and failure.value.code == ErrorCode.REQUEST_TIMED_OUT
 
 
+def test_the_replicas_catching_up_at_the_timeout_answer_success_not_a_timeout(node):
+    """The timer fires with the high watermark already past the records (moved without a check):
+    one last look at expiry, as before the purgatory was shared."""
+    partition = replicate(node)
+    d = append(node, partition, b"a", timeout_ms=1000)
+    for follower in (2, 3):
+        partition.update_follower(follower, 1, 0)                      # behind the replica manager's back
+    node.reactor.advance(1)
+    assert d().first_offset == 0
+
+
+def test_the_drain_answers_waiting_acks_all_produces_and_any_that_come_later(node):
+    """The broker stops: a waiting acks=all append is answered NOT_LEADER_OR_FOLLOWER (the producer
+    retries where leadership went), and so is one whose append completes after the purgatory shut."""
+    partition = replicate(node)
+    d = append(node, partition, b"a", timeout_ms=30_000)
+    node.replica_manager.produce_purgatory.shutdown()
+    assert d().value.code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    later = append(node, partition, b"b", timeout_ms=30_000)
+    assert later().value.code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert node.replica_manager.produce_purgatory.size == 0
+
+
 def test_min_insync_replicas_before_and_after_the_append(node):
     partition = replicate(node, isr=(B,), min_isr=2)
     with pytest.raises(KafkaError) as refused:
@@ -123,18 +145,29 @@ class FakeController:
                     for key, change in changes.items()})
 
 
-def isr_manager(node, controller) -> IsrManager:
-    manager = IsrManager(broker_id=B, broker_epoch=lambda: 1, config=ISR_CONFIG,
-                         reactor=node.reactor, controller=controller, replica_manager=node.replica_manager)
-    node.replica_manager.isr_manager = manager
-    return manager
+def replicating(tmp_path, controller, **kwargs) -> Broker:
+    """A broker whose replica manager replicates as a cluster member's does, its ISR changes going to
+    ``controller``."""
+    return Broker(tmp_path, ISR_PROPS, replication_controller=controller, **kwargs)
 
 
-def test_a_follower_that_stops_fetching_leaves_the_isr_after_replica_lag_time_max_ms(node):
+def test_a_replicating_replica_manager_runs_its_isr_and_fetcher_managers_as_its_child_services(tmp_path):
+    node = replicating(tmp_path, FakeController())
+    replicas = node.replica_manager
+    assert list(replicas) == [replicas.isr_manager, replicas.fetchers]
+    assert [type(child).__name__ for child in replicas] == ["IsrManager", "ReplicaFetcherManager"]
+    replicas.startService()
+    assert all(child.running for child in replicas)
+    replicas.stopService()
+    assert not any(child.running for child in replicas)
+
+
+def test_a_follower_that_stops_fetching_leaves_the_isr_after_replica_lag_time_max_ms(tmp_path):
     controller = FakeController()
+    node = replicating(tmp_path, controller)
     partition = replicate(node)
-    manager = isr_manager(node, controller)
-    manager.start()
+    manager = node.replica_manager.isr_manager
+    node.replica_manager.startService()                # starts the ISR manager's shrink check
     append(node, partition, b"a")
     node.reactor.advance(1)
     node.replica_manager.follower_fetched(partition, 2, 1)
@@ -148,13 +181,13 @@ def test_a_follower_that_stops_fetching_leaves_the_isr_after_replica_lag_time_ma
     epoch = partition.partition_epoch
     controller.accept()
     assert partition.isr == [B, 2] and partition.partition_epoch == epoch + 1 and partition.pending_isr is None
-    manager.stop()
+    manager.stopService()
 
 
-def test_a_caught_up_follower_joins_the_isr(node):
+def test_a_caught_up_follower_joins_the_isr(tmp_path):
     controller = FakeController()
+    node = replicating(tmp_path, controller)
     partition = replicate(node, isr=(B, 2))
-    isr_manager(node, controller)
     append(node, partition, b"a", b"b", acks=1)
     node.replica_manager.follower_fetched(partition, 2, 2)
     node.replica_manager.follower_fetched(partition, 3, 1)             # behind the high watermark
@@ -172,16 +205,12 @@ def test_a_caught_up_follower_joins_the_isr(node):
                                                min_one_message=True)).size > 0
 
 
-def test_replica_manager_metrics_under_kafka_s_names(node):
+def test_replica_manager_metrics_under_kafka_s_names(tmp_path):
     from twisted_kafka.metrics.registry import MetricName, MetricsRegistry
 
     registry = MetricsRegistry()
-    node.replica_manager.register_metrics(registry)
     controller = FakeController()
-    manager = IsrManager(broker_id=B, broker_epoch=lambda: 1, config=ISR_CONFIG,
-                         reactor=node.reactor, controller=controller, replica_manager=node.replica_manager,
-                         metrics=registry)
-    node.replica_manager.isr_manager = manager
+    node = replicating(tmp_path, controller, metrics=registry)
     replicate(node, isr=(B, 2), min_isr=2)
 
     def read(name):
@@ -223,10 +252,10 @@ def test_the_high_watermark_is_checkpointed_and_loaded(node, tmp_path):
     assert restarted.log_manager.get_log("t", 0).high_watermark == 1    # not its log end
 
 
-def test_an_unanswered_alter_partition_is_given_up_after_request_timeout_ms(node):
+def test_an_unanswered_alter_partition_is_given_up_after_request_timeout_ms(tmp_path):
     controller = FakeController()
+    node = replicating(tmp_path, controller)
     partition = replicate(node, isr=(B, 2))
-    isr_manager(node, controller)
     node.replica_manager.follower_fetched(partition, 3, 0)
     assert partition.pending_isr == [B, 2, 3]
     node.reactor.advance(30)

@@ -46,11 +46,10 @@ from twisted.internet.defer import Deferred, succeed
 from twisted.logger import Logger
 
 from twisted_kafka.protocol.errors import ErrorCode
+from twisted_kafka.purgatory import Purgatory
 
 from .config import GroupConfig, OffsetConfig
-from .delayed import (
-    DelayedHeartbeat, DelayedJoin, DelayedSync, InitialDelayedJoin, Purgatory, join_key, member_key, sync_key,
-)
+from .delayed import DelayedHeartbeat, DelayedJoin, DelayedSync, InitialDelayedJoin, join_key, member_key, sync_key
 from .group import GroupMetadata, OffsetAndMetadata, TopicPartition
 from .manager import GroupMetadataManager
 from .member import MemberMetadata
@@ -106,7 +105,8 @@ class GroupCoordinator:
         broker reads no more requests, and a member told so looks for its
         coordinator again, where the group is loaded from ``__consumer_offsets``.
         Later requests are answered COORDINATOR_NOT_AVAILABLE, and the
-        purgatories' timers stop.  Idempotent.
+        purgatories shut down: their operations are dropped (each member
+        was answered by the unload), their timers stop.  Idempotent.
         """
         if self.active:
             self.active = False

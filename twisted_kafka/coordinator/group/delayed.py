@@ -1,18 +1,9 @@
-"""Delayed operations on the reactor's clock: Kafka's purgatory, for the group coordinator.
+"""The group coordinator's delayed operations, in the broker's one purgatory (``twisted_kafka.purgatory``).
 
-A ``DelayedOperation`` completes either when its condition holds
-(``try_complete``, asked whenever something it watches changes) or when its
-timeout passes; ``on_complete`` runs exactly once either way, and on a
-timeout ``on_expiration`` runs after it.  A ``Purgatory`` keeps the
-operations by the keys they watch (a group for a rebalance, a member for a
-heartbeat), so ``check_and_complete(key)`` re-evaluates just those.
-
-Timers are ``IReactorTime.callLater`` calls, so tests drive them with
-``twisted.internet.task.Clock``.  Everything runs on the reactor thread:
-there are no locks, and an operation never runs concurrently with the
-coordinator code that changes the state it checks.
-
-The coordinator's operations:
+Each is a ``DelayedOperation`` in one of the coordinator's two purgatories
+(Kafka's "Heartbeat" and "Rebalance"), keyed by what it watches: a group for
+a rebalance, a member for a heartbeat.  Timers run on the reactor's clock,
+so tests drive them with ``twisted.internet.task.Clock``.
 
 * ``DelayedJoin`` -- the PreparingRebalance phase: completes when every
   member has rejoined, or after the rebalance timeout (the largest any
@@ -26,116 +17,29 @@ The coordinator's operations:
   timeout;
 * ``DelayedSync`` -- after a rebalance, members that have not sent SyncGroup
   within the rebalance timeout are removed and the group rebalances again.
+
+At shutdown they are dropped, not completed: the coordinator has unloaded
+every group first, answering each member waiting in JoinGroup or SyncGroup
+NOT_COORDINATOR (Kafka's ``onGroupUnloaded``), and nothing is left for a
+rebalance or a session to do.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from collections.abc import Hashable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from twisted_kafka.purgatory import DelayedOperation, Purgatory
 
 if TYPE_CHECKING:
     from .coordinator import GroupCoordinator
     from .group import GroupMetadata
 
 
-class DelayedOperation(ABC):
-    """An operation completed by its condition or by its timeout, exactly once."""
+class GroupOperation(DelayedOperation):
+    """A group coordinator's operation: dropped when its purgatory shuts down (see the module docstring)."""
 
-    def __init__(self, timeout_ms: int):
-        self.timeout_ms = max(0, timeout_ms)
-        self.completed = False
-        self._timer: Any = None
-        self._purgatory: Purgatory | None = None
-        self._keys: tuple[Hashable, ...] = ()
-
-    @abstractmethod
-    def try_complete(self) -> bool:
-        """Check the condition; when it holds, ``force_complete()`` and return its result."""
-
-    def on_complete(self) -> None:
-        """The operation is done (condition met or timed out); nothing by default."""
-        return None
-
-    def on_expiration(self) -> None:
-        """The timeout passed first (runs after ``on_complete``); nothing by default."""
-        return None
-
-    def force_complete(self) -> bool:
-        """Complete now; False if it had already completed."""
-        if self.completed:
-            return False
-        self.completed = True
-        if self._timer is not None:
-            if self._timer.active():
-                self._timer.cancel()
-            self._timer = None
-        if self._purgatory is not None:
-            self._purgatory._unwatch(self)
-        self.on_complete()
-        return True
-
-    def _expire(self) -> None:
-        self._timer = None
-        if self.force_complete():
-            self.on_expiration()
-
-
-class Purgatory:
-    """Delayed operations by the keys they watch, timed on ``clock``."""
-
-    def __init__(self, clock, name: str = ""):
-        self.clock = clock
-        self.name = name
-        self._watchers: dict[Hashable, list[DelayedOperation]] = {}
-
-    def try_complete_else_watch(self, operation: DelayedOperation, keys: Iterable[Hashable]) -> bool:
-        """Complete ``operation`` now if it can, else watch ``keys`` for it and start its timer."""
-        if operation.try_complete():
-            return True
-        operation._purgatory = self
-        operation._keys = tuple(keys)
-        for key in operation._keys:
-            self._watchers.setdefault(key, []).append(operation)
-        operation._timer = self.clock.callLater(operation.timeout_ms / 1000.0, operation._expire)
-        return False
-
-    def check_and_complete(self, key: Hashable) -> int:
-        """Ask every operation watching ``key`` to complete; how many did."""
-        watching = self._watchers.get(key)
-        if not watching:
-            return 0
-        completed = 0
-        for operation in list(watching):
-            if not operation.completed and operation.try_complete():
-                completed += 1
-        return completed
-
-    def watched(self, key: Hashable) -> int:
-        return len(self._watchers.get(key, ()))
-
-    def __len__(self) -> int:
-        return sum(len(ops) for ops in self._watchers.values())
-
-    def _unwatch(self, operation: DelayedOperation) -> None:
-        for key in operation._keys:
-            watching = self._watchers.get(key)
-            if watching is None:
-                continue
-            if operation in watching:
-                watching.remove(operation)
-            if not watching:
-                del self._watchers[key]
-
-    def shutdown(self) -> None:
-        """Cancel every timer; nothing completes afterwards."""
-        for watching in list(self._watchers.values()):
-            for operation in watching:
-                operation.completed = True
-                if operation._timer is not None and operation._timer.active():
-                    operation._timer.cancel()
-                operation._timer = None
-        self._watchers.clear()
+    def on_shutdown(self) -> None:
+        self.drop()
 
 
 # -- the group coordinator's operations ---------------------------------------------------------
@@ -153,7 +57,7 @@ def member_key(group_id: str, member_id: str) -> tuple[str, str, str]:
     return ("member", group_id, member_id)
 
 
-class DelayedJoin(DelayedOperation):
+class DelayedJoin(GroupOperation):
     def __init__(self, coordinator: GroupCoordinator, group: GroupMetadata, rebalance_timeout_ms: int):
         super().__init__(rebalance_timeout_ms)
         self.coordinator = coordinator
@@ -192,7 +96,7 @@ class InitialDelayedJoin(DelayedJoin):
             super().on_complete()
 
 
-class DelayedHeartbeat(DelayedOperation):
+class DelayedHeartbeat(GroupOperation):
     def __init__(self, coordinator: GroupCoordinator, group: GroupMetadata, member_id: str, is_pending: bool,
                  timeout_ms: int):
         super().__init__(timeout_ms)
@@ -209,7 +113,7 @@ class DelayedHeartbeat(DelayedOperation):
         self.coordinator.on_expire_heartbeat(self.group, self.member_id, self.is_pending)
 
 
-class DelayedSync(DelayedOperation):
+class DelayedSync(GroupOperation):
     def __init__(self, coordinator: GroupCoordinator, group: GroupMetadata, generation_id: int,
                  rebalance_timeout_ms: int):
         super().__init__(rebalance_timeout_ms)

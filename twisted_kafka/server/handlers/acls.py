@@ -28,6 +28,7 @@ from twisted_kafka.protocol.registry import ApiKey
 from twisted_kafka.security.acl import AclBinding, AclBindingFilter, AclOperation
 
 from ..api_handler import ApiHandler
+from ..authorization import Authorization
 
 SECURITY_DISABLED_MESSAGE = "No Authorizer is configured."
 
@@ -40,6 +41,9 @@ def _require_authorizer(handler: ApiHandler) -> None:
 class DescribeAclsHandler(ApiHandler):
     api_key = ApiKey.DESCRIBE_ACLS
     cluster_operation = AclOperation.DESCRIBE
+
+    def __init__(self, *, authorization: Authorization):
+        self.authorization = authorization
 
     async def handle(self, request):
         _require_authorizer(self)
@@ -71,7 +75,8 @@ class CreateAclsHandler(ApiHandler):
     api_key = ApiKey.CREATE_ACLS
     cluster_operation = AclOperation.ALTER
 
-    def __init__(self, controller: ControllerClient):
+    def __init__(self, controller: ControllerClient, *, authorization: Authorization):
+        self.authorization = authorization
         self.controller = controller
 
     async def handle(self, request):
@@ -95,7 +100,8 @@ class DeleteAclsHandler(ApiHandler):
     api_key = ApiKey.DELETE_ACLS
     cluster_operation = AclOperation.ALTER
 
-    def __init__(self, controller: ControllerClient):
+    def __init__(self, controller: ControllerClient, *, authorization: Authorization):
+        self.authorization = authorization
         self.controller = controller
 
     async def handle(self, request):

@@ -46,6 +46,7 @@ from ..admin_manager import AdminManager
 from twisted_kafka.security.acl import AclOperation, ResourceType
 
 from ..api_handler import ApiHandler
+from ..authorization import Authorization
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -97,7 +98,8 @@ class _ConfigsHandler(ApiHandler, ABC):
 
     incremental = False
 
-    def __init__(self, admin_manager: AdminManager):
+    def __init__(self, admin_manager: AdminManager, *, authorization: Authorization):
+        self.authorization = authorization
         self.admin = admin_manager
 
     def _response_class(self):

@@ -30,6 +30,7 @@ from ..admin_manager import AdminManager
 from twisted_kafka.security.acl import AclOperation, ResourceType
 
 from ..api_handler import ApiHandler
+from ..authorization import Authorization
 
 R = m.CreatePartitionsResponse
 _Result = R.CreatePartitionsTopicResult
@@ -38,7 +39,8 @@ _Result = R.CreatePartitionsTopicResult
 class CreatePartitionsHandler(ApiHandler):
     api_key = ApiKey.CREATE_PARTITIONS
 
-    def __init__(self, admin_manager: AdminManager):
+    def __init__(self, admin_manager: AdminManager, *, authorization: Authorization):
+        self.authorization = authorization
         self.admin = admin_manager
 
     async def handle(self, request):

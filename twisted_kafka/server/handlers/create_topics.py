@@ -34,6 +34,7 @@ from ..admin_manager import AdminManager
 from twisted_kafka.security.acl import AclOperation, ResourceType
 
 from ..api_handler import ApiHandler
+from ..authorization import Authorization
 
 R = m.CreateTopicsResponse
 _Result = R.CreatableTopicResult
@@ -49,7 +50,8 @@ def _error_result(name: str, error: ErrorCode, message: str | None):
 class CreateTopicsHandler(ApiHandler):
     api_key = ApiKey.CREATE_TOPICS
 
-    def __init__(self, admin_manager: AdminManager):
+    def __init__(self, admin_manager: AdminManager, *, authorization: Authorization):
+        self.authorization = authorization
         self.admin = admin_manager
 
     async def handle(self, request):

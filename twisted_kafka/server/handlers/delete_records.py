@@ -22,6 +22,7 @@ from twisted_kafka.protocol.registry import ApiKey
 from twisted_kafka.security.acl import AclOperation, ResourceType
 
 from ..api_handler import ApiHandler
+from ..authorization import Authorization
 from ..replica_manager import ReplicaManager
 
 R = m.DeleteRecordsResponse
@@ -31,7 +32,8 @@ _Partition = R.DeleteRecordsTopicResult.DeleteRecordsPartitionResult
 class DeleteRecordsHandler(ApiHandler):
     api_key = ApiKey.DELETE_RECORDS
 
-    def __init__(self, replica_manager: ReplicaManager):
+    def __init__(self, replica_manager: ReplicaManager, *, authorization: Authorization):
+        self.authorization = authorization
         self.replicas = replica_manager
 
     def _delete(self, topic: str, index: int, offset: int) -> int:

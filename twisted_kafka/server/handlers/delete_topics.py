@@ -28,6 +28,7 @@ from ..admin_manager import AdminManager
 from twisted_kafka.security.acl import AclOperation, ResourceType
 
 from ..api_handler import ApiHandler
+from ..authorization import Authorization
 from ..dynamic_config import DynamicBrokerConfig
 
 R = m.DeleteTopicsResponse
@@ -46,7 +47,8 @@ def _requested(request) -> list[tuple[str | None, uuid.UUID]]:
 class DeleteTopicsHandler(ApiHandler):
     api_key = ApiKey.DELETE_TOPICS
 
-    def __init__(self, admin_manager: AdminManager, config: DynamicBrokerConfig):
+    def __init__(self, admin_manager: AdminManager, config: DynamicBrokerConfig, *, authorization: Authorization):
+        self.authorization = authorization
         self.admin = admin_manager
         self.config = config
 

@@ -19,6 +19,7 @@ from twisted_kafka.protocol.registry import ApiKey
 from twisted_kafka.security.acl import AclOperation, ResourceType
 
 from ..api_handler import ApiHandler
+from ..authorization import Authorization
 from ..metadata_cache import CLUSTER_AUTHORIZED_OPERATIONS, MetadataCache
 
 R = m.DescribeClusterResponse
@@ -31,7 +32,8 @@ class DescribeClusterHandler(ApiHandler):
     api_key = ApiKey.DESCRIBE_CLUSTER
     cluster_operation = AclOperation.DESCRIBE
 
-    def __init__(self, metadata_cache: MetadataCache):
+    def __init__(self, metadata_cache: MetadataCache, *, authorization: Authorization):
+        self.authorization = authorization
         self.cache = metadata_cache
 
     async def handle(self, request):

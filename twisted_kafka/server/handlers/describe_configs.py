@@ -37,6 +37,7 @@ from ..admin_manager import AdminManager, DescribedConfig
 from twisted_kafka.security.acl import AclOperation, ResourceType
 
 from ..api_handler import ApiHandler
+from ..authorization import Authorization
 
 R = m.DescribeConfigsResponse
 _Result = R.DescribeConfigsResult
@@ -55,7 +56,8 @@ CONFIG_TYPE_IDS = {
 class DescribeConfigsHandler(ApiHandler):
     api_key = ApiKey.DESCRIBE_CONFIGS
 
-    def __init__(self, admin_manager: AdminManager):
+    def __init__(self, admin_manager: AdminManager, *, authorization: Authorization):
+        self.authorization = authorization
         self.admin = admin_manager
 
     async def handle(self, request):

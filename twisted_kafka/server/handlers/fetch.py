@@ -1,48 +1,43 @@
 """Fetch (1): read record batches, long-polling until ``min_bytes`` or ``max_wait_ms``.
 
-Limits follow KIP-74: partitions are read in request order, each up to its
-``partition_max_bytes`` and to what is left of the response's ``max_bytes``
-(capped by the broker's ``fetch.max.bytes``); only the first partition that
-returns data may exceed the limits, by whole first batch, so a consumer can
-always make progress — never megabytes beyond what was asked otherwise.
+The handler checks what the request may read and makes one call,
+``ReplicaManager.fetch_messages`` (Kafka's ``fetchMessages``), which reads
+the partitions within KIP-74's limits and, when there is less than
+``min_bytes``, waits in the fetch purgatory -- the handler's slot is given
+back meanwhile -- and reads again when the wait ends.
 
 Consumers read up to the high watermark; ``read_committed`` consumers up to
 the last stable offset, with the transactions aborted in what they read
 (the log's ``FetchDataInfo.aborted_transactions``); it equals the high
 watermark while no transaction is open (librdkafka reads with
-read_committed by default and hides records at or beyond it).  When less
-than ``min_bytes`` is available the fetch waits in the purgatory, freeing its
-handler, and is read again as soon as appends bring enough bytes or the wait
-expires; a fetch of no partition at all never waits (Kafka answers it at
-once: no append could wake it).  A follower's fetch (``replica_id`` >= 0,
-KIP-392's replica fetch) reads up to the log end instead, and each partition's fetch offset
-tells the leader where the follower's log ends (``ReplicaManager.follower_fetched``):
-the high watermark in its answer already counts it.  Incremental fetch sessions (KIP-227) are not offered: the answer's
-``session_id`` is 0, which every client accepts as "full fetches only".
+read_committed by default and hides records at or beyond it).  A follower's fetch
+(``replica_id`` >= 0, KIP-392's replica fetch) reads up to the log end
+instead, and each partition's fetch offset tells the leader where the
+follower's log ends.  The limits are ``max_bytes`` (v3+) capped by the
+broker's ``fetch.max.bytes``.  Incremental fetch sessions (KIP-227) are not
+offered: the answer's ``session_id`` is 0, which every client accepts as
+"full fetches only".
 
 Authorization (Kafka's ``handleFetchRequest``): a consumer needs READ on each
 topic (TOPIC_AUTHORIZATION_FAILED for that topic's partitions otherwise), a
-follower CLUSTER_ACTION on the cluster.
+follower CLUSTER_ACTION on the cluster.  A partition refused here (not
+authorized, an unknown topic id) is not read, and the fetch is answered at
+once, as when a read fails.
 """
 
 from __future__ import annotations
 
-from twisted.logger import Logger
-
 from twisted_kafka.log import FetchIsolation
-from twisted_kafka.protocol.errors import ErrorCode, KafkaError
+from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.fetch_response import FetchableTopicResponse, FetchResponseData, PartitionData
 from twisted_kafka.protocol.registry import ApiKey
-
 from twisted_kafka.security.acl import AclOperation
 
 from ..api_handler import ApiHandler
-from ..authorization import CLUSTER, TOPIC
+from ..authorization import CLUSTER, TOPIC, Authorization
 from ..dynamic_config import DynamicBrokerConfig
 from ..metadata_cache import MetadataCache
-from ..replica_manager import ReplicaManager
-
-log = Logger(namespace="twisted_kafka.server.handlers.fetch")
+from ..replica_manager import FetchParams, PartitionFetch, ReplicaManager
 
 READ_COMMITTED = 1
 
@@ -50,7 +45,9 @@ READ_COMMITTED = 1
 class FetchHandler(ApiHandler):
     api_key = ApiKey.FETCH
 
-    def __init__(self, replica_manager: ReplicaManager, metadata_cache: MetadataCache, config: DynamicBrokerConfig):
+    def __init__(self, replica_manager: ReplicaManager, metadata_cache: MetadataCache, config: DynamicBrokerConfig,
+                 *, authorization: Authorization):
+        self.authorization = authorization
         self.replicas = replica_manager
         self.metadata_cache = metadata_cache
         self.config = config
@@ -60,94 +57,66 @@ class FetchHandler(ApiHandler):
             return self.metadata_cache.topic_name(topic.topic_id)
         return topic.topic
 
-    async def _read_all(self, request):
-        """One pass over the requested partitions: (response topics, bytes read, any error)."""
-        body = request.body
-        replicas = self.replicas
-        remaining = min(body.max_bytes if request.api_version >= 3 else 2**31 - 1, self.config["fetch.max.bytes"])
-        read_committed = request.api_version >= 4 and body.isolation_level == READ_COMMITTED
-        follower = body.replica_id if body.replica_id >= 0 else None
-        isolation = FetchIsolation.of(follower=follower is not None, read_committed=read_committed)
-        total = 0
-        any_error = False
-        topics = []
-        auth = self.authorization
-        for topic in body.topics:
-            name = self._topic_name(request, topic)
-            # A follower is authorized as a whole (CLUSTER_ACTION, in ``handle``), a consumer per topic.
-            denied = follower is None and auth.enabled and name is not None and not auth.allowed(
-                request.context, AclOperation.READ, TOPIC, name)
-            entries = []
-            for wanted in topic.partitions:
-                # Records are an empty set, never null, when there is nothing to
-                # return (Kafka sends MemoryRecords.EMPTY): librdkafka 2.0 (kcat)
-                # rejects a null record set ("invalid MessageSetSize -1").
-                entry = PartitionData(partition_index=wanted.partition, records=b"",
-                                      aborted_transactions=[] if read_committed else None)
-                try:
-                    if denied:
-                        raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
-                    if name is None:
-                        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID, "Unknown topic id")
-                    partition = replicas.leader_partition(name, wanted.partition)
-                    if request.api_version >= 9:
-                        partition.check_leader_epoch(wanted.current_leader_epoch)
-                    if follower is not None:
-                        replicas.follower_fetched(partition, follower, wanted.fetch_offset)
-                    entry.high_watermark = partition.high_watermark
-                    entry.last_stable_offset = partition.last_stable_offset
-                    entry.log_start_offset = partition.log_start_offset
-                    limit = min(wanted.partition_max_bytes, remaining)
-                    if limit > 0 or total == 0:
-                        info = await self._read(partition, wanted.fetch_offset, max(limit, 0),
-                                                isolation=isolation, min_one_message=total == 0)
-                        if info.size:
-                            entry.records = info.records
-                            total += info.size
-                            remaining -= info.size
-                        if info.aborted_transactions:
-                            entry.aborted_transactions = [(a.producer_id, a.first_offset)
-                                                          for a in info.aborted_transactions]
-                except KafkaError as exc:
-                    entry.error_code = exc.code
-                    any_error = True
-                entries.append(entry)
-            topics.append(FetchableTopicResponse(topic=name if request.api_version < 13 else None,
-                                                 topic_id=topic.topic_id if request.api_version >= 13 else None,
-                                                 partitions=entries))
-        return topics, total, any_error
-
-    async def _read(self, partition, fetch_offset: int, max_bytes: int, **kwargs):
-        """Read one partition; a failure other than a KafkaError (the log was deleted and
-        closed while a read waited for the disk, an I/O error) fails only this partition."""
-        try:
-            return await self.replicas.read(partition, fetch_offset, max_bytes, **kwargs)
-        except KafkaError:
-            raise
-        except Exception as exc:
-            if partition.log.deleted:
-                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                 f"{partition.topic}-{partition.index} was deleted") from None
-            log.failure("Reading {topic}-{partition} at offset {offset} failed",
-                                    topic=partition.topic, partition=partition.index, offset=fetch_offset)
-            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"read failed: {exc}") from None
-
     async def handle(self, request):
         body = request.body
         version = request.api_version
         if version >= 7 and body.session_id != 0:
             return FetchResponseData(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0)
-        if body.replica_id >= 0:
+        follower = body.replica_id >= 0
+        if follower:
             self.authorization.require(request.context, AclOperation.CLUSTER_ACTION, CLUSTER)
-        topics, total, any_error = await self._read_all(request)
-        watched = [(self._topic_name(request, t), p.partition) for t in body.topics for p in t.partitions]
-        # As Kafka's ReplicaManager.fetchMessages: a fetch of no partition is answered at once (no
-        # append could ever wake it), as is one that does not want to wait or has enough already.
-        if watched and total < body.min_bytes and body.max_wait_ms > 0 and not any_error:
-            request.mark_local_complete()
-            await self.replicas.purgatory.wait(watched, body.min_bytes, total, body.max_wait_ms,
-                                               replica=body.replica_id >= 0)
-            topics, total, any_error = await self._read_all(request)
+        read_committed = version >= 4 and body.isolation_level == READ_COMMITTED
+        auth = self.authorization
+        # Every requested partition, in order: what to read, or the error it is refused with.
+        wanted: list[PartitionFetch | ErrorCode] = []
+        names = []
+        for topic in body.topics:
+            name = self._topic_name(request, topic)
+            names.append(name)
+            # A follower is authorized as a whole (CLUSTER_ACTION, above), a consumer per topic.
+            denied = not follower and auth.enabled and name is not None and not auth.allowed(
+                request.context, AclOperation.READ, TOPIC, name)
+            for p in topic.partitions:
+                if denied:
+                    wanted.append(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                elif name is None:
+                    wanted.append(ErrorCode.UNKNOWN_TOPIC_ID)
+                else:
+                    wanted.append(PartitionFetch(name, p.partition, p.fetch_offset, p.partition_max_bytes,
+                                                 p.current_leader_epoch if version >= 9 else -1))
+        fetches = [w for w in wanted if isinstance(w, PartitionFetch)]
+        refused = len(fetches) < len(wanted)
+        params = FetchParams(
+            replica_id=body.replica_id, max_wait_ms=0 if refused else body.max_wait_ms, min_bytes=body.min_bytes,
+            max_bytes=min(body.max_bytes if version >= 3 else 2**31 - 1, self.config["fetch.max.bytes"]),
+            isolation=FetchIsolation.of(follower=follower, read_committed=read_committed))
+        results = iter(await self.replicas.fetch_messages(params, fetches, on_wait=request.mark_local_complete))
+        answers = iter(wanted)
+        topics = []
+        for topic, name in zip(body.topics, names, strict=True):
+            entries = []
+            for p in topic.partitions:
+                # Records are an empty set, never null, when there is nothing to return (Kafka sends
+                # MemoryRecords.EMPTY): librdkafka 2.0 (kcat) rejects a null record set
+                # ("invalid MessageSetSize -1").
+                entry = PartitionData(partition_index=p.partition, records=b"",
+                                      aborted_transactions=[] if read_committed else None)
+                answer = next(answers)
+                if isinstance(answer, ErrorCode):
+                    entry.error_code = answer
+                else:
+                    result = next(results)
+                    entry.error_code = result.error
+                    entry.high_watermark = result.high_watermark
+                    entry.last_stable_offset = result.last_stable_offset
+                    entry.log_start_offset = result.log_start_offset
+                    entry.records = result.records
+                    if read_committed:
+                        entry.aborted_transactions = result.aborted_transactions
+                entries.append(entry)
+            topics.append(FetchableTopicResponse(topic=name if version < 13 else None,
+                                                 topic_id=topic.topic_id if version >= 13 else None,
+                                                 partitions=entries))
         return FetchResponseData(responses=topics, throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0)
 
     def error_response(self, request, error: ErrorCode, message: str | None = None):

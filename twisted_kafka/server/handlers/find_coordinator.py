@@ -30,6 +30,7 @@ from twisted_kafka.protocol.registry import ApiKey
 from twisted_kafka.security.acl import AclOperation, ResourceType
 
 from ..api_handler import ApiHandler
+from ..authorization import Authorization
 from ..metadata_cache import MetadataCache
 
 R = m.FindCoordinatorResponse
@@ -46,9 +47,11 @@ _MESSAGES = {
 class FindCoordinatorHandler(ApiHandler):
     api_key = ApiKey.FIND_COORDINATOR
 
-    def __init__(self, offsets_topic, metadata_cache: MetadataCache, refusals: TransactionRefusals):
+    def __init__(self, offsets_topic, metadata_cache: MetadataCache, refusals: TransactionRefusals, *,
+                 authorization: Authorization):
         """``offsets_topic``: the ``GroupCoordinatorService`` (partition_for, offsets_topic_exists,
         ensure_offsets_topic); ``refusals`` logs the transactional ids refused."""
+        self.authorization = authorization
         self.groups = offsets_topic
         self.cache = metadata_cache
         self.refusals = refusals

@@ -25,7 +25,7 @@ from twisted_kafka.protocol.registry import ApiKey
 from twisted_kafka.security.acl import AclOperation
 
 from ..api_handler import ApiHandler
-from ..authorization import CLUSTER, GROUP
+from ..authorization import CLUSTER, GROUP, Authorization
 from ..metadata_cache import DELETE, DESCRIBE, READ
 
 #: Kafka's AclOperation codes a group supports.
@@ -35,7 +35,8 @@ GROUP_OPERATIONS = frozenset({READ, DESCRIBE, DELETE})
 class DescribeGroupsHandler(ApiHandler):
     api_key = ApiKey.DESCRIBE_GROUPS
 
-    def __init__(self, coordinator: GroupCoordinator):
+    def __init__(self, coordinator: GroupCoordinator, *, authorization: Authorization):
+        self.authorization = authorization
         self.coordinator = coordinator
 
     async def handle(self, request):
@@ -76,7 +77,8 @@ class DescribeGroupsHandler(ApiHandler):
 class ListGroupsHandler(ApiHandler):
     api_key = ApiKey.LIST_GROUPS
 
-    def __init__(self, coordinator: GroupCoordinator):
+    def __init__(self, coordinator: GroupCoordinator, *, authorization: Authorization):
+        self.authorization = authorization
         self.coordinator = coordinator
 
     async def handle(self, request):
@@ -102,7 +104,8 @@ class ListGroupsHandler(ApiHandler):
 class DeleteGroupsHandler(ApiHandler):
     api_key = ApiKey.DELETE_GROUPS
 
-    def __init__(self, coordinator: GroupCoordinator):
+    def __init__(self, coordinator: GroupCoordinator, *, authorization: Authorization):
+        self.authorization = authorization
         self.coordinator = coordinator
 
     async def handle(self, request):

@@ -41,6 +41,7 @@ from twisted_kafka.protocol.registry import ApiKey
 from twisted_kafka.security.acl import AclOperation, ResourceType
 
 from ..api_handler import ApiHandler
+from ..authorization import Authorization
 
 R = m.InitProducerIdResponse
 NO_PRODUCER_ID = -1
@@ -50,7 +51,8 @@ NO_PRODUCER_EPOCH = -1
 class InitProducerIdHandler(ApiHandler):
     api_key = ApiKey.INIT_PRODUCER_ID
 
-    def __init__(self, producer_ids: ProducerIdManager, refusals: TransactionRefusals):
+    def __init__(self, producer_ids: ProducerIdManager, refusals: TransactionRefusals, *, authorization: Authorization):
+        self.authorization = authorization
         self.producer_ids = producer_ids
         self.refusals = refusals
 

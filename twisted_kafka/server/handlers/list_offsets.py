@@ -16,7 +16,7 @@ from twisted_kafka.protocol.registry import ApiKey
 from twisted_kafka.security.acl import AclOperation
 
 from ..api_handler import ApiHandler
-from ..authorization import TOPIC
+from ..authorization import TOPIC, Authorization
 from ..replica_manager import ReplicaManager
 
 R = m.ListOffsetsResponse
@@ -30,7 +30,8 @@ READ_COMMITTED = 1
 class ListOffsetsHandler(ApiHandler):
     api_key = ApiKey.LIST_OFFSETS
 
-    def __init__(self, replica_manager: ReplicaManager):
+    def __init__(self, replica_manager: ReplicaManager, *, authorization: Authorization):
+        self.authorization = authorization
         self.replicas = replica_manager
 
     async def _offset(self, request, topic: str, wanted) -> tuple[int, int, int]:

@@ -36,7 +36,7 @@ from ..admin_manager import AdminManager
 from twisted_kafka.security.acl import AclOperation
 
 from ..api_handler import ApiHandler, Encoded
-from ..authorization import CLUSTER, TOPIC
+from ..authorization import CLUSTER, TOPIC, Authorization
 from ..dynamic_config import DynamicBrokerConfig
 from ..metadata_cache import CLUSTER_AUTHORIZED_OPERATIONS, TOPIC_OPERATIONS, MetadataCache, error_fragment
 
@@ -44,7 +44,9 @@ from ..metadata_cache import CLUSTER_AUTHORIZED_OPERATIONS, TOPIC_OPERATIONS, Me
 class MetadataHandler(ApiHandler):
     api_key = ApiKey.METADATA
 
-    def __init__(self, metadata_cache: MetadataCache, admin_manager: AdminManager, config: DynamicBrokerConfig):
+    def __init__(self, metadata_cache: MetadataCache, admin_manager: AdminManager, config: DynamicBrokerConfig, *,
+                 authorization: Authorization):
+        self.authorization = authorization
         self.cache = metadata_cache
         self.admin = admin_manager
         self.config = config

@@ -14,6 +14,7 @@ from twisted_kafka.protocol.registry import ApiKey
 from twisted_kafka.security.acl import AclOperation, ResourceType
 
 from ..api_handler import ApiHandler
+from ..authorization import Authorization
 from ..replica_manager import ReplicaManager
 
 R = m.OffsetForLeaderEpochResponse
@@ -24,7 +25,8 @@ _Partition = R.OffsetForLeaderTopicResult.EpochEndOffset
 class OffsetForLeaderEpochHandler(ApiHandler):
     api_key = ApiKey.OFFSET_FOR_LEADER_EPOCH
 
-    def __init__(self, replica_manager: ReplicaManager):
+    def __init__(self, replica_manager: ReplicaManager, *, authorization: Authorization):
+        self.authorization = authorization
         self.replicas = replica_manager
 
     async def handle(self, request):

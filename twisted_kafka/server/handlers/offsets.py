@@ -46,7 +46,7 @@ from twisted_kafka.protocol.registry import ApiKey
 from twisted_kafka.security.acl import AclOperation
 
 from ..api_handler import ApiHandler
-from ..authorization import GROUP, TOPIC
+from ..authorization import GROUP, TOPIC, Authorization
 from ..metadata_cache import MetadataCache
 
 _NO_TIMESTAMP = -1
@@ -69,7 +69,9 @@ class OffsetCommitHandler(ApiHandler):
     api_key = ApiKey.OFFSET_COMMIT
     group_operation = AclOperation.READ
 
-    def __init__(self, coordinator: GroupCoordinator, metadata_cache: MetadataCache, clock):
+    def __init__(self, coordinator: GroupCoordinator, metadata_cache: MetadataCache, clock, *,
+                 authorization: Authorization):
+        self.authorization = authorization
         self.coordinator = coordinator
         self.cache = metadata_cache
         self.clock = clock
@@ -121,7 +123,8 @@ class OffsetCommitHandler(ApiHandler):
 class OffsetFetchHandler(ApiHandler):
     api_key = ApiKey.OFFSET_FETCH
 
-    def __init__(self, coordinator: GroupCoordinator):
+    def __init__(self, coordinator: GroupCoordinator, *, authorization: Authorization):
+        self.authorization = authorization
         self.coordinator = coordinator
 
     @staticmethod
@@ -204,7 +207,9 @@ class OffsetDeleteHandler(ApiHandler):
     api_key = ApiKey.OFFSET_DELETE
     group_operation = AclOperation.DELETE
 
-    def __init__(self, coordinator: GroupCoordinator, metadata_cache: MetadataCache):
+    def __init__(self, coordinator: GroupCoordinator, metadata_cache: MetadataCache, *,
+                 authorization: Authorization):
+        self.authorization = authorization
         self.coordinator = coordinator
         self.cache = metadata_cache
 

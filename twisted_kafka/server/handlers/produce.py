@@ -45,7 +45,7 @@ from twisted_kafka.protocol.registry import ApiKey
 from twisted_kafka.security.acl import AclOperation
 
 from ..api_handler import NO_RESPONSE, ApiHandler, CloseConnection
-from ..authorization import TOPIC
+from ..authorization import TOPIC, Authorization
 from ..replica_manager import ReplicaManager
 
 log = Logger(namespace="twisted_kafka.server.handlers.produce")
@@ -94,7 +94,8 @@ def _error_response(index: int, error: KafkaError, log_start_offset: int = -1):
 class ProduceHandler(ApiHandler):
     api_key = ApiKey.PRODUCE
 
-    def __init__(self, replica_manager: ReplicaManager):
+    def __init__(self, replica_manager: ReplicaManager, *, authorization: Authorization):
+        self.authorization = authorization
         self.replicas = replica_manager
 
     async def handle(self, request):
