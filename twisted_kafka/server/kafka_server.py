@@ -94,6 +94,7 @@ from twisted_kafka.zk.scram_store import ZkScramCredentialStore
 from .admin_manager import AdminManager
 from .api_table import broker_handlers
 from .authorization import Authorization
+from .broker_metrics import register_broker_metrics
 from .broker_lifecycle import DRAIN_TIMEOUT_SECONDS, STOP_GRACE_SECONDS, BrokerLifecycleManager
 from .broker_metadata import BrokerMetadata, LogDirLocks, generate_cluster_id, load_or_create
 from .cluster_view import LocalClusterView
@@ -196,7 +197,6 @@ class KafkaServer(MultiService):
                                       max_open_files=self.descriptors.log_files)
         self.replica_manager = ReplicaManager(broker_id=broker_id, log_manager=self.log_manager, reactor=reactor,
                                               topic_overrides=self.config_repository.topic_overrides)
-        self.replica_manager.register_metrics(self.metrics)
 
         # SCRAM credentials (salted): in ZooKeeper for a cluster (every broker sees them, Kafka's
         # /config/users), else in the first log dir, the file written on the I/O pool.
@@ -228,7 +228,7 @@ class KafkaServer(MultiService):
                                           metrics=self.metrics, apis=self.apis, sasl=sasl_configs)
         self.apis.request_metrics = self.socket_server.data_plane.request_metrics
         self.registration: BrokerRegistration | None = None
-        controller_service: Service
+        controller_service: ControllerService | ZkControllerService
         controller: ControllerClient
         refresh = None
         if cluster:
@@ -270,6 +270,9 @@ class KafkaServer(MultiService):
         self.group_coordinator = GroupCoordinatorService(
             config=config, replica_manager=self.replica_manager, admin_manager=self.admin_manager,
             metadata_cache=self.metadata_cache, reactor=reactor, broker_id=broker_id)
+        register_broker_metrics(self.metrics, replica_manager=self.replica_manager, metadata_cache=self.metadata_cache,
+                                group_coordinator=self.group_coordinator.coordinator)
+        controller_service.register_metrics(self.metrics)
         for handler in broker_handlers(
                 advertised_keys=lambda context: self.socket_server.plane(context.plane).served_keys(),
                 replica_manager=self.replica_manager, metadata_cache=self.metadata_cache,
@@ -319,7 +322,9 @@ class KafkaServer(MultiService):
             self.admin_rest = AdminRestService(admin_settings, AdminBackend(
                 socket_server=self.socket_server, admin_manager=self.admin_manager,
                 dynamic_config=self.dynamic_config, metrics=self.metrics, broker_id=broker_id,
-                readiness=self.readiness, reload_certificates=self.reload_certificates), reactor, config)
+                readiness=self.readiness, reload_certificates=self.reload_certificates,
+                replica_manager=self.replica_manager, metadata_cache=self.metadata_cache,
+                group_coordinator=self.group_coordinator.coordinator), reactor, config)
         admin = [] if self.admin_rest is None else [self.admin_rest]
         if cluster:
             assert self.zk is not None and self.registration is not None

@@ -174,9 +174,11 @@ def test_a_caught_up_follower_joins_the_isr(node):
 
 def test_replica_manager_metrics_under_kafka_s_names(node):
     from twisted_kafka.metrics.registry import MetricName, MetricsRegistry
+    from twisted_kafka.server.broker_metrics import register_broker_metrics
 
     registry = MetricsRegistry()
-    node.replica_manager.register_metrics(registry)
+    register_broker_metrics(registry, replica_manager=node.replica_manager, metadata_cache=node.metadata_cache,
+                            group_coordinator=node.group_coordinator.coordinator)
     controller = FakeController()
     manager = IsrManager(broker_id=B, broker_epoch=lambda: 1, config=ISR_CONFIG,
                          reactor=node.reactor, controller=controller, replica_manager=node.replica_manager,

@@ -126,6 +126,7 @@ class FetchHandler(ApiHandler):
                                  f"{partition.topic}-{partition.index} was deleted") from None
             log.failure("Reading {topic}-{partition} at offset {offset} failed",
                                     topic=partition.topic, partition=partition.index, offset=fetch_offset)
+            self.replicas.topic_stats.topic(partition.topic).fetch_failed()
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"read failed: {exc}") from None
 
     async def handle(self, request):
@@ -144,6 +145,8 @@ class FetchHandler(ApiHandler):
             await self.replicas.purgatory.wait(watched, body.min_bytes, total, body.max_wait_ms,
                                                replica=body.replica_id >= 0)
             topics, total, any_error = await self._read_all(request)
+        self.replicas.topic_stats.fetched([self._topic_name(request, t) for t in body.topics], topics,
+                                          follower=body.replica_id >= 0)
         return FetchResponseData(responses=topics, throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0)
 
     def error_response(self, request, error: ErrorCode, message: str | None = None):
