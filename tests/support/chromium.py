@@ -117,8 +117,11 @@ class Chromium:
 
     # -- what a test does ------------------------------------------------------------------------
 
-    def open(self, url: str) -> None:
+    def open(self, url: str, timeout: float = 30) -> None:
+        """Navigate to ``url`` and wait until it has loaded."""
         self.send("Page.navigate", url=url)
+        self.wait_for(f"location.href === {json.dumps(url)} && document.readyState === 'complete'",
+                      timeout=timeout, what=f"{url} to load")
 
     def evaluate(self, expression: str) -> Any:
         result = self.send("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)

@@ -18,10 +18,17 @@ from prometheus_client.parser import text_string_to_metric_families
 class Scrape:
     text: str
     samples: dict[tuple[str, tuple[tuple[str, str], ...]], float] = field(default_factory=dict)
+    #: Every family declared (``# TYPE``), with or without samples (a counter's without ``_total``).
+    families: set[str] = field(default_factory=set)
 
     @property
     def names(self) -> set[str]:
+        """Every sample name: what a PromQL expression selects."""
         return {name for name, _ in self.samples}
+
+    def declares(self, name: str) -> bool:
+        """Whether /metrics has series of ``name``, or declares its family (with no series yet)."""
+        return name in self.names or name in self.families or name.removesuffix("_total") in self.families
 
     def value(self, name: str, default: float | None = None, **labels: str) -> float:
         """The sample with exactly these labels (none: the series without labels)."""
@@ -39,6 +46,7 @@ class Scrape:
 def parse(text: str) -> Scrape:
     result = Scrape(text)
     for family in text_string_to_metric_families(text):
+        result.families.add(family.name)
         for sample in family.samples:
             result.samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
     return result

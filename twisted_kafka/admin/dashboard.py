@@ -216,8 +216,9 @@ function chart(id, store, unit, yTitle) {
   names.forEach((k, i) => {
     const values = store[k], offset = HISTORY - values.length;
     const pts = values.map((v, j) => x(offset + j).toFixed(1) + "," + y(v).toFixed(1));
+    // from the second series on, dashed: equal in and out rates draw one over the other
     svg.appendChild(el("polyline", {points: pts.join(" "), fill: "none", stroke: COLORS[i % COLORS.length],
-                                    "stroke-width": 1.8, "data-series": k,
+                                    "stroke-width": 1.8, "stroke-dasharray": i ? "6 3" : "none", "data-series": k,
                                     "data-last": String(values[values.length - 1] || 0)}));
   });
 }
