@@ -94,9 +94,9 @@ from twisted_kafka.zk.scram_store import ZkScramCredentialStore
 from .admin_manager import AdminManager
 from .api_table import broker_handlers
 from .authorization import Authorization
-from .broker_metrics import register_broker_metrics
 from .broker_lifecycle import DRAIN_TIMEOUT_SECONDS, STOP_GRACE_SECONDS, BrokerLifecycleManager
 from .broker_metadata import BrokerMetadata, LogDirLocks, generate_cluster_id, load_or_create
+from .broker_metrics import register_broker_metrics
 from .cluster_view import LocalClusterView
 from .config_repository import ConfigRepository
 from .connection_event_log import ConnectionEventLog
