@@ -33,6 +33,14 @@ def _counts(reasons) -> dict:
     return _obj({reason: _INT for reason in reasons}, additionalProperties=_INT)
 
 
+_BOOL = {"type": "boolean"}
+_INTS = {"type": "array", "items": _INT}
+#: The BrokerTopicMetrics meters of /v1/topics: ``<name>_total`` (count) and ``<name>_per_sec`` (one-minute rate).
+_METERS = {f"{name}_{suffix}": (_INT if suffix == "total" else _NUM)
+           for name in ("messages_in", "bytes_in", "bytes_out", "bytes_rejected", "replication_bytes_in",
+                        "replication_bytes_out", "produce_requests", "failed_produce_requests", "fetch_requests",
+                        "failed_fetch_requests")
+           for suffix in ("total", "per_sec")}
 _ERROR = _obj({"error_code": _STR, "message": _STR}, additionalProperties=False)
 _LATENCY = _obj({"mean": _NUM, "max": _NUM, "p50": _NUM, "p95": _NUM, "p99": _NUM, "p999": _NUM})
 
@@ -92,6 +100,41 @@ SCHEMAS: dict[str, Any] = {
             "handler_idle_percent": {"type": "number", "nullable": True}, "accepting": {"type": "boolean"}})},
         "apis": {"type": "object", "additionalProperties": _obj(
             {"requests_per_sec": _NUM, "requests_total": _INT}, additionalProperties=_LATENCY)}}),
+    "Meters": _obj(_METERS),
+    "TopicPartition": _obj({
+        "partition": _INT, "leader": _INT, "leader_epoch": _INT, "replicas": _INTS, "isr": _INTS,
+        "offline_replicas": _INTS, "under_replicated": _BOOL, "offline": _BOOL, "hosted": _BOOL,
+        "leader_here": _BOOL, "size": _NULLABLE_INT, "num_segments": _NULLABLE_INT,
+        "log_start_offset": _NULLABLE_INT, "log_end_offset": _NULLABLE_INT, "high_watermark": _NULLABLE_INT}),
+    "Topic": _obj({
+        "name": _STR, "topic_id": _STR, "internal": _BOOL, "partition_count": _INT, "replication_factor": _INT,
+        "under_replicated": _INT, "offline": _INT, "size": _INT, **_METERS,
+        "partitions": {"type": "array", "items": {"$ref": "#/components/schemas/TopicPartition"}}}),
+    "Topics": _obj({
+        "broker_id": _INT, "totals": {"$ref": "#/components/schemas/Meters"},
+        "under_replicated_partitions": _INT, "offline_partitions": _INT,
+        "topics": {"type": "array", "items": {"$ref": "#/components/schemas/Topic"}}}),
+    "GroupMember": _obj({
+        "member_id": _STR, "group_instance_id": _NULLABLE_STR, "client_id": _STR, "client_host": _STR,
+        "assignment": {"type": "array", "items": _obj({"topic": _STR, "partition": _INT})}}),
+    "Group": _obj({
+        "group_id": _STR, "state": {"type": "string", "enum": ["Empty", "PreparingRebalance",
+                                                               "CompletingRebalance", "Stable", "Dead"]},
+        "protocol_type": _STR, "protocol": _STR, "generation": _INT, "member_count": _INT,
+        "members": {"type": "array", "items": {"$ref": "#/components/schemas/GroupMember"}},
+        "total_lag": _NULLABLE_INT, "max_lag": _NULLABLE_INT,
+        "partitions": {"type": "array", "items": _obj({
+            "topic": _STR, "partition": _INT, "committed_offset": _INT, "log_end_offset": _NULLABLE_INT,
+            "lag": {"type": "integer", "nullable": True, "minimum": 0}, "metadata": _NULLABLE_STR})}}),
+    "Groups": _obj({"groups": {"type": "array", "items": {"$ref": "#/components/schemas/Group"}}}),
+    "Brokers": _obj({
+        "cluster_id": _NULLABLE_STR, "controller_id": _INT, "broker_id": _INT, "topic_count": _INT,
+        "partition_count": _INT, "offline_partitions": _INT,
+        "replicas_on_missing_brokers": {"type": "object", "additionalProperties": _INT},
+        "brokers": {"type": "array", "items": _obj({
+            "broker_id": _INT, "rack": _NULLABLE_STR, "is_controller": _BOOL, "leader_count": _INT,
+            "replica_count": _INT, "endpoints": {"type": "array", "items": _obj(
+                {"listener": _STR, "host": _STR, "port": _INT, "security_protocol": _STR})}})}}),
     "Health": _obj({"status": _STR, "checks": {"type": "object", "additionalProperties": {"type": "boolean"}}},
                    required=["status"]),
 }
@@ -192,6 +235,14 @@ def document(listener_names=()) -> dict:
                 "security": [{"bearer": []}],
                 "responses": {"200": _json("What each listener did", "TlsReload"), **_ERRORS}}},
             "/v1/planes": _get("Request planes: queues, handlers, per-API rates and latencies", "Planes"),
+            "/v1/topics": _get("Topics: partitions, leaders, ISR, this broker's logs (size, offsets), in/out meters",
+                               "Topics", [{"name": "topic", "in": "query", "required": False, "schema": _STR,
+                                           "description": "one topic only"}]),
+            "/v1/groups": _get("Consumer groups this broker coordinates: state, members, committed offsets, lag",
+                               "Groups", [{"name": "group", "in": "query", "required": False, "schema": _STR,
+                                           "description": "one group only"}]),
+            "/v1/brokers": _get("The cluster: brokers, their endpoints, leaders and replicas, the controller",
+                                "Brokers"),
             "/v1/health/live": _get("The process answers", "Health", secured=False),
             "/v1/health/ready": {"get": {
                 "summary": "Listeners bound and logs recovered", "security": [],

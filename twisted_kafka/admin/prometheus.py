@@ -15,7 +15,13 @@ adjustments make the series easy to aggregate:
 
 Meters are counters (``_total``); histograms are summaries with the 0.5,
 0.75, 0.95, 0.98, 0.99 and 0.999 quantiles of the recent window; gauges are
-gauges.  The connection statistics of ``/v1/connections`` are added as
+gauges.  A family may hold series with different label sets, as the JMX
+exporter writes them: Kafka's broker-wide
+``kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec`` and the per-topic
+one with ``topic=...`` are both
+``kafka_server_brokertopicmetrics_bytesinpersec_total``, the broker-wide one
+without a ``topic`` label (``sum`` over the per-topic series, or the series
+without the label: ``...{topic=""}``).  The connection statistics of ``/v1/connections`` are added as
 ``twisted_kafka_connections_{accepted,rejected,closed}_total`` with
 ``listener``, ``plane`` and ``reason`` labels.
 """
@@ -25,7 +31,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CollectorRegistry, CounterMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 
 from twisted_kafka.metrics import MetricName, MetricsRegistry
@@ -66,34 +72,36 @@ class KafkaMetricsCollector:
 
     def collect(self) -> Iterator[Metric]:
         families: dict[str, Metric] = {}
+
+        def family(prom: str, name: MetricName, kind: str) -> Metric | None:
+            found = families.get(prom)
+            if found is None:
+                found = families[prom] = Metric(prom, f"Kafka {name.group}:type={name.type},name={name.name}", kind)
+            return found if found.type == kind else None    # one name, one kind: a clash is left out
+
         for name, metric in self.metrics:
             prom, labels = prometheus_name(name)
-            doc = f"Kafka {name.group}:type={name.type},name={name.name}"
             if isinstance(metric, Meter):
-                family = families.get(prom)
-                if family is None:
-                    family = families[prom] = CounterMetricFamily(prom, doc, labels=sorted(labels))
-                if isinstance(family, CounterMetricFamily) and family._labelnames == tuple(sorted(labels)):
-                    family.add_metric([labels[k] for k in sorted(labels)], metric.count)
+                counter = family(prom, name, "counter")
+                if counter is not None:
+                    counter.add_sample(prom + "_total", labels, float(metric.count))
             elif isinstance(metric, Histogram):
-                family = families.get(prom)
-                if family is None:
-                    family = families[prom] = Metric(prom, doc, "summary")
+                summary = family(prom, name, "summary")
+                if summary is None:
+                    continue
                 snap = metric.snapshot()
                 for quantile, key in _QUANTILES:
-                    family.add_sample(prom, {**labels, "quantile": quantile}, float(snap[key]))
-                family.add_sample(prom + "_count", dict(labels), float(metric.count))
-                family.add_sample(prom + "_sum", dict(labels), float(metric.sum))
+                    summary.add_sample(prom, {**labels, "quantile": quantile}, float(snap[key]))
+                summary.add_sample(prom + "_count", dict(labels), float(metric.count))
+                summary.add_sample(prom + "_sum", dict(labels), float(metric.sum))
             elif isinstance(metric, Gauge):
-                family = families.get(prom)
-                if family is None:
-                    family = families[prom] = GaugeMetricFamily(prom, doc, labels=sorted(labels))
                 try:
                     value = float(metric.value)
                 except Exception:  # a gauge whose owner is gone reads as missing, not as a failed scrape
                     continue
-                if isinstance(family, GaugeMetricFamily) and family._labelnames == tuple(sorted(labels)):
-                    family.add_metric([labels[k] for k in sorted(labels)], value)
+                gauge = family(prom, name, "gauge")
+                if gauge is not None:
+                    gauge.add_sample(prom, labels, value)
         yield from families.values()
         if self.stats is not None:
             yield from self._connection_families(self.stats)

@@ -13,6 +13,7 @@ from twisted_kafka.metrics import MetricName, MetricsRegistry
 from twisted_kafka.metrics.registry import Meter
 from twisted_kafka.network.connection_stats import CLOSE_REASONS, REJECT_REASONS
 from twisted_kafka.network.socket_server import LiveConnection, SocketServer
+from twisted_kafka.server.broker_metrics import group_views
 
 #: The percentiles /v1/planes reports per API (keys of a histogram snapshot).
 PERCENTILES = (("p50", "50thPercentile"), ("p95", "95thPercentile"), ("p99", "99thPercentile"),
@@ -127,3 +128,125 @@ def planes(server: SocketServer, metrics: MetricsRegistry) -> dict:
             "accepting": plane.open,
         })
     return {"planes": result, "apis": apis(metrics)}
+
+
+# -- the data: topics, groups, brokers -------------------------------------------------------
+
+#: The BrokerTopicMetrics meters /v1/topics reports, as (key prefix, attribute of ``TopicMetrics``).
+_TOPIC_METERS = (("messages_in", "messages_in"), ("bytes_in", "bytes_in"), ("bytes_out", "bytes_out"),
+                 ("bytes_rejected", "bytes_rejected"), ("replication_bytes_in", "replication_bytes_in"),
+                 ("replication_bytes_out", "replication_bytes_out"),
+                 ("produce_requests", "total_produce"), ("failed_produce_requests", "failed_produce"),
+                 ("fetch_requests", "total_fetch"), ("failed_fetch_requests", "failed_fetch"))
+
+
+def _meters(meters) -> dict:
+    """Totals (``<name>_total``) and one-minute rates (``<name>_per_sec``) of a ``Meters`` object, or zeros."""
+    result: dict[str, float | int] = {}
+    for key, attribute in _TOPIC_METERS:
+        meter = getattr(meters, attribute, None) if meters is not None else None
+        result[f"{key}_total"] = meter.count if meter is not None else 0
+        result[f"{key}_per_sec"] = round(meter.rates()[0], 3) if meter is not None else 0.0
+    return result
+
+
+def _offline(state, alive) -> bool:
+    return state.leader < 0 or state.leader not in alive
+
+
+def topics(metadata_cache, replica_manager, *, topic: str | None = None) -> dict:
+    """``GET /v1/topics``: every topic as the cluster has it, with this broker's logs and its meters."""
+    alive = set(metadata_cache.brokers)
+    stats = replica_manager.topic_stats
+    hosted = replica_manager.partitions
+    result = []
+    for name in sorted(metadata_cache.topics):
+        if topic is not None and name != topic:
+            continue
+        state = metadata_cache.topics[name]
+        partitions = []
+        for index in sorted(state.partitions):
+            p = state.partitions[index]
+            local = hosted.get((name, index))
+            log = local.log if local is not None else None
+            partitions.append({
+                "partition": index, "leader": p.leader, "leader_epoch": p.leader_epoch,
+                "replicas": list(p.replicas), "isr": list(p.isr), "offline_replicas": list(p.offline_replicas),
+                "under_replicated": len(p.isr) < len(p.replicas), "offline": _offline(p, alive),
+                "hosted": local is not None, "leader_here": local is not None and local.is_leader,
+                "size": log.size if log is not None else None,
+                "num_segments": log.num_segments if log is not None else None,
+                "log_start_offset": log.log_start_offset if log is not None else None,
+                "log_end_offset": log.log_end_offset if log is not None else None,
+                "high_watermark": log.high_watermark if log is not None else None,
+            })
+        hosted_sizes = [entry["size"] for entry in partitions if entry["size"] is not None]
+        result.append({
+            "name": name, "topic_id": str(state.topic_id), "internal": state.is_internal,
+            "partition_count": len(partitions),
+            "replication_factor": max((len(entry["replicas"]) for entry in partitions), default=0),
+            "under_replicated": sum(1 for entry in partitions if entry["under_replicated"]),
+            "offline": sum(1 for entry in partitions if entry["offline"]),
+            "size": sum(hosted_sizes), **_meters(stats.get(name)), "partitions": partitions,
+        })
+    return {
+        "broker_id": metadata_cache.local_broker_id,
+        "totals": _meters(stats.all_topics),
+        "under_replicated_partitions": sum(t["under_replicated"] for t in result),
+        "offline_partitions": sum(t["offline"] for t in result),
+        "topics": result,
+    }
+
+
+def groups(group_coordinator, replica_manager, *, group: str | None = None) -> dict:
+    """``GET /v1/groups``: the groups this broker coordinates, their members and lag."""
+    result = []
+    for view in group_views(group_coordinator, replica_manager):
+        if group is not None and view.group_id != group:
+            continue
+        lags = view.lags
+        result.append({
+            "group_id": view.group_id, "state": view.state, "protocol_type": view.protocol_type,
+            "protocol": view.protocol, "generation": view.generation, "member_count": len(view.members),
+            "members": view.members, "total_lag": sum(lags) if lags else None,
+            "max_lag": max(lags) if lags else None,
+            "partitions": [{"topic": p.topic, "partition": p.partition, "committed_offset": p.committed_offset,
+                            "log_end_offset": p.log_end_offset, "lag": p.lag, "metadata": p.metadata}
+                           for p in view.partitions],
+        })
+    return {"groups": result}
+
+
+def brokers(metadata_cache, controller_id: int | None = None) -> dict:
+    """``GET /v1/brokers``: the cluster as this broker's metadata cache has it (from the controller)."""
+    controller = metadata_cache.controller_id if controller_id is None else controller_id
+    leaders: dict[int, int] = {}
+    replicas: dict[int, int] = {}
+    offline = 0
+    partition_count = 0
+    alive = set(metadata_cache.brokers)
+    for topic in metadata_cache.topics.values():
+        for state in topic.partitions.values():
+            partition_count += 1
+            if _offline(state, alive):
+                offline += 1
+            else:
+                leaders[state.leader] = leaders.get(state.leader, 0) + 1
+            for broker_id in state.replicas:
+                replicas[broker_id] = replicas.get(broker_id, 0) + 1
+    entries = []
+    for broker_id in sorted(metadata_cache.brokers):
+        broker = metadata_cache.brokers[broker_id]
+        entries.append({
+            "broker_id": broker_id, "rack": broker.rack, "is_controller": broker_id == controller,
+            "endpoints": [{"listener": ep.listener_name, "host": ep.host, "port": ep.port,
+                           "security_protocol": ep.security_protocol} for ep in broker.endpoints.values()],
+            "leader_count": leaders.get(broker_id, 0), "replica_count": replicas.get(broker_id, 0),
+        })
+    return {
+        "cluster_id": metadata_cache.cluster_id, "controller_id": controller,
+        "broker_id": metadata_cache.local_broker_id, "brokers": entries, "topic_count": len(metadata_cache.topics),
+        "partition_count": partition_count, "offline_partitions": offline,
+        # Replicas assigned to brokers that are not registered now (stopped, or gone from ZooKeeper).
+        "replicas_on_missing_brokers": {str(b): n for b, n in sorted(replicas.items()) if b not in alive},
+    }

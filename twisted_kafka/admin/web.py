@@ -63,6 +63,11 @@ class AdminBackend:
     #: Re-reads every TLS listener's certificates and the endpoint's own: name -> "reloaded" / "unchanged" /
     #: the error (``KafkaServer.reload_certificates``).
     reload_certificates: Callable[[], dict[str, str]] | None = None
+    #: The data the topic, group and broker views read: ``ReplicaManager``, ``MetadataCache``,
+    #: ``GroupCoordinator`` (None in a backend built without them: those routes answer 404).
+    replica_manager: Any = None
+    metadata_cache: Any = None
+    group_coordinator: Any = None
 
 
 def path_of(postpath: list[bytes]) -> str:
@@ -140,7 +145,7 @@ class AdminResource(Resource):
     def _reads(self) -> dict[str, Callable[[Any], Any]]:
         """The read-only routes: path -> handler of the request (built once; ``check`` runs twice a request)."""
         backend = self.backend
-        return {
+        routes = {
             "/": lambda request: self._html(request, dashboard.PAGE),
             "/metrics": self._metrics,
             "/v1/openapi.json": lambda request: self._json(request, openapi.document(self._listener_names())),
@@ -155,6 +160,15 @@ class AdminResource(Resource):
             "/v1/quotas": lambda request: self._json(request, self._quotas()),
             "/v1/planes": lambda request: self._json(request, views.planes(backend.socket_server, backend.metrics)),
         }
+        if backend.replica_manager is not None:
+            routes.update({
+                "/v1/topics": lambda request: self._json(request, views.topics(
+                    backend.metadata_cache, backend.replica_manager, topic=_query(request, "topic"))),
+                "/v1/groups": lambda request: self._json(request, views.groups(
+                    backend.group_coordinator, backend.replica_manager, group=_query(request, "group"))),
+                "/v1/brokers": lambda request: self._json(request, views.brokers(backend.metadata_cache)),
+            })
+        return routes
 
     def _route(self, method: str, path: str, authorization: str) -> Callable[[Any], Any]:
         path = path.rstrip("/") or "/"

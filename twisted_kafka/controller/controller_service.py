@@ -21,6 +21,7 @@ from .channel_manager import ControllerChannelManager
 from .client import LocalControllerClient
 from .interface import LiveBroker
 from .kafka_controller import KafkaController
+from .metrics import register_controller_metrics
 from .metadata_store import ClusterMetadataStore, JsonFileMetadataStore
 
 
@@ -39,6 +40,10 @@ class ControllerService(Service):
             channels=ControllerChannelManager(reactor=reactor, controller_id=broker_id,
                                               timeout_ms=config["controller.socket.timeout.ms"], config=config))
         self.client = LocalControllerClient(self.controller)
+
+    def register_metrics(self, metrics) -> None:
+        """Kafka's ``kafka.controller:type=KafkaController`` gauges (``controller/metrics.py``)."""
+        register_controller_metrics(metrics, self.controller)
 
     def startService(self):
         super().startService()

@@ -59,6 +59,7 @@ from .channel_manager import ControllerChannelManager
 from .client import LocalControllerClient
 from .interface import LiveBroker
 from .kafka_controller import KafkaController
+from .metrics import register_controller_metrics
 from .metadata_store import ControllerMovedError
 from .zk_metadata_store import ZkMetadataStore
 
@@ -137,6 +138,11 @@ class ZkControllerService(Service):
         self.control_listener: str = control
 
     # -- the service ------------------------------------------------------------------------
+
+    def register_metrics(self, metrics) -> None:
+        """Kafka's ``kafka.controller:type=KafkaController`` gauges (``controller/metrics.py``)."""
+        register_controller_metrics(metrics, self.controller)
+
 
     def startService(self) -> Deferred:
         super().startService()

@@ -437,6 +437,10 @@ class Log:
         return self._segments[-1]
 
     @property
+    def num_segments(self) -> int:
+        return len(self._segments)
+
+    @property
     def size(self) -> int:
         """Bytes on disk over all segments (what retention.bytes limits)."""
         return sum(s.size for s in self._segments)

@@ -228,6 +228,11 @@ class PartitionLog(ABC):
     def size(self) -> int:
         """Bytes the log holds (what ``retention.bytes`` limits)."""
 
+    @property
+    @abstractmethod
+    def num_segments(self) -> int:
+        """Segments the log has (Kafka's ``kafka.log:type=Log,name=NumLogSegments``)."""
+
     # -- the high watermark ------------------------------------------------------------
 
     @property

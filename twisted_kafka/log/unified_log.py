@@ -239,6 +239,10 @@ class UnifiedLog(PartitionLog):
         return self.local_log.size
 
     @property
+    def num_segments(self) -> int:
+        return self.local_log.num_segments
+
+    @property
     def recovery_stats(self) -> Any:
         return self.local_log.recovery_stats
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 
@@ -150,6 +150,11 @@ class Gauge:
     def __init__(self, read: Callable[[], float]):
         self._read = read
 
+    @classmethod
+    def of(cls, value: float) -> Gauge:
+        """A gauge of a value already read (what a ``MetricSource`` yields)."""
+        return cls(lambda: value)
+
     @property
     def value(self) -> float:
         return self._read()
@@ -158,17 +163,25 @@ class Gauge:
         return {"Value": self._read()}
 
 
+#: Metrics whose set changes while the broker runs (per topic, per partition, per group): called when the
+#: metrics are read, it yields each one's name and metric.
+MetricSource = Callable[[], Iterable[tuple[MetricName, "Meter | Histogram | Gauge"]]]
+
+
 @dataclass
 class MetricsRegistry:
     """Every metric of one broker, looked up by ``MetricName``.
 
     ``meter``/``histogram`` return the existing metric when the name is taken,
     so call sites can ask for their metric lazily (per API, per version) without
-    a registration phase.
+    a registration phase.  Metrics that come and go with topics, partitions and
+    groups are a ``MetricSource`` instead (``add_source``): read when the
+    metrics are, so nothing has to be registered or removed as partitions move.
     """
 
     clock: Callable[[], float] = time.monotonic
     _metrics: dict[MetricName, Meter | Histogram | Gauge] = field(default_factory=dict)
+    _sources: list[MetricSource] = field(default_factory=list)
 
     def meter(self, name: MetricName) -> Meter:
         metric = self._metrics.get(name)
@@ -189,11 +202,17 @@ class MetricsRegistry:
     def remove(self, name: MetricName) -> None:
         self._metrics.pop(name, None)
 
+    def add_source(self, source: MetricSource) -> None:
+        self._sources.append(source)
+
     def get(self, name: MetricName):
         return self._metrics.get(name)
 
     def __iter__(self) -> Iterator[tuple[MetricName, Meter | Histogram | Gauge]]:
-        return iter(list(self._metrics.items()))
+        items: list[tuple[MetricName, Meter | Histogram | Gauge]] = list(self._metrics.items())
+        for source in self._sources:
+            items.extend(source())
+        return iter(items)
 
     def snapshot(self) -> dict[str, dict]:
         """All metrics as ``{mbean: {attribute: value}}``, JMX style."""

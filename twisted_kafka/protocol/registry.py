@@ -56,6 +56,12 @@ Describe/AlterUserScramCredentials (KIP-554) have only v0.  SaslHandshake
 connection may send when is ``protocol.connection``'s pre-authentication
 state.
 
+ListOffsets keeps v0, which Kafka 4.0 removed (KIP-896): Burrow 1.2 (the
+Debian package; Sarama 1.22) asks every partition's latest offset with
+ListOffsets v0 whatever its ``kafka-version``, and sees no offsets at all
+otherwise.  v0's answer is a list of offsets (``max_num_offsets`` of them at
+most); the broker answers the one offset v1 would.
+
 DescribeLogDirs is advertised 0-4 (v4: a directory's total and usable
 bytes); v5's cordoned directories (KIP-1066) do not exist here.
 
@@ -143,7 +149,7 @@ class ApiKey(IntEnum):
 ADVERTISED_RANGES: dict[ApiKey, tuple[int, int]] = {
     ApiKey.PRODUCE: (0, 10),
     ApiKey.FETCH: (4, 12),
-    ApiKey.LIST_OFFSETS: (1, 7),
+    ApiKey.LIST_OFFSETS: (0, 7),
     ApiKey.METADATA: (0, 13),
     ApiKey.LEADER_AND_ISR: (2, 7),
     ApiKey.STOP_REPLICA: (1, 4),

@@ -122,6 +122,7 @@ from .authorization import Authorization
 from .broker_epoch import BrokerEpoch
 from .broker_lifecycle import DRAIN_TIMEOUT_SECONDS, STOP_GRACE_SECONDS, BrokerLifecycleManager, RequestDrain
 from .broker_metadata import BrokerMetadata, LogDirLocks, generate_cluster_id, load_or_create
+from .broker_metrics import register_broker_metrics
 from .cluster_view import LocalClusterView
 from .config_repository import ConfigRepository
 from .connection_event_log import ConnectionEventLog
@@ -238,6 +239,9 @@ class KafkaServer(MultiService):
         self.group_coordinator = GroupCoordinatorService(
             config=config, replica_manager=self.replica_manager, admin_manager=self.admin_manager,
             metadata_cache=self.metadata_cache, reactor=reactor, broker_id=broker_id)
+        register_broker_metrics(self.metrics, replica_manager=self.replica_manager, metadata_cache=self.metadata_cache,
+                                group_coordinator=self.group_coordinator.coordinator)
+        controller_service.register_metrics(self.metrics)
         self.apis, self.socket_server = self._request_path(config, reactor)
         # For the coordinators' requests to other brokers (the transaction coordinator's markers, next).
         self.inter_broker_sender = InterBrokerSender(broker_id=broker_id, config=config, reactor=reactor,
@@ -292,7 +296,7 @@ class KafkaServer(MultiService):
         except (OSError, ValueError) as exc:
             raise StartupError("log.dirs", self.log_dirs[0], str(exc)) from None
 
-    def _local_controller(self, config, reactor, pool: ThreadPool) -> tuple[Service, ControllerClient]:
+    def _local_controller(self, config, reactor, pool: ThreadPool) -> tuple[ControllerService, ControllerClient]:
         """A single node is its own controller."""
         service = self.controller_service = ControllerService(
             config=config, broker_id=self.broker.broker_id, cluster_id=self.broker.cluster_id,
@@ -369,7 +373,8 @@ class KafkaServer(MultiService):
         return AdminRestService(settings, AdminBackend(
             socket_server=self.socket_server, admin_manager=self.admin_manager, dynamic_config=self.dynamic_config,
             metrics=self.metrics, broker_id=self.broker.broker_id, readiness=self.readiness,
-            reload_certificates=self.reload_certificates), reactor, config)
+            reload_certificates=self.reload_certificates, replica_manager=self.replica_manager,
+            metadata_cache=self.metadata_cache, group_coordinator=self.group_coordinator.coordinator), reactor, config)
 
     def _add_children(self, controller_service: Service, pools: list[KafkaRequestHandlerPool]) -> None:
         """The child services in start order (the module docstring).  The admin REST endpoint starts right
@@ -452,7 +457,7 @@ class KafkaServer(MultiService):
                       broker_id=broker.broker_id, cluster_id=cluster_id, connect=config["zookeeper.connect"])
         return broker
 
-    def _cluster_controller(self, config, reactor) -> tuple[Service, ControllerClient]:
+    def _cluster_controller(self, config, reactor) -> tuple[ZkControllerService, ControllerClient]:
         """The ZooKeeper registration, the controller that competes for ``/controller``, and the
         ControllerClient brokers use in a cluster."""
         assert self.zk is not None

@@ -63,11 +63,11 @@ from twisted_kafka.controller.client import ControllerClient
 from twisted_kafka.controller.interface import INTERNAL_TOPICS
 from twisted_kafka.log import AppendOrigin, FetchIsolation, LogConfig, LogStore
 from twisted_kafka.metrics import MetricsRegistry
-from twisted_kafka.metrics.registry import MetricName
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.purgatory import Purgatory
 
 from .broker_epoch import BrokerEpoch
+from .broker_topic_metrics import BrokerTopicStats
 from .delayed_fetch import DelayedFetch
 from .delayed_produce import DelayedProduce
 from .isr_manager import IsrManager
@@ -161,7 +161,7 @@ class ReplicaManager(MultiService):
     def __init__(self, *, broker_id: int, log_manager: LogStore, reactor, topic_overrides,
                  metrics: MetricsRegistry | None = None, replication: Replication | None = None):
         """``topic_overrides(topic)``: a topic's config overrides (from the controller's store);
-        ``metrics``: where Kafka's ReplicaManager gauges and ISR meters are registered;
+        ``metrics``: where the ISR manager's meters are registered (the gauges: broker_metrics.py);
         ``replication``: in a cluster, what the fetchers and the ISR manager need."""
         super().__init__()
         self.broker_id = broker_id
@@ -183,8 +183,8 @@ class ReplicaManager(MultiService):
                                                   metadata_cache=replication.metadata_cache, replica_manager=self)
             self.isr_manager.setServiceParent(self)
             self.fetchers.setServiceParent(self)
-        if metrics is not None:
-            self.register_metrics(metrics)
+        #: Kafka's BrokerTopicMetrics, recorded here (appends) and by the Fetch handler (broker_topic_metrics.py).
+        self.topic_stats = BrokerTopicStats()
 
     def stopService(self) -> None:
         """Stop following and changing ISRs, then answer every waiting produce and fetch.
@@ -330,16 +330,21 @@ class ReplicaManager(MultiService):
         and waits -- at most ``timeout_ms`` -- until every in-sync replica has the records.
         Clients (``origin`` CLIENT) may not write to internal topics; coordinators do.
         """
+        stats = self.topic_stats.topic(partition.topic)
+        stats.produce_started()
         if origin is AppendOrigin.CLIENT and partition.topic in INTERNAL_TOPICS:
             raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
                              f"Cannot append to internal topic {partition.topic}")
         if acks == -1 and len(partition.isr) < partition.log.config.min_insync_replicas:
-            raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS,
-                             f"The size of the current ISR {partition.isr} is insufficient to satisfy the "
-                             f"min.isr requirement of {partition.log.config.min_insync_replicas} for partition "
-                             f"{partition.topic}-{partition.index}")
+            error = KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS,
+                               f"The size of the current ISR {partition.isr} is insufficient to satisfy the "
+                               f"min.isr requirement of {partition.log.config.min_insync_replicas} for partition "
+                               f"{partition.topic}-{partition.index}")
+            stats.produce_failed(error, len(records))
+            raise error
         d = partition.log.append_as_leader(records, partition.leader_epoch, produce_version=produce_version,
                                            origin=origin)
+        d.addCallbacks(stats.appended, stats.append_failed, errbackArgs=(len(records),))
         d.addCallback(self._appended, partition)
         if acks == -1 and partition.followers:
             d.addCallback(self._wait_for_isr, partition, timeout_ms)
@@ -375,22 +380,6 @@ class ReplicaManager(MultiService):
 
     # -- replication ----------------------------------------------------------------------
 
-    def register_metrics(self, metrics) -> None:
-        """Kafka's ``kafka.server:type=ReplicaManager`` gauges."""
-        def gauge(name: str, read) -> None:
-            metrics.gauge(MetricName("kafka.server", "ReplicaManager", name), read)
-
-        def led() -> list[Partition]:
-            return [p for p in self.partitions.values() if p.is_leader]
-
-        gauge("PartitionCount", lambda: len(self.partitions))
-        gauge("LeaderCount", lambda: len(led()))
-        gauge("UnderReplicatedPartitions", lambda: sum(1 for p in led() if len(p.isr) < len(p.replicas)))
-        gauge("UnderMinIsrPartitionCount",
-              lambda: sum(1 for p in led() if len(p.isr) < p.log.config.min_insync_replicas))
-        gauge("AtMinIsrPartitionCount",
-              lambda: sum(1 for p in led() if len(p.isr) == p.log.config.min_insync_replicas))
-
     def follower_fetched(self, partition: Partition, replica_id: int, fetch_offset: int) -> None:
         """Leader: follower ``replica_id`` fetched from ``fetch_offset`` (its log end)."""
         now_ms = int(self.reactor.seconds() * 1000)
@@ -411,6 +400,8 @@ class ReplicaManager(MultiService):
         """Follower: append the leader's batches as they are and take its high watermark."""
         log = partition.log
         info = log.append_as_follower(records) if records else None
+        if info is not None:
+            self.topic_stats.topic(partition.topic).replicated(info.valid_bytes)
         log.maybe_increment_high_watermark(leader_high_watermark)      # clamped to what it has
         return info
 
@@ -506,6 +497,7 @@ class ReplicaManager(MultiService):
                                  f"{partition.topic}-{partition.index} was deleted") from None
             self.log.failure("Reading {topic}-{partition} at offset {offset} failed", topic=partition.topic,
                              partition=partition.index, offset=fetch_offset)
+            self.topic_stats.topic(partition.topic).fetch_failed()
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"read failed: {exc}") from None
 
     def fetch_offset_for_timestamp(self, partition: Partition, timestamp: int) -> Deferred:

@@ -2,8 +2,9 @@
 
 One ZooKeeper cluster for the module: partitions are moved to other brokers
 (--generate, --execute, --verify, --list), a broker is stopped so the
-topics tool reports under-replicated and unavailable partitions and an
-unclean election has no replica to elect, and once it is back a preferred
+topics tool reports under-replicated and unavailable partitions (and the
+brokers' UnderReplicatedPartitions and OfflinePartitionsCount metrics and
+admin views show them) and an unclean election has no replica to elect, and once it is back a preferred
 election gives its partitions back to it.  What the tools did is checked in
 the brokers' Metadata answers (they must all agree) and by reading the
 moved data back.
@@ -13,14 +14,21 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.request
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.support.cluster import Cluster
+from tests.support.scrape import scrape
 from tests.support.wait import wait_until
 
 from .support import fails, ok, run
+
+
+def admin_get(broker, path: str) -> dict:
+    with urllib.request.urlopen(broker.admin_url + path, timeout=10) as response:
+        return json.loads(response.read())
 
 
 @pytest.fixture(scope="module")
@@ -118,6 +126,20 @@ def test_reports_and_elections_around_a_stopped_broker(cluster, tmp_path):
     unavailable = ok("topics", "--bootstrap-server", bootstrap, "--describe", "--unavailable-partitions").lines
     assert "\tTopic: solo\tPartition: 0\tLeader: none\tReplicas: 1\tIsr: 1\tElr: N/A\tLastKnownElr: N/A" in unavailable
     assert all("\tLeader: none\tReplicas: 1\t" in line for line in unavailable), unavailable
+
+    # what the brokers' /metrics say meanwhile: broker 2 leads led-0 with broker 1 out of the ISR, and the
+    # controller counts solo-0 (its only replica on broker 1) offline; one controller in the cluster
+    metrics = {b: scrape(cluster.broker(b).admin_url) for b in (2, 3)}
+    assert metrics[2].value("kafka_server_replicamanager_underreplicatedpartitions") >= 1
+    controller = cluster.controller_id()
+    assert metrics[controller].value("kafka_controller_kafkacontroller_offlinepartitionscount") >= 1
+    assert sum(m.value("kafka_controller_kafkacontroller_activecontrollercount") for m in metrics.values()) == 1
+    (other,) = {2, 3} - {controller}
+    assert metrics[other].value("kafka_controller_kafkacontroller_offlinepartitionscount") == 0    # not the controller
+    topics = {t["name"]: t for t in admin_get(cluster.broker(2), "/v1/topics")["topics"]}
+    assert topics["led"]["under_replicated"] == 1 and topics["solo"]["offline"] == 1
+    brokers = admin_get(cluster.broker(3), "/v1/brokers")
+    assert [b["broker_id"] for b in brokers["brokers"]] == [2, 3] and brokers["replicas_on_missing_brokers"]["1"] >= 2
 
     # an unclean election needs a live replica; solo's only one is down
     unclean = run("leader-election", "--bootstrap-server", bootstrap, "--election-type", "unclean", "--topic", "solo",

@@ -27,7 +27,7 @@ def test_api_key_names_match_kafka():
 def test_advertised_ranges():
     """The ranges chosen from what each client sends; changing one is a compatibility decision."""
     expected = {
-        0: (0, 10), 1: (4, 12), 2: (1, 7), 3: (0, 13), 8: (2, 9), 9: (1, 9), 10: (0, 6), 11: (0, 7), 12: (0, 4),
+        0: (0, 10), 1: (4, 12), 2: (0, 7), 3: (0, 13), 8: (2, 9), 9: (1, 9), 10: (0, 6), 11: (0, 7), 12: (0, 4),
         13: (0, 5), 14: (0, 5), 15: (0, 6), 16: (0, 5), 17: (0, 1), 18: (0, 4), 19: (0, 7), 20: (0, 6), 22: (0, 4),
         23: (2, 4), 32: (0, 4), 36: (0, 2), 37: (0, 3), 42: (0, 2), 21: (0, 2), 60: (0, 2),
         # Controller APIs: from the first version carrying a broker epoch (KIP-380).

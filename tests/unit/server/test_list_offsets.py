@@ -107,3 +107,19 @@ def test_each_partition_fails_alone(filled):
 def test_a_follower_refuses_with_not_leader(filled):
     filled.leader_and_isr("t", 0, leader=1, leader_epoch=1, replicas=(0, 1), isr=(0, 1))
     assert one(filled, LATEST)[0] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_version_0_answers_a_list_of_offsets(filled):
+    """Kafka 0.8's ListOffsets, which Burrow 1.2 sends: the offset v1 gives, in a list of at most
+    ``max_num_offsets``."""
+    def v0(timestamp, max_num_offsets=1):
+        request = L(replica_id=-1, topics=[LT(name="t", partitions=[
+            LP(partition_index=0, timestamp=timestamp, max_num_offsets=max_num_offsets)])])
+        [partition] = filled.call(request, 0).topics[0].partitions
+        return partition.error_code, partition.old_style_offsets
+
+    assert v0(LATEST) == (ErrorCode.NONE, [5])
+    assert v0(EARLIEST) == (ErrorCode.NONE, [0])
+    assert v0(LATEST, max_num_offsets=0) == (ErrorCode.NONE, [])
+    assert v0(NOW + 12) == (ErrorCode.NONE, [2])
+    assert v0(NOW + 1000) == (ErrorCode.NONE, [])         # no record that late

@@ -207,10 +207,13 @@ def test_a_caught_up_follower_joins_the_isr(tmp_path):
 
 def test_replica_manager_metrics_under_kafka_s_names(tmp_path):
     from twisted_kafka.metrics.registry import MetricName, MetricsRegistry
+    from twisted_kafka.server.broker_metrics import register_broker_metrics
 
     registry = MetricsRegistry()
     controller = FakeController()
     node = replicating(tmp_path, controller, metrics=registry)
+    register_broker_metrics(registry, replica_manager=node.replica_manager, metadata_cache=node.metadata_cache,
+                            group_coordinator=node.group_coordinator.coordinator)
     replicate(node, isr=(B, 2), min_isr=2)
 
     def read(name):

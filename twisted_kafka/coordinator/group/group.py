@@ -68,6 +68,29 @@ def subscribed_topics_of(subscription: bytes) -> set[str]:
     return topics
 
 
+def assigned_partitions_of(assignment: bytes) -> list[tuple[str, int]]:
+    """The partitions of a consumer's ``ConsumerProtocolAssignment`` (every version starts with version
+    (int16) and [topic (string), [partition (int32)]]); empty for anything else (another protocol type,
+    no assignment yet, bytes that do not parse)."""
+    try:
+        (count,) = struct.unpack_from(">i", assignment, 2)
+        pos, partitions = 6, list[tuple[str, int]]()
+        for _ in range(count):
+            (length,) = struct.unpack_from(">h", assignment, pos)
+            if length < 0:
+                return []
+            topic = bytes(assignment[pos + 2:pos + 2 + length]).decode("utf-8")
+            pos += 2 + length
+            (n,) = struct.unpack_from(">i", assignment, pos)
+            if n < 0 or pos + 4 + 4 * n > len(assignment):
+                return []
+            partitions.extend((topic, p) for p in struct.unpack_from(f">{n}i", assignment, pos + 4))
+            pos += 4 + 4 * n
+        return partitions
+    except (struct.error, UnicodeDecodeError):
+        return []
+
+
 class GroupMetadata:
     def __init__(self, group_id: str, initial_state: GroupState, now_ms: Callable[[], int]):
         self.group_id = group_id

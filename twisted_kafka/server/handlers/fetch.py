@@ -117,6 +117,7 @@ class FetchHandler(ApiHandler):
             topics.append(FetchableTopicResponse(topic=name if version < 13 else None,
                                                  topic_id=topic.topic_id if version >= 13 else None,
                                                  partitions=entries))
+        self.replicas.topic_stats.fetched(names, topics, follower=follower)
         return FetchResponseData(responses=topics, throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0)
 
     def error_response(self, request, error: ErrorCode, message: str | None = None):

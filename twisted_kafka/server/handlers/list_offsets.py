@@ -5,6 +5,11 @@ high watermark, or the last stable offset for read_committed — and -3 (v7+)
 the record with the largest timestamp.  Any other value finds the first
 record whose timestamp is at least it, through the time index, in the I/O
 thread pool (it may read index files and decompress a batch); none → -1.
+
+Version 0 (Kafka 0.8's ListOffsets, which Kafka 4.0 removed and Burrow 1.2
+still sends) answers a list of offsets, at most ``max_num_offsets``: here
+the one offset a v1 request gets (Kafka 0.8 listed segment base offsets
+after it for a time; clients take the first).
 """
 
 from __future__ import annotations
@@ -65,14 +70,16 @@ class ListOffsetsHandler(ApiHandler):
         return found.timestamp, found.offset, found.leader_epoch
 
     async def handle(self, request):
+        version = request.api_version
         topics = []
         for topic in request.body.topics:
             entries = []
             for wanted in topic.partitions:
                 try:
                     timestamp, offset, epoch = await self._offset(request, topic.name, wanted)
+                    old_style = [offset][:max(wanted.max_num_offsets, 0)] if version == 0 and offset >= 0 else []
                     entries.append(_Partition(partition_index=wanted.partition_index, error_code=ErrorCode.NONE,
-                                              old_style_offsets=[offset], timestamp=timestamp, offset=offset,
+                                              old_style_offsets=old_style, timestamp=timestamp, offset=offset,
                                               leader_epoch=epoch))
                 except KafkaError as exc:
                     entries.append(_Partition(partition_index=wanted.partition_index, error_code=exc.code,
