@@ -300,3 +300,40 @@ def test_kafka_server_is_composed_of_child_services(tmp_path):
                      "ReplicaManager", "BrokerLifecycleManager"]
     assert all(child.parent is server for child in children)
     assert list(server.replica_manager) == [], "a single node replicates nothing: no fetchers, no ISR manager"
+
+
+REPO = PACKAGE.parent
+
+
+def imports_of_tests(folder: str, root: Path = REPO) -> list[str]:
+    """``file:line`` of every import of ``tests`` (or a module under it) in ``folder``'s Python files."""
+    found = []
+    for path in sorted((root / folder).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            if any(name == "tests" or name.startswith("tests.") for name in names):
+                found.append(f"{path.relative_to(root)}:{node.lineno}")
+    return found
+
+
+@pytest.mark.parametrize("folder", ["bench", "support"])
+def test_benches_and_the_shared_support_import_nothing_from_tests(folder):
+    """Benchmarks and tests share ``support/``; neither bench/ nor support/ reaches into tests/."""
+    assert len(list((REPO / folder).glob("*.py"))) > 10
+    assert imports_of_tests(folder) == []
+
+
+def test_benches_need_no_sys_path_changes():
+    """The checkout is on sys.path in the project's virtualenv (its editable install), so no bench edits it."""
+    hacks = [f"{path.relative_to(REPO)}:{number}" for path in sorted((REPO / "bench").glob("*.py"))
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if "sys.path.insert" in line or "sys.path.append" in line or "noqa: E402" in line]
+    assert hacks == []
+
+
+def test_the_tests_import_check_sees_an_import_of_tests(tmp_path):
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "x.py").write_text("import os\n\ndef f():\n    from tests.unit import helpers\n")
+    (tmp_path / "bench" / "y.py").write_text("import tests.support.wait\nfrom .tests import z\nimport testsuite\n")
+    assert imports_of_tests("bench", tmp_path) == ["bench/x.py:4", "bench/y.py:1"]
