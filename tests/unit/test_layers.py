@@ -337,3 +337,45 @@ def test_the_tests_import_check_sees_an_import_of_tests(tmp_path):
     (tmp_path / "bench" / "x.py").write_text("import os\n\ndef f():\n    from tests.unit import helpers\n")
     (tmp_path / "bench" / "y.py").write_text("import tests.support.wait\nfrom .tests import z\nimport testsuite\n")
     assert imports_of_tests("bench", tmp_path) == ["bench/x.py:4", "bench/y.py:1"]
+
+
+ARCHITECTURE = REPO / "docs" / "architecture.md"
+
+
+def package_parts() -> list[str]:
+    """Every package (a folder with ``__init__.py``) and top-level module of ``twisted_kafka/``, as docs name them."""
+    folders = [f"twisted_kafka/{init.parent.relative_to(PACKAGE).as_posix()}/"
+               for init in sorted(PACKAGE.rglob("__init__.py")) if init.parent != PACKAGE]
+    modules = [f"twisted_kafka/{path.name}" for path in sorted(PACKAGE.glob("*.py")) if path.name != "__init__.py"]
+    return folders + modules
+
+
+def test_the_architecture_names_every_package():
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    parts = package_parts()
+    assert {"twisted_kafka/coordinator/transaction/", "twisted_kafka/server/handlers/",
+            "twisted_kafka/cli.py"} <= set(parts)
+    # By its path from the repository root, or a subpackage by its path in the package (`log/cleaner/`).
+    missing = [part for part in parts if f"`{part}`" not in text
+               and not (part.count("/") > 2 and f"`{part.removeprefix('twisted_kafka/')}`" in text)]
+    assert not missing, f"docs/architecture.md does not name: {missing}"
+
+
+def layer_table() -> list[tuple[int, str]]:
+    """The rows of the architecture's layer table: (the row's number, the unit of the order it describes)."""
+    rows = []
+    for line in ARCHITECTURE.read_text(encoding="utf-8").splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0].isdigit() and cells[1].startswith("`twisted_kafka/"):
+            path = cells[1].strip("`").removeprefix("twisted_kafka/").removesuffix("/").removesuffix(".py")
+            rows.append((int(cells[0]), structure.unit_of("twisted_kafka." + path.replace("/", ".") + ".x")))
+    return rows
+
+
+def test_the_architecture_layer_table_is_the_package_order():
+    rows = layer_table()
+    assert {unit for _, unit in rows} == structure.units(), "the layer table lists every package once or more"
+    for number, unit in rows:
+        assert unit in structure.LAYERS[number - 1], f"row {number} of the layer table is {unit!r}: " \
+            f"the order has it in row {structure.rank(unit) + 1}"
+    assert [number for number, _ in rows] == sorted(number for number, _ in rows), "the table runs from the bottom"
