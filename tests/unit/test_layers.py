@@ -209,8 +209,6 @@ ACCEPTED_CIRCLES = {
     frozenset({"twisted_kafka.server.replica_manager", "twisted_kafka.server.isr_manager",
                "twisted_kafka.server.replica_fetcher_manager"}):
         "the replica manager's children annotate their owner, which builds them (type only)",
-    frozenset({"twisted_kafka.config.describe", "twisted_kafka.config.kafka_config"}):
-        "KafkaConfig.describe delegates to describe.py, which annotates its argument as KafkaConfig (type only)",
     frozenset({"twisted_kafka.coordinator.group.coordinator", "twisted_kafka.coordinator.group.delayed"}):
         "the delayed operations annotate the coordinator that completes them (type only)",
     frozenset({"twisted_kafka.log.log", "twisted_kafka.log.recovery"}):
