@@ -29,7 +29,7 @@ cluster: $(VENV)/.base-installed system-deps
 
 # ruff and mypy are configured in pyproject.toml; any finding fails the target.
 lint: $(VENV)/.test-installed
-	$(BIN)/ruff check twisted_kafka tests bench
+	$(BIN)/ruff check twisted_kafka tests bench support
 	$(BIN)/mypy twisted_kafka
 
 # Byte-compiled once before the suite: the brokers the tests start import the package afresh

@@ -2,7 +2,7 @@
 holding ``CONNECTIONS`` open client connections.
 
 Run with ``.venv/bin/python bench/admin_rest.py``.  A broker process is started on loopback
-port 0 (``tests/support/broker_process.py``), ``CONNECTIONS`` raw client connections are opened
+port 0 (``support/broker_process.py``), ``CONNECTIONS`` raw client connections are opened
 (each sends one ApiVersions v3 request), then each endpoint is called ``CALLS`` times over one
 keep-alive HTTP connection; the table gives median and 99th-percentile wall time per call and the
 body size.  The broker answers these calls on its reactor, between Kafka requests, so the figures
@@ -12,16 +12,12 @@ are also the time a call holds the reactor (at most: they include the client's o
 from __future__ import annotations
 
 import http.client
-import os
 import statistics
-import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from tests.support.broker_process import BrokerProcess  # noqa: E402
-from tests.support.raw_client import RawClient  # noqa: E402
+from support.broker_process import BrokerProcess
+from support.raw_client import RawClient
 
 CONNECTIONS = 200
 CALLS = 200

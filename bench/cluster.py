@@ -3,7 +3,7 @@
     .venv/bin/python bench/cluster.py [--records 50000] [--size 100] [--failovers 3]
 
 ZooKeeper and three brokers are started as real processes on loopback
-(``tests/support/zookeeper.py``, ``tests/support/cluster.py``; ZooKeeper
+(``support/zookeeper.py``, ``support/cluster.py``; ZooKeeper
 session timeout 3 s).  Throughput: one librdkafka producer (confluent-kafka,
 acks=all, linger.ms=5) sends ``--records`` values of ``--size`` bytes to a
 one-partition topic with replication factor 1, then to one with
@@ -21,21 +21,17 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
-from confluent_kafka import Producer  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
-
-from tests.support.acked_producer import BackgroundProducer  # noqa: E402
-from tests.support.cluster import Cluster  # noqa: E402
-from tests.support.wait import wait_until  # noqa: E402
-from tests.support.zookeeper import ZooKeeperServer  # noqa: E402
+from support.acked_producer import BackgroundProducer
+from support.cluster import Cluster
+from support.wait import wait_until
+from support.zookeeper import ZooKeeperServer
 
 
 def create(cluster: Cluster, name: str, replicas: list[int], min_isr: int) -> None:

@@ -15,25 +15,22 @@ operation whose loop time does not scale with N is flagged
 from __future__ import annotations
 
 import os
-import sys
 import timeit
 import uuid
 from dataclasses import replace
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench.common import ClientCpu, Scaling, ratio_cell, report_scaling, scaling_check
 
-from bench.common import ClientCpu, Scaling, ratio_cell, report_scaling, scaling_check  # noqa: E402
-
-from twisted_kafka.protocol import codec, metadata_response  # noqa: E402
-from twisted_kafka.protocol.error_counts import error_counts  # noqa: E402
-from twisted_kafka.protocol.fetch_response import (  # noqa: E402
+from twisted_kafka.protocol import codec, metadata_response
+from twisted_kafka.protocol.error_counts import error_counts
+from twisted_kafka.protocol.fetch_response import (
     FetchableTopicResponse, FetchResponseData, PartitionData,
 )
-from twisted_kafka.protocol.header import RequestHeader, parse_request_header  # noqa: E402
-from twisted_kafka.protocol.messages import (  # noqa: E402
+from twisted_kafka.protocol.header import RequestHeader, parse_request_header
+from twisted_kafka.protocol.messages import (
     ApiVersionsRequest, MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse,
 )
-from twisted_kafka.protocol.registry import REGISTRY  # noqa: E402
+from twisted_kafka.protocol.registry import REGISTRY
 
 KIB = 1024
 MIB = 1024 * KIB

@@ -3,7 +3,7 @@
 * ``ClientCpu``: CPU time (user + system) of the benchmark's own process --
   every thread of it, librdkafka's included -- and, with ``children=True``,
   of the child processes it has waited for (the raw-socket load generators
-  of ``tests/support/load.py``), from ``resource.getrusage``.  The client
+  of ``support/load.py``), from ``resource.getrusage``.  The client
   runs on the same machine as the broker and competes with it for cores: a
   figure next to a client that used most of a core says as much about the
   client as about the broker.

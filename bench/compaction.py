@@ -29,19 +29,16 @@ import argparse
 import os
 import random
 import shutil
-import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from bench.common import ClientCpu, report_scaling, scaling_check
 
-from bench.common import ClientCpu, report_scaling, scaling_check  # noqa: E402
-
-from twisted_kafka.log.cleaner import CleanTask, OffsetMap, log_to_clean  # noqa: E402
-from twisted_kafka.log.file_handles import FileHandleCache, default_capacity  # noqa: E402
-from twisted_kafka.log.log import AppendOrigin, Log  # noqa: E402
-from twisted_kafka.log.log_config import LogConfig  # noqa: E402
-from twisted_kafka.protocol.records.builder import build_batch  # noqa: E402
+from twisted_kafka.log.cleaner import CleanTask, OffsetMap, log_to_clean
+from twisted_kafka.log.file_handles import FileHandleCache, default_capacity
+from twisted_kafka.log.log import AppendOrigin, Log
+from twisted_kafka.log.log_config import LogConfig
+from twisted_kafka.protocol.records.builder import build_batch
 
 NOW = 1_700_000_000_000
 BATCH = 500

@@ -49,12 +49,13 @@ import statistics
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.append(ROOT)      # after site-packages: an installed twisted_kafka is the one measured
+import twisted_kafka
+from twisted_kafka.testing import EmbeddedBroker
 
-from bench.common import ClientCpu, report_scaling, scaling_check  # noqa: E402
-import twisted_kafka  # noqa: E402
-from twisted_kafka.testing import EmbeddedBroker  # noqa: E402
+# A sibling module (this script's folder is sys.path[0]), not ``bench.common``: in a virtualenv where
+# the package was installed as a user installs it, the checkout is not on sys.path, and the
+# twisted_kafka measured is the installed one.
+from common import ClientCpu, report_scaling, scaling_check
 
 PHASES = ("started", "metadata", "topic", "produce", "group", "stop")
 _SELF_REPORTED = re.compile(r"started in ([\d.]+)s")

@@ -53,21 +53,18 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 from kafka.net.sasl.scram import ScramClient
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-
-from bench.common import ClientCpu, report_scaling, scaling_check  # noqa: E402
-from tests.integration.security.tls_support import Pki  # noqa: E402
-from tests.support.broker_process import BrokerProcess  # noqa: E402
-from tests.support.nofile import NofileBroker, open_fds  # noqa: E402
-from tests.support.raw_client import Closed, RawClient  # noqa: E402
-from twisted_kafka.protocol.errors import ErrorCode  # noqa: E402
-from twisted_kafka.protocol.messages import (  # noqa: E402
+from bench.common import ClientCpu, report_scaling, scaling_check
+from support.tls import Pki
+from support.broker_process import BrokerProcess
+from support.nofile import NofileBroker, open_fds
+from support.raw_client import Closed, RawClient
+from twisted_kafka.protocol.errors import ErrorCode
+from twisted_kafka.protocol.messages import (
     MetadataRequest,
     SaslAuthenticateRequest,
     SaslHandshakeRequest,
 )
-from twisted_kafka.protocol.registry import ApiKey  # noqa: E402
+from twisted_kafka.protocol.registry import ApiKey
 
 ATTACKER_IP = "127.0.0.2"
 SAMPLE_INTERVAL = 0.02

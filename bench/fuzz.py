@@ -5,11 +5,11 @@
 1. The seed corpus: real clients (confluent-kafka, kafka-python, aiokafka;
    admin calls, idempotent and acks=0/1 producers, group consumers that
    commit, SASL PLAIN and SCRAM) run against a broker through recording
-   proxies (``tests/support/fuzz_corpus.py``), or ``--corpus FILE`` reuses
+   proxies (``support/fuzz_corpus.py``), or ``--corpus FILE`` reuses
    a capture (``--save-corpus FILE`` keeps one).
 2. A fresh broker (PLAINTEXT, SASL_PLAINTEXT and a control plane) is fuzzed
    in rounds: Hypothesis draws ``--round`` plans per round
-   (``tests/support/fuzzing.py``: a captured connection replayed with
+   (``support/fuzzing.py``: a captured connection replayed with
    mutated headers, bodies, size prefixes, frame order, write pieces and
    endings), played over ``--concurrency`` connections at once.  After
    each round a fresh connection must get ApiVersions and Metadata answered
@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import re
 import shutil
 import signal
@@ -44,14 +43,12 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from bench.common import ClientCpu  # noqa: E402
-from tests.support.broker_process import BrokerProcess  # noqa: E402
-from tests.support.fuzz_corpus import Corpus, capture  # noqa: E402
-from tests.support.fuzzing import (FUZZ_BROKER_OVERRIDES, FrameEdit, Mutation, Plan, Sender, fuzz_round,  # noqa: E402
+from bench.common import ClientCpu
+from support.broker_process import BrokerProcess
+from support.fuzz_corpus import Corpus, capture
+from support.fuzzing import (FUZZ_BROKER_OVERRIDES, FrameEdit, Mutation, Plan, Sender, fuzz_round,
                                    liveness, play, render, rss_kib, scan_log)
-from twisted_kafka.server.broker_lifecycle import DRAIN_TIMEOUT_SECONDS, STOP_GRACE_SECONDS  # noqa: E402
+from twisted_kafka.server.broker_lifecycle import DRAIN_TIMEOUT_SECONDS, STOP_GRACE_SECONDS
 
 def plan_to_json(plan: Plan) -> str:
     return json.dumps(dataclasses.asdict(plan))

@@ -9,7 +9,7 @@ disk), Tansu with its memory storage engine.  twisted_kafka runs with
 it): Kafka's default of 3 s would otherwise be most of the first figure, and
 Tansu has no such delay.
 
-The members are processes (``tests/integration/groups/member.py``, one
+The members are processes (``support/group_member.py``, one
 confluent-kafka consumer each, the range assignor, librdkafka's default
 session timeout of 45 s and heartbeat interval of 3 s), so their CPU can be
 measured.  Members learn of a rebalance at their next heartbeat, so the
@@ -52,13 +52,10 @@ from dataclasses import dataclass
 import psutil
 from confluent_kafka import Producer
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from bench.produce_consume import TANSU_DEFAULT, TansuBroker, cpu_seconds, create_topic
 
-from bench.produce_consume import TANSU_DEFAULT, TansuBroker, cpu_seconds, create_topic  # noqa: E402
-
-from tests.integration.groups.support import Group, wait_for  # noqa: E402
-from tests.support.broker_process import BrokerProcess  # noqa: E402
+from support.groups import Group, wait_for
+from support.broker_process import BrokerProcess
 
 PARTITIONS = 8
 MEMBERS = 4

@@ -37,21 +37,18 @@ import argparse
 import os
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from bench.common import ClientCpu, ratio_cell, report_scaling, scaling_check
+from twisted.internet import defer, reactor, task, threads
+from twisted.python.threadpool import ThreadPool
 
-from bench.common import ClientCpu, ratio_cell, report_scaling, scaling_check  # noqa: E402
-from twisted.internet import defer, reactor, task, threads  # noqa: E402
-from twisted.python.threadpool import ThreadPool  # noqa: E402
-
-from twisted_kafka.log.file_handles import FileHandleCache, default_capacity  # noqa: E402
-from twisted_kafka.log.log import Log  # noqa: E402
-from twisted_kafka.log.log_config import LogConfig  # noqa: E402
-from twisted_kafka.log.segment import WouldBlock  # noqa: E402
-from twisted_kafka.protocol.records.builder import build_batch  # noqa: E402
+from twisted_kafka.log.file_handles import FileHandleCache, default_capacity
+from twisted_kafka.log.log import Log
+from twisted_kafka.log.log_config import LogConfig
+from twisted_kafka.log.segment import WouldBlock
+from twisted_kafka.protocol.records.builder import build_batch
 
 KIB = 1024
 MIB = 1024 * KIB

@@ -5,11 +5,11 @@ twisted_kafka against Tansu (a Kafka-compatible broker in Rust) in the same run.
 
 Both brokers listen on loopback only.  twisted_kafka is started the README
 way (``bin/twisted-kafka-server-start etc/server.properties`` on ports the
-kernel picks, via ``tests/support/broker_process.py``); Tansu with
+kernel picks, via ``support/broker_process.py``); Tansu with
 ``tansu broker --storage-engine memory://tansu/`` (``bench/tansu.py``).
 
 The load comes from separate processes with raw sockets
-(``tests/support/load.py``), so the client is not a Python Kafka library:
+(``support/load.py``), so the client is not a Python Kafka library:
 
 * throughput — ApiVersions v0 and Metadata v1 (all topics; there are none),
   5 requests in flight per connection, 1 / 10 / 100 connections;
@@ -40,16 +40,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import psutil
 
-import psutil  # noqa: E402
-
-from bench.common import ClientCpu, ratio_cell, report_scaling, scaling_check  # noqa: E402
-from tests.support import load  # noqa: E402
-from bench.tansu import BINARY as TANSU  # noqa: E402
-from bench.tansu import Tansu  # noqa: E402
-from tests.support.broker_process import BrokerProcess  # noqa: E402
+from bench.common import ClientCpu, ratio_cell, report_scaling, scaling_check
+from support import load
+from bench.tansu import BINARY as TANSU
+from bench.tansu import Tansu
+from support.broker_process import BrokerProcess
 
 def cpu_seconds(pid: int) -> float:
     times = psutil.Process(pid).cpu_times()

@@ -3,11 +3,11 @@
     .venv/bin/python bench/planes.py [--seconds 3] [--flood-processes 2] [--connections 20] [--repeat 1]
     .venv/bin/python bench/planes.py --flood non-reader [--seconds 5] [--idle-ms 5000]
 
-A broker is started the README way (``tests/support/broker_process.py``).
+A broker is started the README way (``support/broker_process.py``).
 
 ``--flood pipeline`` (the default; KIP-291's case): one data-plane handler
 (``num.io.threads=1``) and ``queued.max.requests=8``.  Flood processes
-(``tests/support/load.py pipeline``) keep 5 Metadata requests in flight on
+(``support/load.py pipeline``) keep 5 Metadata requests in flight on
 each of their connections; once every flood connection is being answered,
 one latency probe per plane (``load.py latency``: one ApiVersions at a time,
 every 10 ms) runs for ``--seconds``, then the flood stops.  Reported: p50 /
@@ -48,17 +48,13 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import psutil
 
-import psutil  # noqa: E402
+from bench.common import report_scaling, scaling_check
 
-from bench.common import report_scaling, scaling_check  # noqa: E402
-
-from tests.integration.data.helpers import auto_create_topic  # noqa: E402
-from tests.support import load  # noqa: E402
-from tests.support.broker_process import BrokerProcess  # noqa: E402
-from tests.support.raw_client import RawClient  # noqa: E402
+from support import load
+from support.broker_process import BrokerProcess
+from support.raw_client import RawClient, auto_create_topic
 
 QUEUE_CAP = 8
 

@@ -64,13 +64,10 @@ import psutil
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-
-from bench.common import ClientCpu, ratio_cell, report_scaling, scaling_check  # noqa: E402
-from bench.tansu import BINARY as TANSU_BINARY  # noqa: E402
-from bench.tansu import Tansu  # noqa: E402
-from tests.support.broker_process import BrokerProcess  # noqa: E402
+from bench.common import ClientCpu, ratio_cell, report_scaling, scaling_check
+from bench.tansu import BINARY as TANSU_BINARY
+from bench.tansu import Tansu
+from support.broker_process import BrokerProcess
 
 TANSU_DEFAULT = str(TANSU_BINARY)
 MB = 1_000_000

@@ -11,18 +11,14 @@ so they can be replayed.  Timed in loops of ``timeit.autorange`` (at least
 
 from __future__ import annotations
 
-import os
-import sys
 import timeit
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from kafka.net.sasl.scram import ScramClient
 
-from kafka.net.sasl.scram import ScramClient  # noqa: E402
-
-from twisted_kafka.sasl.authenticator import SaslServerConfig  # noqa: E402
-from twisted_kafka.sasl.credential_store import InMemoryScramCredentialStore  # noqa: E402
-from twisted_kafka.sasl.scram import ScramServer  # noqa: E402
-from twisted_kafka.sasl.scram_credentials import MECHANISMS, credential_from_password  # noqa: E402
+from twisted_kafka.sasl.authenticator import SaslServerConfig
+from twisted_kafka.sasl.credential_store import InMemoryScramCredentialStore
+from twisted_kafka.sasl.scram import ScramServer
+from twisted_kafka.sasl.scram_credentials import MECHANISMS, credential_from_password
 
 NONCE = "benchservernonce0123456789"
 ITERATIONS = 4096

@@ -57,13 +57,12 @@ import psutil
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from support.broker_process import BrokerProcess
+from twisted_kafka.spark.fetch import read_range
+from twisted_kafka.spark.offsets import OffsetRange
+from twisted_kafka.spark.schema import arrow_schema, kafka_schema
 
-from tests.support.broker_process import BrokerProcess  # noqa: E402
-from twisted_kafka.spark.fetch import read_range  # noqa: E402
-from twisted_kafka.spark.offsets import OffsetRange  # noqa: E402
-from twisted_kafka.spark.schema import arrow_schema, kafka_schema  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 PARTITIONS = 4
 VALUE = 100

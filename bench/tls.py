@@ -49,12 +49,9 @@ import psutil
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-
-from bench.common import ClientCpu, ratio_cell, report_scaling, scaling_check  # noqa: E402
-from tests.integration.security.tls_support import Pki, tls_overrides  # noqa: E402
-from tests.support.broker_process import BrokerProcess  # noqa: E402
+from bench.common import ClientCpu, ratio_cell, report_scaling, scaling_check
+from support.tls import Pki, tls_overrides
+from support.broker_process import BrokerProcess
 
 MB = 1_000_000
 MESSAGE = b"x" * 1024

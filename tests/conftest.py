@@ -7,7 +7,7 @@
 * ``broker_factory(overrides=None, *, control_plane=True, start=True)`` —
   brokers with overrides; every broker it made is stopped at teardown.
 
-* ``zookeeper`` — a real ZooKeeper (``tests/support/zookeeper.py``) shared by
+* ``zookeeper`` — a real ZooKeeper (``support/zookeeper.py``) shared by
   a test module, started on loopback port 0 and stopped after the module;
   ``zk_chroot`` — a chroot of its own for each test (``/<test name>``), so a
   test's brokers form a new cluster: ``zookeeper.connect`` is
@@ -31,8 +31,8 @@ import weakref
 
 import pytest
 
-from tests.support.broker_process import BrokerProcess
-from tests.support.zookeeper import ZooKeeperServer
+from support.broker_process import BrokerProcess
+from support.zookeeper import ZooKeeperServer
 from twisted_kafka.log.file_handles import FileHandleCache
 
 

@@ -1,5 +1,16 @@
 """The layer rules, checked on the source: the seams stay where the architecture says they are.
 
+* The packages have an order (``LAYERS`` in ``bench/structure.py``, the project's structure
+  checker, which holds the import graph code this test shares): from the bottom the protocol;
+  metrics, logging, ``waiting`` and the security primitives; config; ``purgatory``; log; sasl;
+  network; client; zk; coordinator/transaction; controller; coordinator/group; admin; server;
+  and at the top cli, tools, spark and testing.  A module imports only its own package and
+  packages below it -- imports inside functions and under ``TYPE_CHECKING`` included -- and
+  every package of ``twisted_kafka/`` has its place in the order.  A failure names the
+  file:line of each import that runs back up.
+* No import circle at module level anywhere (one would fail at import time), and counting
+  every import only the circles listed in ``ACCEPTED_CIRCLES``, each with its reason; none
+  in ``controller/``.
 * Connections belong to the network layer: no module outside
   ``twisted_kafka/network/`` imports ``network.processor`` or names a
   ``Processor``; handlers see a ``Request`` and its ``RequestContext`` only.
@@ -47,6 +58,8 @@ from pathlib import Path
 import pytest
 
 import twisted_kafka
+from bench import structure
+from bench.structure import import_circles
 from twisted_kafka.server.api_handler import ApiHandler
 
 PACKAGE = Path(twisted_kafka.__file__).parent
@@ -133,44 +146,6 @@ def test_the_boundary_rule_sees_controller_imports():
         "context", "partition_state_machine", "replica_state_machine", "topic_deletion", "reassignment"}
 
 
-def strongly_connected(graph: dict[str, set[str]]) -> list[set[str]]:
-    """Tarjan's strongly connected components of ``graph`` (node -> the nodes it points at)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    components: list[set[str]] = []
-
-    def visit(node: str) -> None:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        on_stack.add(node)
-        for target in sorted(graph.get(node, ())):
-            if target not in index:
-                visit(target)
-                low[node] = min(low[node], low[target])
-            elif target in on_stack:
-                low[node] = min(low[node], index[target])
-        if low[node] == index[node]:
-            component = set()
-            while True:
-                member = stack.pop()
-                on_stack.discard(member)
-                component.add(member)
-                if member == node:
-                    break
-            components.append(component)
-
-    for node in sorted(graph):
-        if node not in index:
-            visit(node)
-    return components
-
-
-def import_circles(graph: dict[str, set[str]]) -> list[set[str]]:
-    return [c for c in strongly_connected(graph) if len(c) > 1 or any(n in graph.get(n, ()) for n in c)]
-
-
 def controller_import_graph() -> dict[str, set[str]]:
     """Module -> the modules it imports, within ``twisted_kafka/controller/`` (the package itself left out)."""
     paths = {path.stem: path for path in sorted((PACKAGE / "controller").glob("*.py")) if path.stem != "__init__"}
@@ -188,6 +163,76 @@ def test_the_controller_has_no_import_circle():
     assert {"kafka_controller", "client", "admin_rules", "interface"} <= set(graph)
     assert "kafka_controller" in graph["client"]         # the graph sees imports (TYPE_CHECKING ones too)
     assert import_circles(graph) == []
+
+
+def test_the_package_order_places_every_package():
+    placed = [unit for row in structure.LAYERS for unit in row]
+    assert len(placed) == len(set(placed)), "a package appears twice in the order"
+    assert structure.units() == set(placed), "every package of twisted_kafka/ has one place in the order"
+    assert {"server", "controller", "coordinator.group", "coordinator.transaction", "sasl", "zk"} <= set(placed)
+
+
+def test_the_order_check_sees_imports_that_run_back_up():
+    imports = structure.all_imports()
+    downward = [imp for imp in imports if imp.source.startswith("twisted_kafka.server.")
+                and imp.target.startswith("twisted_kafka.protocol")]
+    assert downward and not structure.backward_imports(downward)
+    path = PACKAGE / "zk" / "scram_store.py"
+    upward = structure.Import("twisted_kafka.zk.scram_store", "twisted_kafka.server.broker_metadata", path, 7,
+                              in_function=True, type_checking=False)
+    peer = structure.Import("twisted_kafka.tools.topics", "twisted_kafka.spark.source", PACKAGE / "tools" / "topics.py",
+                            9, in_function=False, type_checking=True)
+    assert structure.backward_imports([upward, peer]) == [upward, peer]
+    assert structure.unit_of("twisted_kafka.coordinator.group.writer") == "coordinator.group"
+    assert structure.unit_of("twisted_kafka.server.handlers.produce") == "server"
+    assert structure.unit_of("twisted_kafka.purgatory") == "purgatory"
+    # Relative imports, imports inside functions and type-only ones are all seen.
+    tools_scram = [imp for imp in imports if imp.source == "twisted_kafka.tools.scram"]
+    assert any(imp.target == "twisted_kafka.sasl.credential_store" for imp in tools_scram)
+    assert any(imp.target == "twisted_kafka.zk.scram_store" and imp.in_function for imp in tools_scram)
+    delayed = [imp for imp in imports if imp.source == "twisted_kafka.coordinator.group.delayed"]
+    assert any(imp.target == "twisted_kafka.purgatory" for imp in delayed)
+
+
+def test_no_import_runs_back_up_the_package_order():
+    wrong = structure.backward_imports(structure.all_imports())
+    assert not wrong, "imports that run back up the package order (bench/structure.py LAYERS):\n" + "\n".join(
+        f"  {imp.where}: {structure.unit_of(imp.source)} imports {imp.target} {imp.marks}" for imp in wrong)
+
+
+#: The import circles left, all of them through imports that never run at import time (a type
+#: annotation under TYPE_CHECKING, or an import inside a function), each with its reason.
+ACCEPTED_CIRCLES = {
+    frozenset({"twisted_kafka.network.acceptor", "twisted_kafka.network.connections",
+               "twisted_kafka.network.processor"}):
+        "the connection registry and the processor name each other's types in annotations only",
+    frozenset({"twisted_kafka.server.replica_manager", "twisted_kafka.server.isr_manager",
+               "twisted_kafka.server.replica_fetcher_manager"}):
+        "the replica manager's children annotate their owner, which builds them (type only)",
+    frozenset({"twisted_kafka.coordinator.group.coordinator", "twisted_kafka.coordinator.group.delayed"}):
+        "the delayed operations annotate the coordinator that completes them (type only)",
+    frozenset({"twisted_kafka.log.log", "twisted_kafka.log.recovery"}):
+        "recovery works on a Log; Log calls it lazily at load (inside a function) and annotates it",
+}
+
+
+def test_no_import_circle_at_module_level():
+    circles = import_circles(structure.graph_of(structure.all_imports(), module_level_only=True))
+    assert circles == []
+
+
+def test_the_import_circles_left_are_the_accepted_ones():
+    imports = structure.all_imports()
+    circles = [frozenset(c) for c in import_circles(structure.graph_of(imports))]
+    unexplained = [sorted(c) for c in circles if c not in ACCEPTED_CIRCLES]
+    assert not unexplained, f"import circles: {unexplained}"
+    assert not [c for c in circles if any(m.startswith("twisted_kafka.controller") for m in c)]
+    # Each accepted circle closes only through imports that do not run at import time.
+    for circle in circles:
+        inside = [imp for imp in imports if imp.source in circle and imp.target in circle]
+        assert any(imp.in_function or imp.type_checking for imp in inside), sorted(circle)
+
+
 #: What ``twisted_kafka.log`` exports to the rest of the broker (see the module docstring).
 STORAGE_NAMES = {"AbortedTransaction", "AppendOrigin", "FetchDataInfo", "FetchIsolation", "LogAppendInfo",
                  "LogConfig", "LogManager", "LogStore", "OffsetsListener", "PartitionLog", "ProducerStateEntry",
@@ -253,3 +298,82 @@ def test_kafka_server_is_composed_of_child_services(tmp_path):
                      "ReplicaManager", "BrokerLifecycleManager"]
     assert all(child.parent is server for child in children)
     assert list(server.replica_manager) == [], "a single node replicates nothing: no fetchers, no ISR manager"
+
+
+REPO = PACKAGE.parent
+
+
+def imports_of_tests(folder: str, root: Path = REPO) -> list[str]:
+    """``file:line`` of every import of ``tests`` (or a module under it) in ``folder``'s Python files."""
+    found = []
+    for path in sorted((root / folder).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            if any(name == "tests" or name.startswith("tests.") for name in names):
+                found.append(f"{path.relative_to(root)}:{node.lineno}")
+    return found
+
+
+@pytest.mark.parametrize("folder", ["bench", "support"])
+def test_benches_and_the_shared_support_import_nothing_from_tests(folder):
+    """Benchmarks and tests share ``support/``; neither bench/ nor support/ reaches into tests/."""
+    assert len(list((REPO / folder).glob("*.py"))) > 10
+    assert imports_of_tests(folder) == []
+
+
+def test_benches_need_no_sys_path_changes():
+    """The checkout is on sys.path in the project's virtualenv (its editable install), so no bench edits it."""
+    hacks = [f"{path.relative_to(REPO)}:{number}" for path in sorted((REPO / "bench").glob("*.py"))
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if "sys.path.insert" in line or "sys.path.append" in line or "noqa: E402" in line]
+    assert hacks == []
+
+
+def test_the_tests_import_check_sees_an_import_of_tests(tmp_path):
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "x.py").write_text("import os\n\ndef f():\n    from tests.unit import helpers\n")
+    (tmp_path / "bench" / "y.py").write_text("import tests.support.wait\nfrom .tests import z\nimport testsuite\n")
+    assert imports_of_tests("bench", tmp_path) == ["bench/x.py:4", "bench/y.py:1"]
+
+
+ARCHITECTURE = REPO / "docs" / "architecture.md"
+
+
+def package_parts() -> list[str]:
+    """Every package (a folder with ``__init__.py``) and top-level module of ``twisted_kafka/``, as docs name them."""
+    folders = [f"twisted_kafka/{init.parent.relative_to(PACKAGE).as_posix()}/"
+               for init in sorted(PACKAGE.rglob("__init__.py")) if init.parent != PACKAGE]
+    modules = [f"twisted_kafka/{path.name}" for path in sorted(PACKAGE.glob("*.py")) if path.name != "__init__.py"]
+    return folders + modules
+
+
+def test_the_architecture_names_every_package():
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    parts = package_parts()
+    assert {"twisted_kafka/coordinator/transaction/", "twisted_kafka/server/handlers/",
+            "twisted_kafka/cli.py"} <= set(parts)
+    # By its path from the repository root, or a subpackage by its path in the package (`log/cleaner/`).
+    missing = [part for part in parts if f"`{part}`" not in text
+               and not (part.count("/") > 2 and f"`{part.removeprefix('twisted_kafka/')}`" in text)]
+    assert not missing, f"docs/architecture.md does not name: {missing}"
+
+
+def layer_table() -> list[tuple[int, str]]:
+    """The rows of the architecture's layer table: (the row's number, the unit of the order it describes)."""
+    rows = []
+    for line in ARCHITECTURE.read_text(encoding="utf-8").splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0].isdigit() and cells[1].startswith("`twisted_kafka/"):
+            path = cells[1].strip("`").removeprefix("twisted_kafka/").removesuffix("/").removesuffix(".py")
+            rows.append((int(cells[0]), structure.unit_of("twisted_kafka." + path.replace("/", ".") + ".x")))
+    return rows
+
+
+def test_the_architecture_layer_table_is_the_package_order():
+    rows = layer_table()
+    assert {unit for _, unit in rows} == structure.units(), "the layer table lists every package once or more"
+    for number, unit in rows:
+        assert unit in structure.LAYERS[number - 1], f"row {number} of the layer table is {unit!r}: " \
+            f"the order has it in row {structure.rank(unit) + 1}"
+    assert [number for number, _ in rows] == sorted(number for number, _ in rows), "the table runs from the bottom"

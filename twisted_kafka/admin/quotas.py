@@ -31,8 +31,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from twisted_kafka.config.prefixes import listener_key_name
-from twisted_kafka.network.connection_quotas import DEFAULT_IP, parse_ip_rates
-from twisted_kafka.server.admin_manager import IP_RATES_KEY
+from twisted_kafka.network.connection_quotas import DEFAULT_IP, IP_RATES_KEY, parse_ip_rates
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
 BROKER_KEYS = ("max.connections", "max.connections.per.ip", "max.connection.creation.rate")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from twisted_kafka.security.authorizer import AUTHORIZER_CLASS_NAMES
 from twisted_kafka.security.password_encoder import (AES_KEY_LENGTHS, CIPHER_ALGORITHMS, DEFAULT_CIPHER_ALGORITHM,
                                                      DEFAULT_ITERATIONS, DEFAULT_KEY_FACTORY_ALGORITHM,
                                                      DEFAULT_KEY_LENGTH, KEY_FACTORY_ALGORITHMS)
@@ -459,14 +460,6 @@ _define("sasl.server.max.receive.size", INT, 524288, MEDIUM,
 
 # --------------------------------------------------------------------------
 _group = "Authorization"
-#: Values of authorizer.class.name that enable the ACL authorizer: Kafka's ZooKeeper-mode and KRaft-mode
-#: class names (either gives the same ACL semantics here) and this project's own.
-AUTHORIZER_CLASS_NAMES = (
-    "kafka.security.authorizer.AclAuthorizer",
-    "kafka.security.auth.SimpleAclAuthorizer",
-    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-    "twisted_kafka.security.authorizer.AclAuthorizer",
-)
 _define("authorizer.class.name", STRING, "", LOW,
         "The authorizer checking every request against the cluster's ACLs: "
         "one of the ACL authorizer's names (Kafka's class names are "

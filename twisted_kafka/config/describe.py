@@ -10,17 +10,29 @@ key as its synonym. This mirrors Kafka 3.9's ``ConfigHelper`` and
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from .broker import BROKER_CONFIG
 from .definition import UpdateMode
 from .prefixes import NotAListenerKey, split_listener_key
 from .sources import ConfigEntry, ConfigSource, ConfigSynonym
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .kafka_config import KafkaConfig
+__all__ = ["broker_synonym_names", "describe_broker_config", "LayeredConfig"]
 
-__all__ = ["broker_synonym_names", "describe_broker_config"]
+
+class LayeredConfig(Protocol):
+    """What describing a key reads of a ``KafkaConfig``: its layers, its typed values, per-listener values.
+
+    A protocol, not ``KafkaConfig`` itself: ``KafkaConfig.describe`` calls this module, which therefore
+    does not import it (no import circle).
+    """
+
+    def layer(self, source: ConfigSource) -> Mapping[str, Any]: ...
+
+    def __getitem__(self, name: str) -> Any: ...
+
+    def listener_value(self, listener_name: str, key: str, mechanism: str | None = None) -> Any: ...
 
 _SYNONYM_GROUPS = (
     ("log.roll.ms", "log.roll.hours"),
@@ -62,7 +74,7 @@ def _definition(name: str):
 
 
 def describe_broker_config(
-    config: KafkaConfig, name: str, per_broker: bool = True
+    config: LayeredConfig, name: str, per_broker: bool = True
 ) -> ConfigEntry:
     """Describe broker key (or per-listener key) ``name`` of ``config``.
 

@@ -24,6 +24,7 @@ from . import derived
 from .broker import BROKER_CONFIG, MECHANISM_PREFIX_REQUIRED
 from .checks import check
 from .definition import ConfigKey
+from .describe import describe_broker_config
 from .effect import deprecation, not_effective_reason
 from .prefixes import NotAListenerKey, split_listener_key
 from .properties import load_properties, parse_override
@@ -258,8 +259,6 @@ class KafkaConfig(Mapping[str, Any]):
 
     def describe(self, name: str, per_broker: bool = True) -> ConfigEntry:
         """``name`` as DescribeConfigs reports it for a broker resource."""
-        from .describe import describe_broker_config
-
         return describe_broker_config(self, name, per_broker=per_broker)
 
     # -- per-listener values -------------------------------------------------

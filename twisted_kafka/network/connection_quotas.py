@@ -64,6 +64,9 @@ class ConnectionRateExceeded(TooManyConnections):
         self.limit = int(rate)
 
 
+#: The cluster-wide dynamic broker config holding the ip entities' connection_creation_rate (KIP-612).
+IP_RATES_KEY = "quota.ip.connection.creation.rate"
+
 #: The name of the default entry in ``quota.ip.connection.creation.rate`` (Kafka's default ip entity).
 DEFAULT_IP = "<default>"
 

@@ -26,8 +26,6 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from twisted_kafka.config.broker import AUTHORIZER_CLASS_NAMES
-
 from .acl import (
     WILDCARD_HOST,
     WILDCARD_PRINCIPAL,
@@ -41,6 +39,16 @@ from .acl import (
     ResourcePattern,
     ResourceType,
     allowing_operations,
+)
+
+#: Values of authorizer.class.name that enable the ACL authorizer: Kafka's ZooKeeper-mode and KRaft-mode
+#: class names (either gives the same ACL semantics here) and this project's own.  The config's validator
+#: (``twisted_kafka/config/broker.py``) accepts these and no other.
+AUTHORIZER_CLASS_NAMES = (
+    "kafka.security.authorizer.AclAuthorizer",
+    "kafka.security.auth.SimpleAclAuthorizer",
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "twisted_kafka.security.authorizer.AclAuthorizer",
 )
 
 

@@ -23,14 +23,11 @@ from twisted_kafka.logging import LOG_LEVELS, ROOT, InvalidLevel, LogLevels
 from twisted_kafka.logging.levels import check_level
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
-from twisted_kafka.network.connection_quotas import format_ip_rates, parse_ip_rates
+from twisted_kafka.network.connection_quotas import IP_RATES_KEY, format_ip_rates, parse_ip_rates
 
 from .config_repository import ConfigRepository
 from .dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from .metadata_cache import MetadataCache
-
-#: The cluster-wide dynamic broker config holding the ip entities' connection_creation_rate (KIP-612).
-IP_RATES_KEY = "quota.ip.connection.creation.rate"
 
 #: How long a Metadata request that auto-creates topics waits for them to reach the brokers.
 AUTO_CREATE_WAIT_MS = 5000
@@ -342,4 +339,4 @@ class AdminManager:
         await self.alter_broker_configs(DEFAULT_ENTITY, new_layer, validate_only=validate_only)
 
 
-__all__ = ["AdminManager", "DescribedConfig", "IP_RATES_KEY"]
+__all__ = ["AdminManager", "DescribedConfig"]

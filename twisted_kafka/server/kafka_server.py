@@ -115,6 +115,7 @@ from twisted_kafka.zk.client import KazooException, ZkClient, ZkConnectError
 from twisted_kafka.zk.data import RegisteredEndpoint
 from twisted_kafka.zk.registration import BrokerRegistration
 from twisted_kafka.zk.scram_store import ZkScramCredentialStore
+from twisted_kafka.zk.session import ZooKeeperSession
 
 from .admin_manager import AdminManager
 from .api_table import broker_handlers
@@ -152,21 +153,6 @@ class ThreadPoolService(Service):
         super().stopService()
         if self.pool.started:
             self.pool.stop()
-
-
-class ZooKeeperSession(Service):
-    """The broker's ZooKeeper session as a service: opened when the server is built, closed when the
-    broker has stopped (second to last, before the thread pool), so its registration and any
-    ``/controller`` it holds last until then."""
-
-    name = "zookeeper"
-
-    def __init__(self, zk: ZkClient):
-        self.zk = zk
-
-    def stopService(self) -> Deferred:
-        super().stopService()
-        return self.zk.close()
 
 
 class KafkaServer(MultiService):

@@ -1,7 +1,7 @@
 """A broker in a child process: the one way a broker is started for tests.
 
 ``EmbeddedBroker`` (this package's public face) and the project's own test
-harness (``tests/support/broker_process.py``) both start brokers through
+harness (``support/broker_process.py``) both start brokers through
 ``BrokerProcess``:
 
     broker = BrokerProcess(parent_dir, {"num.io.threads": "2"}).start()

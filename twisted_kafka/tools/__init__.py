@@ -12,6 +12,8 @@ One module per tool, each a console script (``setup.cfg``) and a ``bin/`` wrappe
 ``twisted-kafka-log-dirs``                  ``kafka-log-dirs.sh``
 ``twisted-kafka-console-producer``          ``kafka-console-producer.sh``
 ``twisted-kafka-console-consumer``          ``kafka-console-consumer.sh``
+``twisted-kafka-scram``                     ``kafka-configs.sh --entity-type users`` (SCRAM
+                                            credentials; also a stopped broker's file and ZooKeeper)
 ==========================================  ============================================
 
 They speak the Kafka protocol to any broker through confluent-kafka (librdkafka); the few admin
@@ -19,5 +21,6 @@ APIs librdkafka does not expose (partition reassignments, log directories, offse
 client quotas) go through kafka-python's admin client, with the same connection settings.
 Shared pieces: ``command`` (flags, one-line errors, exit codes), ``client_config``
 (``--bootstrap-server`` and ``--command-config`` into each client's settings), ``admin``
-(the clients and their errors), ``output`` (Kafka's printed forms).  docs/tools.md is the manual.
+(the clients), ``errors`` (a failure on one line), ``output`` (Kafka's printed forms).
+docs/tools.md is the manual.
 """

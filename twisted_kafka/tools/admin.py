@@ -24,8 +24,9 @@ from confluent_kafka.admin import AdminClient
 
 from .client_config import ClientSettings
 from .command import ToolError
+from .errors import describe_exception
 
-__all__ = ["Admin", "describe_exception", "UnsupportedApi"]
+__all__ = ["Admin", "UnsupportedApi"]
 
 T = TypeVar("T")
 
@@ -43,25 +44,6 @@ class UnsupportedApi(ToolError):
 
     def __init__(self, api: str, key: int) -> None:
         super().__init__(f"the broker does not support {api} (API key {key}), which this command needs")
-
-
-def describe_exception(exc: BaseException | KafkaError) -> str:
-    """One line naming the cause of ``exc`` (a client's error, a file's, anything)."""
-    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
-        return describe_kafka_error(exc.args[0])
-    if isinstance(exc, KafkaError):
-        return describe_kafka_error(exc)
-    if isinstance(exc, OSError) and exc.filename:
-        return f"{exc.filename}: {exc.strerror}"
-    text = " ".join(str(exc).split())
-    return text or type(exc).__name__
-
-
-def describe_kafka_error(error: KafkaError) -> str:
-    """``<message> (<ERROR_NAME>)``: the broker's own message where it sent one, and Kafka's error name."""
-    name = error.name()
-    message = " ".join(error.str().split())
-    return message if name in message else f"{message} ({name})"
 
 
 class Admin:

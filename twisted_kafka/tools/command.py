@@ -57,7 +57,7 @@ def run_tool(prog: str, main: Callable[[], int | None], *, error_prefix: str = "
     ``error_prefix`` is the tool's own lead-in from Kafka (``"Error while executing topic command : "``);
     a usage error is printed as ``<prog>: <message>``.
     """
-    from .admin import describe_exception
+    from .errors import describe_exception
 
     try:
         status = main()

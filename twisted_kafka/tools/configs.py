@@ -66,7 +66,7 @@ QUOTA_ENTITIES = {USERS: ("user", "user-principal"), CLIENTS: ("client-id", "cli
 #: Kafka's DynamicConfig.Ip / ClientQuota key names.
 IP_QUOTA_KEYS = ("connection_creation_rate",)
 CLIENT_QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate")
-#: Kafka's ScramCredentialUtils regex for one credential, and the order scram_tool has always accepted too.
+#: Kafka's ScramCredentialUtils regex for one credential, and the order twisted-kafka-scram has always accepted too.
 _SCRAM_VALUE = re.compile(r"(?:iterations=(-?[0-9]*),)?password=(.*)", re.DOTALL)
 _SCRAM_VALUE_REVERSED = re.compile(r"password=(.*),iterations=(-?[0-9]+)", re.DOTALL)
 

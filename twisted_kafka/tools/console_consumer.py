@@ -22,7 +22,7 @@ import time
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
 
-from .admin import describe_exception
+from .errors import describe_exception
 from .client_config import client_settings
 from .command import KafkaArgumentParser, ToolError, UsageError, run_tool
 from .console_producer import key_values

@@ -21,7 +21,7 @@ import sys
 
 from confluent_kafka import KafkaException, Producer
 
-from .admin import describe_exception
+from .errors import describe_exception
 from .client_config import client_settings, load_client_properties
 from .command import KafkaArgumentParser, ToolError, UsageError, run_tool
 

@@ -11,7 +11,8 @@
 * ``admin`` -- what any broker's admin writes for the controller to act on
   (Kafka's ``AdminZkClient``): topic assignments, deletion requests, new
   partitions, configs and their change notifications;
-* ``scram_store`` -- SCRAM credentials in ``/config/users`` for every broker.
+* ``scram_store`` -- SCRAM credentials in ``/config/users`` for every broker;
+* ``session`` -- ``ZooKeeperSession``: the session as a child service of the broker, closed last.
 
 The controller's own state (``ZkMetadataStore``) and the controller election
 live in ``twisted_kafka/controller``, which owns that state.

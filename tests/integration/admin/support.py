@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import uuid
 
-from tests.support.raw_client import RawClient
-from tests.support.wait import wait_until
+from support.raw_client import RawClient
+from support.wait import wait_until
 from twisted_kafka.protocol import messages as m
 
 __all__ = ["outcomes", "produce", "watermarks", "wait_until", "raw_request", "ZERO_UUID", "confluent_admin"]

@@ -34,7 +34,7 @@ from confluent_kafka.admin import (
 )
 
 from tests.integration.admin.support import confluent_admin, outcomes
-from tests.support.wait import wait_until
+from support.wait import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,7 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
 from tests.integration.admin.support import (confluent_admin, error_code, outcomes, produce, produce_one,
                                              raw_request, wait_until, watermarks)
-from tests.support.raw_client import RawClient
+from support.raw_client import RawClient
 from twisted_kafka.protocol import messages as m
 
 pytestmark = pytest.mark.integration

@@ -1,7 +1,7 @@
 """Admin APIs on the wire, for what the clients hide: exact fields, versions and error cases.
 
 Requests are kafka-python message objects sent on a raw socket
-(``tests.support.raw_client``) at the versions the clients use and at the
+(``support.raw_client``) at the versions the clients use and at the
 layout thresholds (CreateTopics v5/v7, DeleteTopics v6, DescribeConfigs v3).
 """
 
@@ -91,7 +91,7 @@ def test_create_topics_timeout_zero_and_validate_only(admin_broker):
     names = {t.name for t in metadata.topics}
     assert "raw-validate" not in names
     # created, even though the answer did not wait: the metadata shows it at the latest a moment later
-    from tests.support.wait import wait_until
+    from support.wait import wait_until
     wait_until(lambda: "raw-nowait" in {t.name for t in raw_request(
         admin_broker, m.MetadataRequest(topics=None, allow_auto_topic_creation=False), 4).topics})
 
@@ -255,7 +255,7 @@ def test_describe_cluster_lists_the_listener_the_request_came_in_on(broker_facto
                                           "OTHER://127.0.0.1:{port:OTHER},CONTROLLER://127.0.0.1:{port:CONTROLLER}",
                              "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT,"
                                                                "CONTROLLER:PLAINTEXT"})
-    from tests.support.raw_client import RawClient
+    from support.raw_client import RawClient
 
     request = m.DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=1)
     with RawClient(broker.port("OTHER")) as client:

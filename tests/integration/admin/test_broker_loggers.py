@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 
-from tests.support.broker_process import BrokerExited, BrokerProcess
+from support.broker_process import BrokerExited, BrokerProcess
 
 BROKER_OVERRIDES = {"broker.id": "0"}
 #: Kafka answers every logger with this source (ConfigHelper), set or inherited.

@@ -16,7 +16,7 @@ import re
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
-from tests.support.broker_process import BrokerProcess
+from support.broker_process import BrokerProcess
 
 pytestmark = pytest.mark.integration
 

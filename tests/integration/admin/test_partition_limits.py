@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from tests.integration.admin.support import error_code, outcomes, raw_request
-from tests.support.raw_client import RawClient
+from support.raw_client import RawClient
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.codec import encode_request
 from twisted_kafka.protocol.errors import ErrorCode

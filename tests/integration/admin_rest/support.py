@@ -1,6 +1,6 @@
 """Helpers of the admin REST endpoint's tests: treq on the real reactor, inside trial test cases.
 
-The broker runs in its own process (``tests/support/broker_process.py``); the
+The broker runs in its own process (``support/broker_process.py``); the
 tests talk to its admin endpoint with treq (a real HTTP client over a real
 socket) and to its Kafka listeners with real clients.  ``AdminRestTestCase``
 is a trial ``TestCase``, so ``async def`` tests run on the reactor.
@@ -19,7 +19,7 @@ from twisted.internet import reactor
 from twisted.internet.task import deferLater
 from twisted.trial import unittest
 
-from tests.support.broker_process import BrokerProcess
+from support.broker_process import BrokerProcess
 
 TOKEN = "admin-test-token"
 

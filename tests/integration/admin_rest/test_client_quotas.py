@@ -3,14 +3,14 @@
 state in the admin endpoint's ``/v1/quotas``.
 
 kafka-python's, confluent-kafka's and aiokafka's admin clients offer no client-quota calls, so the
-requests are kafka-python's message classes sent through ``tests/support/raw_client.py``.
+requests are kafka-python's message classes sent through ``support/raw_client.py``.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from tests.support.raw_client import RawClient
+from support.raw_client import RawClient
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.messages import (
     AlterClientQuotasRequest,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.raw_client import RawClient
+from support.raw_client import RawClient
 
 from .support import TOKEN, Admin, AdminRestTestCase, eventually
 

@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from tests.support.raw_client import RawClient
+from support.raw_client import RawClient
 
 from .support import TOKEN
 

@@ -19,7 +19,7 @@ import subprocess
 
 import pytest
 
-from tests.support.broker_process import BrokerProcess
+from support.broker_process import BrokerProcess
 
 from .raw_http import RawHttp
 

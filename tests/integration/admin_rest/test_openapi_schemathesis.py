@@ -7,7 +7,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 
-from tests.support.broker_process import BrokerProcess
+from support.broker_process import BrokerProcess
 
 from .support import TOKEN
 

@@ -17,7 +17,7 @@ from unittest import mock
 
 import pytest
 
-from tests.support.broker_process import BrokerProcess
+from support.broker_process import BrokerProcess
 
 from .raw_http import RawHttp, files_open_under
 from .support import TOKEN

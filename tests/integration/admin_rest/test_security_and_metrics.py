@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.broker_process import BrokerExited
-from tests.support.raw_client import RawClient
+from support.broker_process import BrokerExited
+from support.raw_client import RawClient
 
 from .support import TOKEN, Admin, AdminRestTestCase
 

@@ -19,9 +19,9 @@ import pytest
 from cryptography import x509
 
 from tests.integration.security.test_tls_reload import TlsConnection, serial_of
-from tests.integration.security.tls_support import Pki, tls_overrides
-from tests.support.broker_process import BrokerProcess
-from tests.support.wait import wait_until
+from support.tls import Pki, tls_overrides
+from support.broker_process import BrokerProcess
+from support.wait import wait_until
 
 from .support import TOKEN
 

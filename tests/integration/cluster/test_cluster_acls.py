@@ -17,8 +17,8 @@ from confluent_kafka.admin import (
     AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient, ResourcePatternType, ResourceType,
 )
 
-from tests.support.cluster import Cluster
-from tests.support.wait import wait_until
+from support.cluster import Cluster
+from support.wait import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -10,9 +10,9 @@ from confluent_kafka.admin import (
     AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic,
 )
 
-from tests.support.cluster import Cluster
-from tests.support.raw_client import RawClient
-from tests.support.wait import wait_until
+from support.cluster import Cluster
+from support.raw_client import RawClient
+from support.wait import wait_until
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode
 

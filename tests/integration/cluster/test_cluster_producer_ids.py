@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from tests.support.cluster import Cluster
-from tests.support.raw_client import RawClient
+from support.cluster import Cluster
+from support.raw_client import RawClient
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode
 

@@ -16,8 +16,8 @@ from confluent_kafka.admin import (
 )
 
 from tests.integration.sasl.conftest import SASL_OVERRIDES, authenticates
-from tests.support.cluster import Cluster
-from tests.support.wait import wait_until
+from support.cluster import Cluster
+from support.wait import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -1,6 +1,6 @@
 """``make cluster`` as shipped: bin/twisted-kafka-cluster with etc/cluster/, run as a user runs it.
 
-The script runs outside any virtualenv (``tests/support/user_env.py``), with
+The script runs outside any virtualenv (``support/user_env.py``), with
 the shipped configuration files; ``--port-offset`` (a random one whose ports
 are all free, below the kernel's ephemeral range) and ``--data-dir`` (the
 test's directory) keep it away from a developer's cluster and from other
@@ -34,9 +34,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.support.broker_process import REPO_ROOT
-from tests.support.user_env import system_python_lacks_twisted_kafka, user_env
-from tests.support.wait import wait_until
+from support.broker_process import REPO_ROOT
+from support.user_env import system_python_lacks_twisted_kafka, user_env
+from support.wait import wait_until
 from twisted_kafka.config import load_properties
 
 SCRIPT = REPO_ROOT / "bin" / "twisted-kafka-cluster"

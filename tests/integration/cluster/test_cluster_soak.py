@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support.cluster import Cluster
+from support.cluster import Cluster
 
 pytestmark = pytest.mark.slow
 

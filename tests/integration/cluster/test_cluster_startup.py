@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from tests.support.broker_process import BrokerExited, BrokerProcess
+from support.broker_process import BrokerExited, BrokerProcess
 
 
 def failed_start(tmp_path, overrides) -> BrokerExited:

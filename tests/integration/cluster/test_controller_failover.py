@@ -12,9 +12,9 @@ import uuid
 
 import pytest
 
-from tests.support.cluster import SESSION_TIMEOUT_MS, Cluster
-from tests.support.raw_client import RawClient
-from tests.support.wait import wait_until
+from support.cluster import SESSION_TIMEOUT_MS, Cluster
+from support.raw_client import RawClient
+from support.wait import wait_until
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode
 
@@ -118,7 +118,7 @@ def test_the_controller_stopping_cleanly_hands_over_at_once(cluster):
 
 
 def test_a_generated_broker_id_joins_the_cluster(tmp_path, zookeeper, zk_chroot, cluster):
-    from tests.support.broker_process import BrokerProcess
+    from support.broker_process import BrokerProcess
 
     extra = BrokerProcess(tmp_path, {"broker.id": "-1", "zookeeper.connect": cluster.connect,
                                      "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS)})

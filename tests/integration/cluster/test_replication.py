@@ -20,9 +20,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaProducer
 from kafka.errors import NotEnoughReplicasError
 
-from tests.support.acked_producer import BackgroundProducer
-from tests.support.cluster import SESSION_TIMEOUT_MS, Cluster
-from tests.support.wait import wait_until
+from support.acked_producer import BackgroundProducer
+from support.cluster import SESSION_TIMEOUT_MS, Cluster
+from support.wait import wait_until
 
 #: Short enough for tests, long enough that a busy machine does not drop a follower by accident.
 LAG_MS = 3000

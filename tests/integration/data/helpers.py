@@ -10,7 +10,7 @@ look at what the clients and the broker did:
   the client was configured with: librdkafka and kafka-python send a batch
   uncompressed when compressing does not make it smaller);
 * ``produce_request``/``fetch_request``/... — request messages for the raw
-  socket tests (``tests.support.raw_client.RawClient``).
+  socket tests (``support.raw_client.RawClient``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from twisted_kafka.protocol.records.batch import iter_batch_headers
 from twisted_kafka.protocol.records.compression import CompressionType
 
 __all__ = ["Tally", "stored_batches", "stored_codecs", "partition_dir", "segment_files", "produce_request",
-           "fetch_request", "list_offsets_request", "auto_create_topic", "assert_stored_codec", "CODECS"]
+           "fetch_request", "list_offsets_request", "assert_stored_codec", "CODECS"]
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 _LEN = struct.Struct(">i")
@@ -97,17 +97,6 @@ def assert_stored_codec(stored: Counter, codec: str) -> None:
     assert set(stored) <= {codec, "none"}, dict(stored)
     if codec != "none":
         assert stored[codec] > stored["none"], f"mostly uncompressed batches stored: {dict(stored)}"
-
-
-def auto_create_topic(client, topic: str, partitions: int | None = None) -> None:
-    """Create ``topic`` the way a producer does: Metadata v4 with allow_auto_topic_creation
-    (the broker must have auto.create.topics.enable=true); ``partitions`` checks the count."""
-    response = client.request(m.MetadataRequest(version=4, topics=[m.MetadataRequest.MetadataRequestTopic(
-        name=topic)], allow_auto_topic_creation=True), 4)
-    (entry,) = response.topics
-    assert entry.error_code == 0, entry
-    if partitions is not None:
-        assert len(entry.partitions) == partitions, entry
 
 
 def produce_request(topics: dict[str, dict[int, bytes | None]], *, acks: int = -1, version: int = 7,

@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from kafka import KafkaProducer
 from kafka.errors import KafkaTimeoutError
 
-from tests.support.raw_client import RawClient
+from support.raw_client import RawClient
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.records.builder import build_batch

@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaProducer
 from kafka.errors import InvalidRecordError
 
-from tests.support.raw_client import RawClient
+from support.raw_client import RawClient
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.records import build_batch
 

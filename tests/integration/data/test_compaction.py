@@ -30,7 +30,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 
-from tests.support.wait import wait_until
+from support.wait import wait_until
 
 from .helpers import partition_dir, segment_files, stored_batches
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from tests.support.raw_client import RawClient
+from support.raw_client import RawClient
 
 from .helpers import CODECS, Tally, assert_stored_codec, stored_codecs
 

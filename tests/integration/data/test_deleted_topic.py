@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support.raw_client import RawClient
+from support.raw_client import RawClient
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.records.builder import build_batch

@@ -1,6 +1,6 @@
 """Open-file limits: the partition budget, running out of descriptors, restarting with few of them.
 
-Each broker here runs under a chosen ``RLIMIT_NOFILE`` (``tests.support.nofile``).
+Each broker here runs under a chosen ``RLIMIT_NOFILE`` (``support.nofile``).
 The broker raises its soft limit to the hard one, derives a partition budget
 from it (logged once), refuses creations beyond the budget, fails only the
 partitions it cannot open when descriptors run out, and opens segment files
@@ -19,8 +19,8 @@ import uuid
 import pytest
 
 from tests.integration.admin.support import raw_request, wait_until
-from tests.support.nofile import NofileBroker, nofile_limits, open_fds
-from tests.support.raw_client import Closed, RawClient
+from support.nofile import NofileBroker, nofile_limits, open_fds
+from support.raw_client import Closed, RawClient
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode
 

@@ -22,16 +22,15 @@ import threading
 import pytest
 from confluent_kafka import Producer
 
-from tests.support.reading import read_to_end
-from tests.support.raw_client import RawClient
-from tests.support.wait import wait_until
+from support.reading import read_to_end
+from support.raw_client import RawClient, auto_create_topic
+from support.wait import wait_until
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.records.batch import iter_batch_headers
 from twisted_kafka.protocol.records.builder import build_batch
 
 from .helpers import (
-    auto_create_topic,
     fetch_request,
     list_offsets_request,
     produce_request,

@@ -28,9 +28,9 @@ from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.records import build_batch
 
-from tests.support.cutting_proxy import CuttingProxy
-from tests.support.raw_client import RawClient
-from tests.support.wait import wait_until
+from support.cutting_proxy import CuttingProxy
+from support.raw_client import RawClient
+from support.wait import wait_until
 
 PARTITIONS = 3
 #: Values are sent round-robin to the partitions; each carries its own number.

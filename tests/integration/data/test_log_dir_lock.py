@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.integration.admin.support import produce_one, raw_request
-from tests.support.broker_process import BrokerExited
+from support.broker_process import BrokerExited
 from twisted_kafka.protocol import messages as m
 
 pytestmark = pytest.mark.integration

@@ -13,14 +13,14 @@ import time
 
 import pytest
 
-from tests.support.raw_client import RawClient
+from support.raw_client import RawClient, auto_create_topic
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.records.batch import iter_batch_headers
 from twisted_kafka.protocol.records.builder import build_batch
 from twisted_kafka.protocol.records.record import iter_records
 
-from .helpers import auto_create_topic, fetch_request, list_offsets_request, produce_request
+from .helpers import fetch_request, list_offsets_request, produce_request
 
 MAX_MESSAGE_BYTES = 4096
 BROKER_OVERRIDES = {"num.partitions": "4", "message.max.bytes": str(MAX_MESSAGE_BYTES)}

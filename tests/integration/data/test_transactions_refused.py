@@ -28,7 +28,7 @@ from aiokafka.errors import TransactionalIdAuthorizationFailed
 from kafka import KafkaProducer
 from kafka.errors import TransactionalIdAuthorizationFailedError
 
-from tests.support.raw_client import RawClient
+from support.raw_client import RawClient
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode
 

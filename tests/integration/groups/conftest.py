@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support.broker_process import BrokerProcess
+from support.broker_process import BrokerProcess
 
 GROUP_OVERRIDES = {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000"}
 

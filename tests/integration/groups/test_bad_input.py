@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import struct
 
-from tests.support.raw_client import RawClient
+from support.raw_client import RawClient
 from twisted_kafka.protocol import messages as m
-from tests.support.wait import wait_until
+from support.wait import wait_until
 
 from .conftest import create_topic
 

@@ -22,12 +22,12 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 from kafka import KafkaAdminClient
 from kafka import TopicPartition as KTopicPartition
 
-from tests.support.raw_client import RawClient
+from support.raw_client import RawClient
 from twisted_kafka.protocol import messages as m
-from tests.support.wait import wait_until
+from support.wait import wait_until
 
 from .conftest import create_topic
-from .support import Group
+from support.groups import Group
 
 BROKER_OVERRIDES = {"offsets.topic.num.partitions": "7"}
 PARTITIONS = 3

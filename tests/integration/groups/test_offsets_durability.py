@@ -24,7 +24,7 @@ from kafka import TopicPartition as KTopicPartition
 from tests.integration.data.helpers import stored_batches
 
 from .conftest import GROUP_OVERRIDES, create_topic
-from .support import Group
+from support.groups import Group
 
 PARTITIONS = 3
 BATCH = 30
@@ -158,7 +158,7 @@ def test_kill_9_during_a_stream_of_commits_loses_no_acknowledged_commit(broker_f
     """Commits go out back to back on one connection; the broker is killed mid-stream.  After
     the restart each partition's committed offset is at least the last one acknowledged (and no
     more than the last one sent: the record may have reached the log before the answer left)."""
-    from tests.support.raw_client import Closed, RawClient
+    from support.raw_client import Closed, RawClient
     from twisted_kafka.protocol import messages as m
 
     broker = broker_factory({**GROUP_OVERRIDES, "num.partitions": str(PARTITIONS)})

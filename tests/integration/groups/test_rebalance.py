@@ -36,10 +36,10 @@ import subprocess
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from tests.support.wait import wait_until
+from support.wait import wait_until
 
 from .conftest import create_topic
-from .support import Group
+from support.groups import Group
 
 PARTITIONS = 6
 BATCH = 120

@@ -12,10 +12,10 @@ from __future__ import annotations
 import time
 
 import pytest
-from tests.support.wait import wait_until
+from support.wait import wait_until
 
 from .conftest import create_topic
-from .support import Group
+from support.groups import Group
 
 PARTITIONS = 6
 BATCH = 60

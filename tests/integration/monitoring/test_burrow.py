@@ -22,9 +22,9 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.integration.tools.support import run
-from tests.support.burrow import BURROW, Burrow
-from tests.support.scrape import scrape
-from tests.support.wait import wait_until
+from support.burrow import BURROW, Burrow
+from support.scrape import scrape
+from support.wait import wait_until
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(not shutil.which(BURROW), reason="needs Debian's burrow (bin/install-system-deps)")]

@@ -25,9 +25,9 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support.chromium import CHROMIUM, Chromium
-from tests.support.scrape import scrape
-from tests.support.wait import wait_until
+from support.chromium import CHROMIUM, Chromium
+from support.scrape import scrape
+from support.wait import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.broker_process import REPO_ROOT, START_SCRIPT, BrokerProcess
-from tests.support.wait import wait_until
+from support.broker_process import REPO_ROOT, START_SCRIPT, BrokerProcess
+from support.wait import wait_until
 
 from .test_lifecycle import twistd_command
 

@@ -18,7 +18,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.threads import deferToThread
 from twisted.trial import unittest
 
-from tests.support.raw_client import RawClient, frame
+from support.raw_client import RawClient, frame
 from twisted_kafka.network.close_reasons import CloseReason
 from twisted_kafka.protocol.messages import MetadataRequest
 

@@ -14,7 +14,7 @@ import confluent_kafka
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support.broker_process import BrokerProcess
+from support.broker_process import BrokerProcess
 
 pytestmark = pytest.mark.integration
 

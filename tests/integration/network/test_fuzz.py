@@ -20,7 +20,7 @@ What the fuzzer found, each a black-box regression on a real broker process:
   ``test_broker_lifecycle.py``, ``test_kafka_apis.py``; the moment is too
   narrow to hit on purpose from outside).
 
-Then the fuzzer itself (``tests/support/fuzzing.py``): Hypothesis draws
+Then the fuzzer itself (``support/fuzzing.py``): Hypothesis draws
 plans over a corpus captured from confluent-kafka, kafka-python and aiokafka
 (admin calls, producers, group consumers, SASL), plays them on many
 connections against a broker with PLAINTEXT, SASL_PLAINTEXT and a control
@@ -35,11 +35,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.broker_process import BrokerProcess
-from tests.support.fuzz_corpus import CaptureBroker, capture
-from tests.support.fuzzing import FUZZ_BROKER_OVERRIDES, Sender, fuzz_round, liveness, scan_log
-from tests.support.raw_client import RawClient
-from tests.support.wait import wait_until
+from support.broker_process import BrokerProcess
+from support.fuzz_corpus import CaptureBroker, capture
+from support.fuzzing import FUZZ_BROKER_OVERRIDES, Sender, fuzz_round, liveness, scan_log
+from support.raw_client import RawClient
+from support.wait import wait_until
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.messages import FetchRequest, FindCoordinatorRequest, JoinGroupRequest
 from twisted_kafka.protocol.registry import ApiKey

@@ -26,10 +26,10 @@ from twisted.internet.defer import Deferred
 from twisted.internet.threads import deferToThread
 from twisted.trial import unittest
 
-from tests.support import load
+from support import load
 import twisted_kafka
-from tests.support.broker_process import START_SCRIPT, BrokerExited, BrokerProcess
-from tests.support.raw_client import Closed, RawClient
+from support.broker_process import START_SCRIPT, BrokerExited, BrokerProcess
+from support.raw_client import Closed, RawClient
 from twisted_kafka.protocol.messages import MetadataRequest
 
 from .inprocess import GatedHandler, InProcessBroker

@@ -1,7 +1,7 @@
 """A flooded data plane does not hold up the control plane (KIP-291: its own listener, request
 queue and handler).
 
-Flooding clients run in their own processes (``tests.support.load``), each
+Flooding clients run in their own processes (``support.load``), each
 connection pipelining 5 Metadata requests, so the broker's reactor is the
 only thing the test process runs.
 
@@ -37,9 +37,9 @@ from twisted.internet.defer import Deferred
 from twisted.internet.threads import deferToThread
 from twisted.trial import unittest
 
-from tests.support import load
-from tests.support.broker_process import BrokerProcess
-from tests.support.raw_client import RawClient, api_versions_frame
+from support import load
+from support.broker_process import BrokerProcess
+from support.raw_client import RawClient, api_versions_frame
 from twisted_kafka.metrics import MetricName
 from twisted_kafka.protocol.messages import MetadataRequest
 

@@ -22,8 +22,8 @@ import time
 
 import pytest
 
-from tests.support.raw_client import Closed, RawClient, api_versions_frame
-from tests.support.wait import wait_until
+from support.raw_client import Closed, RawClient, api_versions_frame
+from support.wait import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.raw_client import RawClient
+from support.raw_client import RawClient
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.broker_process import BASE_CONFIG, START_SCRIPT, BrokerExited, answers_api_versions
-from tests.support.wait import wait_until
+from support.broker_process import BASE_CONFIG, START_SCRIPT, BrokerExited, answers_api_versions
+from support.wait import wait_until
 from twisted_kafka.protocol.errors import ErrorCode
 
 from .test_controller_apis import assert_controller_still_works, create_topic, leader, metadata

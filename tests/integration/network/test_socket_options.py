@@ -8,7 +8,7 @@ import socket
 from twisted.internet.threads import deferToThread
 from twisted.trial import unittest
 
-from tests.support.raw_client import RawClient
+from support.raw_client import RawClient
 
 from .inprocess import InProcessBroker
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.broker_process import BASE_CONFIG, REPO_ROOT
+from support.broker_process import BASE_CONFIG, REPO_ROOT
 from twisted_kafka.testing.process import BrokerProcess
 from twisted_kafka.config import BROKER_CONFIG
 from twisted_kafka.server.broker_lifecycle import DRAIN_TIMEOUT_SECONDS

@@ -14,8 +14,8 @@ import struct
 
 import pytest
 
-from tests.support.broker_process import BrokerProcess
-from tests.support.raw_client import RawClient, api_versions_frame
+from support.broker_process import BrokerProcess
+from support.raw_client import RawClient, api_versions_frame
 from twisted_kafka.protocol.codec import decode_response, encode_request
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.messages import ApiVersionsRequest, MetadataRequest

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.broker_process import BrokerProcess
+from support.broker_process import BrokerProcess
 
 PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
               'username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
@@ -37,7 +37,7 @@ def authenticates(broker, mechanism: str, user: str, password: str) -> bool:
     SaslAuthenticate v2; SCRAM's client side is kafka-python's), and is then served Metadata."""
     from kafka.net.sasl.scram import ScramClient
 
-    from tests.support.raw_client import RawClient
+    from support.raw_client import RawClient
     from twisted_kafka.protocol.messages import SaslAuthenticateRequest, SaslHandshakeRequest
 
     with RawClient(broker.port("SASL_PLAINTEXT")).connect() as client:

@@ -20,11 +20,11 @@ import pytest
 from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 from kafka.net.sasl.scram import ScramClient
 
-from tests.integration.security import tls_support
-from tests.support.broker_process import BrokerProcess
-from tests.support.nofile import open_fds
-from tests.support.raw_client import RawClient
-from tests.support.wait import wait_until
+from support import tls as tls_support
+from support.broker_process import BrokerProcess
+from support.nofile import open_fds
+from support.raw_client import RawClient
+from support.wait import wait_until
 from twisted_kafka.protocol.codec import encode_request
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.messages import (

@@ -15,7 +15,7 @@ import subprocess
 import pytest
 
 from tests.integration.security.test_tls_clients import consume_with_confluent
-from tests.support.broker_process import REPO_ROOT
+from support.broker_process import REPO_ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -101,7 +101,7 @@ def test_a_wrong_password_fails_the_controllers_attempts_naming_the_listener_and
 
 
 def test_an_inter_broker_mechanism_the_listener_does_not_enable_is_refused_at_startup(broker_factory):
-    from tests.support.broker_process import BrokerExited
+    from support.broker_process import BrokerExited
 
     broker = broker_factory({**plain_overrides(), "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256"},
                             start=False)
@@ -127,7 +127,7 @@ def test_with_an_authorizer_the_controllers_sasl_user_is_the_brokers_own_princip
 def test_sasl_ssl_control_plane_authenticates_inside_tls(broker_factory, tmp_path):
     """SASL_SSL: the controller's connection does the TLS handshake with the listener's ssl.* keys, then
     SCRAM-SHA-512 inside it; with an authorizer its SASL user (not its certificate) is the own principal."""
-    from tests.integration.security.tls_support import Pki
+    from support.tls import Pki
 
     pki = Pki(tmp_path / "pki")
     jaas = SCRAM_JAAS.format(password="broker-secret")

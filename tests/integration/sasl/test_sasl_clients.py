@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 
-from tests.support import round_trips
+from support import round_trips
 
 N = 50
 MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]

@@ -14,8 +14,8 @@ import time
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
-from tests.support.raw_client import RawClient
-from tests.support.wait import wait_until
+from support.raw_client import RawClient
+from support.wait import wait_until
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.messages import MetadataRequest, SaslAuthenticateRequest, SaslHandshakeRequest
 from twisted_kafka.protocol.registry import ApiKey

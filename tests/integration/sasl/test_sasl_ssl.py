@@ -12,10 +12,10 @@ import pytest
 from aiokafka.helpers import create_ssl_context
 from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 
-from tests.support import round_trips
+from support import round_trips
 
-from tests.integration.security import tls_support
-from tests.support.broker_process import BrokerProcess
+from support import tls as tls_support
+from support.broker_process import BrokerProcess
 
 from .conftest import PLAIN_JAAS
 

@@ -12,7 +12,7 @@ from kafka.admin import KafkaAdminClient
 from kafka.admin._users import ScramMechanism, UserScramCredentialDeletion, UserScramCredentialUpsertion
 from kafka.errors import KafkaError as KafkaPythonError
 
-from tests.support.broker_process import REPO_ROOT
+from support.broker_process import REPO_ROOT
 
 from .conftest import SASL_OVERRIDES, authenticates
 

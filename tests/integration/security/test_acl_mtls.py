@@ -18,7 +18,7 @@ from confluent_kafka.admin import (
 )
 
 from tests.integration.admin.support import confluent_admin, outcomes
-from tests.integration.security.tls_support import Pki, librdkafka_ssl, tls_overrides
+from support.tls import Pki, librdkafka_ssl, tls_overrides
 
 pytestmark = pytest.mark.integration
 

@@ -25,10 +25,10 @@ import pytest
 
 from tests.integration.network.test_controller_apis import controlled_shutdown_v3, create_topic, update_metadata_v8
 from tests.integration.security.test_tls_control_plane import control_plane_ssl
-from tests.integration.security.tls_support import Pki
-from tests.support.broker_process import BrokerProcess
-from tests.support.raw_client import RawClient
-from tests.support.wait import wait_until
+from support.tls import Pki
+from support.broker_process import BrokerProcess
+from support.raw_client import RawClient
+from support.wait import wait_until
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode
 

@@ -27,9 +27,9 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from tests.integration.admin.support import outcomes
-from tests.integration.security.tls_support import Pki, tls_overrides
-from tests.support.broker_process import BrokerProcess
-from tests.support.wait import wait_until
+from support.tls import Pki, tls_overrides
+from support.broker_process import BrokerProcess
+from support.wait import wait_until
 from twisted_kafka.security.password_encoder import PasswordEncoder, looks_encoded
 
 pytestmark = pytest.mark.timeout(180)

@@ -12,8 +12,8 @@ import pytest
 
 from tests.integration.network.test_shipped_config import ShippedConfigBroker
 from tests.integration.security.test_tls_clients import consume_with_confluent
-from tests.integration.security.tls_support import Pki, librdkafka_ssl
-from tests.support.broker_process import REPO_ROOT
+from support.tls import Pki, librdkafka_ssl
+from support.broker_process import REPO_ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

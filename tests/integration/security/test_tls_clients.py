@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from tests.integration.security.tls_support import Pki, librdkafka_ssl, tls_overrides
+from support.tls import Pki, librdkafka_ssl, tls_overrides
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -30,7 +30,7 @@ def pki(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tls_broker(tmp_path_factory, pki):
-    from tests.support.broker_process import BrokerProcess
+    from support.broker_process import BrokerProcess
 
     overrides = tls_overrides(pki, pki.server_keystore("localhost", "127.0.0.1"), client_auth="requested")
     broker = BrokerProcess(tmp_path_factory.mktemp("tls-broker"), overrides).start()

@@ -23,9 +23,9 @@ import time
 
 import pytest
 
-from tests.integration.security.tls_support import Pki, librdkafka_ssl, tls_overrides
-from tests.support.broker_process import BrokerProcess
-from tests.support.wait import wait_until
+from support.tls import Pki, librdkafka_ssl, tls_overrides
+from support.broker_process import BrokerProcess
+from support.wait import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -21,8 +21,8 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from cryptography import x509
 
 from tests.integration.admin.support import outcomes
-from tests.integration.security.tls_support import Pki, librdkafka_ssl, tls_overrides
-from tests.support.broker_process import BrokerProcess
+from support.tls import Pki, librdkafka_ssl, tls_overrides
+from support.broker_process import BrokerProcess
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from tests.support.broker_process import REPO_ROOT, BrokerProcess
+from support.broker_process import REPO_ROOT, BrokerProcess
 
 FORMAT = "twisted_kafka"
 

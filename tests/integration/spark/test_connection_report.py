@@ -23,8 +23,8 @@ from datetime import UTC
 
 import pytest
 
-from tests.support.broker_process import REPO_ROOT, BrokerProcess
-from tests.support.raw_client import RawClient
+from support.broker_process import REPO_ROOT, BrokerProcess
+from support.raw_client import RawClient
 from twisted_kafka.spark.connection_report import CONNECTION_EVENTS_TOPIC, run
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 import subprocess
 
-from tests.support.broker_process import REPO_ROOT
-from tests.support.user_env import system_python_lacks_twisted_kafka, user_env
+from support.broker_process import REPO_ROOT
+from support.user_env import system_python_lacks_twisted_kafka, user_env
 
 from .conftest import create_topic
 
@@ -57,7 +57,7 @@ def test_the_quick_start_runs_as_documented_outside_a_virtualenv(kafka, tmp_path
     assert system_python_lacks_twisted_kafka(env), "python3 on a user's PATH has twisted_kafka: nothing to show"
     env["SPARK_LOCAL_IP"] = "127.0.0.1"         # the driver and its UI bind loopback only
     # A JVM that lives seconds needs no optimising compiler: a third less CPU on this 2-core machine
-    # (as tests/support/zookeeper.py runs ZooKeeper); the program and the command are the page's.
+    # (as support/zookeeper.py runs ZooKeeper); the program and the command are the page's.
     env["JAVA_TOOL_OPTIONS"] = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
     done = subprocess.run([str(python), name, kafka.bootstrap, topic], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=240)

@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from tests.support.broker_process import REPO_ROOT
+from support.broker_process import REPO_ROOT
 
 from .conftest import Batches, produce, run_available_now, stream
 

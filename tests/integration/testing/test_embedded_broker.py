@@ -26,7 +26,7 @@ import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from tests.support.wait import wait_until
+from support.wait import wait_until
 from twisted_kafka.testing import BrokerStartupError, EmbeddedBroker
 from twisted_kafka.testing.wire import AdminError
 

@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.user_env import user_env
+from support.user_env import user_env
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 SCRIPTS = Path(sys.executable).parent

@@ -15,8 +15,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
-from tests.integration.security import tls_support
-from tests.support.broker_process import BrokerProcess
+from support import tls as tls_support
+from support.broker_process import BrokerProcess
 
 from .support import fails, ok, run
 

@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support.wait import wait_until
+from support.wait import wait_until
 
 from .support import fails, ok, run
 

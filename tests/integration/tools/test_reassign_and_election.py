@@ -19,9 +19,9 @@ import urllib.request
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from tests.support.cluster import Cluster
-from tests.support.scrape import scrape
-from tests.support.wait import wait_until
+from support.cluster import Cluster
+from support.scrape import scrape
+from support.wait import wait_until
 
 from .support import fails, ok, run
 

@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka import Consumer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from tests.support.wait import wait_until
+from support.wait import wait_until
 
 from .support import fails, ok, run
 

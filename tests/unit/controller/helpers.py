@@ -19,7 +19,7 @@ from twisted_kafka.network.listeners import EndPoint
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.registry import ApiKey
 
-from tests.support.inline import InlineReactor, SyncThreadPool
+from support.inline import InlineReactor, SyncThreadPool
 
 CLUSTER_ID = "unit-test-cluster-id1"
 

@@ -9,7 +9,7 @@ from twisted_kafka.controller.client import FORWARDED_SUFFIX, NoControllerClient
 from twisted_kafka.controller.cluster_client import ClusterControllerClient
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
-from tests.support.inline import InlineReactor
+from support.inline import InlineReactor
 
 from .helpers import run
 

@@ -21,7 +21,7 @@ from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.codec import decode_request, encode_request
 from twisted_kafka.protocol.registry import ApiKey
 
-from tests.support.inline import InlineReactor
+from support.inline import InlineReactor
 
 from .helpers import FakeChannels, live_broker, make_controller, make_store, run
 

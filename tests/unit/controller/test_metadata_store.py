@@ -21,9 +21,9 @@ from twisted_kafka.controller.metadata_store import (
 )
 from twisted_kafka.config import StartupError
 
-from tests.support.inline import ManualThreadPool, SyncThreadPool
+from support.inline import ManualThreadPool, SyncThreadPool
 
-from tests.support.inline import InlineReactor
+from support.inline import InlineReactor
 
 from .helpers import make_store, run
 

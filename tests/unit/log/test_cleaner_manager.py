@@ -14,7 +14,7 @@ from twisted_kafka.log.cleaner import CLEANER_CHECKPOINT
 from twisted_kafka.log.log_manager import LogManager
 from twisted_kafka.log.segment import LogSegment
 
-from tests.support.inline import InlineReactor, ManualThreadPool, SyncThreadPool
+from support.inline import InlineReactor, ManualThreadPool, SyncThreadPool
 
 from .helpers import NOW, all_records, keyed_batch, latest_by_key
 

@@ -19,7 +19,7 @@ from twisted_kafka.log.disk_space import RESERVE_FILE, LogDirSpace, is_out_of_sp
 from twisted_kafka.log.log_manager import LogManager
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
-from tests.support.inline import InlineReactor, SyncThreadPool
+from support.inline import InlineReactor, SyncThreadPool
 
 from .helpers import NOW, batch, records_of
 

@@ -15,7 +15,7 @@ from twisted_kafka.log.file_handles import FileHandleCache, default_capacity
 from twisted_kafka.log.log_manager import LogManager
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
-from tests.support.inline import InlineReactor, SyncThreadPool
+from support.inline import InlineReactor, SyncThreadPool
 
 from .helpers import NOW, batch, new_log, records_of
 

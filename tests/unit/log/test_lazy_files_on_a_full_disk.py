@@ -25,7 +25,7 @@ from twisted_kafka.log.log_manager import LogManager
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.records.batch import iter_batch_headers
 
-from tests.support.inline import InlineReactor, SyncThreadPool
+from support.inline import InlineReactor, SyncThreadPool
 
 from .helpers import NOW, batch, config, new_log, records_of
 

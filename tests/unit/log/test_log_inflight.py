@@ -11,7 +11,7 @@ from twisted_kafka.log.log_manager import LogManager
 from twisted_kafka.log.segment import WouldBlock
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
-from tests.support.inline import InlineReactor, ManualThreadPool
+from support.inline import InlineReactor, ManualThreadPool
 
 from .helpers import NOW, batch, new_log, records_of, reopen
 

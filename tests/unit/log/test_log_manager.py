@@ -17,7 +17,7 @@ from twisted_kafka.log.checkpoints import (
 from twisted_kafka.log.log_manager import LogManager
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
-from tests.support.inline import InlineReactor, ManualThreadPool, SyncThreadPool
+from support.inline import InlineReactor, ManualThreadPool, SyncThreadPool
 
 from .helpers import NOW, batch, records_of
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from twisted_kafka.log import FetchIsolation, PartitionLog
 from twisted_kafka.log.unified_log import UnifiedLog
 
-from tests.support.inline import InlineReactor, ManualThreadPool
+from support.inline import InlineReactor, ManualThreadPool
 
 from .helpers import NOW, batch, new_log, records_of
 

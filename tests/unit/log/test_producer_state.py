@@ -29,7 +29,7 @@ from twisted_kafka.log.unified_log import UnifiedLog
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.records.batch import parse_batch_header
 
-from tests.support.inline import InlineReactor, ManualThreadPool, SyncThreadPool
+from support.inline import InlineReactor, ManualThreadPool, SyncThreadPool
 
 from .helpers import NOW, batch, new_log, records_of, reopen
 

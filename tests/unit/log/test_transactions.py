@@ -23,7 +23,7 @@ from twisted_kafka.log.unified_log import UnifiedLog
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.records import ControlRecordType, build_batch, build_end_txn_marker
 
-from tests.support.inline import InlineReactor, ManualThreadPool
+from support.inline import InlineReactor, ManualThreadPool
 
 from .helpers import NOW, batch, config, new_log, records_of, reopen
 

@@ -19,7 +19,7 @@ from twisted.trial import unittest
 from twisted_kafka.log.unified_log import INLINE_WRITE_MAX_BYTES, UnifiedLog
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
-from tests.support.inline import InlineReactor, ManualThreadPool
+from support.inline import InlineReactor, ManualThreadPool
 
 from .helpers import NOW, batch, new_log, records_of
 

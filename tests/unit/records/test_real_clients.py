@@ -18,8 +18,8 @@ import subprocess
 
 import pytest
 
-from tests.support.capture_peer import CapturePeer
-from tests.support.wait import WaitTimeout, wait_until
+from support.capture_peer import CapturePeer
+from support.wait import WaitTimeout, wait_until
 from twisted_kafka.protocol.records import (CompressionType, iter_records, validate_records,
                                             verify_crc)
 

@@ -62,7 +62,7 @@ from twisted_kafka.server.kafka_apis import KafkaApis
 from twisted_kafka.server.metadata_cache import MetadataCache
 from twisted_kafka.server.replica_manager import ReplicaManager, Replication
 
-from tests.support.inline import InlineReactor, ManualThreadPool
+from support.inline import InlineReactor, ManualThreadPool
 
 NOW = 1_700_000_000_000   # ms: the clock starts here, so record timestamps are "now"
 CLUSTER_ID = "unit-test-cluster-id1"

@@ -54,7 +54,7 @@ def test_the_help_lists_every_option_of_the_plugin_but_config():
 def test_the_plugin_takes_a_root_log_level_in_any_case(level):
     from twisted.plugins.twisted_kafka_plugin import Options
 
-    from tests.support.broker_process import BASE_CONFIG
+    from support.broker_process import BASE_CONFIG
 
     options = Options()
     options.parseOptions(["--config", str(BASE_CONFIG), "--log-level", level])

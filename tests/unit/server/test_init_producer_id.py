@@ -18,7 +18,7 @@ from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
 
-from tests.support.inline import SyncThreadPool
+from support.inline import SyncThreadPool
 
 from .helpers import records, result_of
 from .test_produce import produce

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 from kazoo.exceptions import NoNodeError
 
-from tests.support.broker_process import BrokerProcess
-from tests.support.raw_client import RawClient
-from tests.support.wait import wait_until
+from support.broker_process import BrokerProcess
+from support.raw_client import RawClient
+from support.wait import wait_until
 
 __all__ = ["Cluster", "ClusterMetadata", "SESSION_TIMEOUT_MS"]
 

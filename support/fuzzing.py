@@ -1,6 +1,6 @@
 """Fuzzing a real broker with mutated real-client requests.
 
-The seed corpus is what real clients sent (``tests/support/fuzz_corpus.py``),
+The seed corpus is what real clients sent (``support/fuzz_corpus.py``),
 one captured connection at a time.  A *plan* replays one captured connection
 on a new connection to the same kind of listener, with some of its frames
 mutated:
@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
-from tests.support.fuzz_corpus import CAPTURE_BROKER_OVERRIDES, Corpus
-from tests.support.raw_client import RawClient
+from support.fuzz_corpus import CAPTURE_BROKER_OVERRIDES, Corpus
+from support.raw_client import RawClient
 
 __all__ = ["FUZZ_BROKER_OVERRIDES", "Mutation", "FrameEdit", "Plan", "plans", "render", "play", "fuzz_round",
            "Sender", "SenderStats", "liveness", "scan_log", "rss_kib", "MUTATION_KINDS"]

@@ -1,6 +1,6 @@
 """Group members as processes, watched from the test: assignments, committed messages, exits.
 
-``Member`` starts ``tests/integration/groups/member.py`` with one client
+``Member`` starts ``support/group_member.py`` with one client
 library and reads its event lines in a thread.  ``Group`` is a set of them
 with the checks the tests make:
 
@@ -23,8 +23,8 @@ import threading
 
 from confluent_kafka import Producer
 
-from tests.support.broker_process import REPO_ROOT
-from tests.support.wait import WaitTimeout, wait_until
+from support.broker_process import REPO_ROOT
+from support.wait import WaitTimeout, wait_until
 
 PYTHON = sys.executable
 
@@ -35,7 +35,7 @@ class Member:
                  extra: tuple[str, ...] = ()):
         self.client = client
         self.name = name
-        cmd = [PYTHON, "-u", "-m", "tests.integration.groups.member", "--client", client, "--bootstrap", bootstrap,
+        cmd = [PYTHON, "-u", "-m", "support.group_member", "--client", client, "--bootstrap", bootstrap,
                "--group", group, "--topic", topic, "--name", name, "--session-ms", str(session_ms), *extra]
         if assignor:
             cmd += ["--assignor", assignor]

@@ -36,11 +36,12 @@ import time
 from twisted_kafka.protocol.client_connection import DEFAULT_MAX_RESPONSE_SIZE, ClientConnection, ResponseReceived
 from twisted_kafka.protocol.codec import decode_response, encode_request
 from twisted_kafka.protocol.framing import SIZE_PREFIX, FrameBuffer
+from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.messages import ApiVersionsRequest, MetadataRequest
 
-from tests.support.readiness import readable_within
+from support.readiness import readable_within
 
-__all__ = ["RawClient", "Closed", "api_versions_frame", "frame"]
+__all__ = ["RawClient", "Closed", "api_versions_frame", "frame", "auto_create_topic"]
 
 
 class Closed(Exception):
@@ -252,3 +253,14 @@ class RawClient:
     def no_response_within(self, seconds: float) -> bool:
         """True if nothing at all arrives (no frame, no EOF) within ``seconds``."""
         return not readable_within(self.sock, seconds) and not len(self._frames)
+
+
+def auto_create_topic(client, topic: str, partitions: int | None = None) -> None:
+    """Create ``topic`` the way a producer does: Metadata v4 with allow_auto_topic_creation
+    (the broker must have auto.create.topics.enable=true); ``partitions`` checks the count."""
+    response = client.request(m.MetadataRequest(version=4, topics=[m.MetadataRequest.MetadataRequestTopic(
+        name=topic)], allow_auto_topic_creation=True), 4)
+    (entry,) = response.topics
+    assert entry.error_code == 0, entry
+    if partitions is not None:
+        assert len(entry.partitions) == partitions, entry

@@ -2,10 +2,10 @@
 
 Used by the network integration tests and by ``bench/network.py`` and ``bench/planes.py``:
 
-    python -m tests.support.load pipeline --port 9092 --connections 10 --depth 5 --duration 5 --api metadata
-    python -m tests.support.load accept --port 9092 --concurrency 16 --duration 5
-    python -m tests.support.load latency --port 9093 --duration 3 --interval 0.01
-    python -m tests.support.load nonreader --port 9092 --duration 30 --api metadata
+    python -m support.load pipeline --port 9092 --connections 10 --depth 5 --duration 5 --api metadata
+    python -m support.load accept --port 9092 --concurrency 16 --duration 5
+    python -m support.load latency --port 9093 --duration 3 --interval 0.01
+    python -m support.load nonreader --port 9092 --duration 30 --api metadata
 
 Each prints one JSON object (its last line of output).  ``pipeline`` keeps
 ``depth`` requests in flight on each of ``connections`` connections for
@@ -49,7 +49,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.support.readiness import ready_within
+from support.readiness import ready_within
 
 _CLIENT_ID = b"load"
 _HEADER = struct.Struct(">ihhih")   # size, api_key, api_version, correlation_id, client_id length
@@ -344,10 +344,10 @@ def percentile(ordered: list[float], q: float) -> float:
 
 def spawn(mode: str, **kwargs) -> subprocess.Popen:
     """Start a generator in its own process (stdout: one JSON line)."""
-    args = [sys.executable, "-m", "tests.support.load", mode]
+    args = [sys.executable, "-m", "support.load", mode]
     for key, value in kwargs.items():
         args += [f"--{key.replace('_', '-')}", str(value)]
-    root = str(Path(__file__).resolve().parents[2])
+    root = str(Path(__file__).resolve().parents[1])
     env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root, env=env)
 
@@ -401,7 +401,7 @@ def collect(process: subprocess.Popen, timeout: float = 120) -> dict:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m tests.support.load")
+    parser = argparse.ArgumentParser(prog="python -m support.load")
     sub = parser.add_subparsers(dest="mode", required=True)
     p = sub.add_parser("pipeline")
     p.add_argument("--host", default="127.0.0.1")

@@ -35,8 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.broker_process import BrokerProcess
-from tests.support.recording_proxy import RecordedConnection, RecordingProxy
+from support.broker_process import BrokerProcess
+from support.recording_proxy import RecordedConnection, RecordingProxy
 
 __all__ = ["Corpus", "CaptureBroker", "capture", "CAPTURE_BROKER_OVERRIDES", "PLAIN_JAAS", "SCRAM_USER"]
 

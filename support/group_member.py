@@ -1,6 +1,6 @@
 """One consumer group member in its own process, for the group tests (and the groups benchmark).
 
-    python -u -m tests.integration.groups.member --client confluent --bootstrap HOST:PORT \\
+    python -u -m support.group_member --client confluent --bootstrap HOST:PORT \\
         --group G --topic T [--assignor roundrobin] [--session-ms 6000] [--instance-id I] [--name N]
 
 ``--client`` is ``confluent`` (librdkafka), ``kafka-python`` or ``aiokafka``.

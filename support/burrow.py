@@ -30,7 +30,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from tests.support.wait import wait_until
+from support.wait import wait_until
 
 BURROW = shutil.which("Burrow") or "/usr/bin/Burrow"
 

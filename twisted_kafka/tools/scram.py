@@ -38,8 +38,8 @@ import sys
 from twisted.internet.defer import ensureDeferred
 from twisted.python.failure import Failure
 
-from .credential_store import FileScramCredentialStore, ScramCredentialStore
-from .scram_credentials import MECHANISMS, credential_from_password
+from twisted_kafka.sasl.credential_store import FileScramCredentialStore, ScramCredentialStore
+from twisted_kafka.sasl.scram_credentials import MECHANISMS, credential_from_password
 
 #: Kafka's zookeeper.session.timeout.ms default, for --zookeeper.
 ZK_SESSION_TIMEOUT_MS = 18000

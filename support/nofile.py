@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import sys
 
-from tests.support.broker_process import BrokerProcess
+from support.broker_process import BrokerProcess
 
 __all__ = ["NofileBroker", "open_fds", "nofile_limits"]
 

@@ -15,7 +15,7 @@ The listening socket binds port 0, so its port is known before the broker
 starts and the broker can advertise it: clients then come back through the
 proxy for every connection they open (bootstrap, then the advertised
 broker).  What is kept is exactly what the clients sent, whatever the
-broker did with it -- the fuzzer's seed corpus (``tests/support/fuzzing.py``).
+broker did with it -- the fuzzer's seed corpus (``support/fuzzing.py``).
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from twisted_kafka.testing.process import (
 __all__ = ["BrokerProcess", "BrokerExited", "REPO_ROOT", "START_SCRIPT", "BASE_CONFIG", "answers_api_versions",
            "bound_listeners", "NotStarted", "ADMIN_REST", "STARTUP_FAILURE_EXIT_GRACE"]
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 START_SCRIPT = REPO_ROOT / "bin" / "twisted-kafka-server-start"
 BASE_CONFIG = REPO_ROOT / "etc" / "server.properties"
 

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.support.wait import wait_until
+from support.wait import wait_until
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
