@@ -33,6 +33,13 @@ commit with generation -1 and no member id comes from a consumer that only
 stores offsets (assign() rather than subscribe(), or an admin tool) and is
 accepted while the group has no members.  Commits are answered once durable.
 
+Consumer groups of the consumer rebalance protocol (KIP-848) live beside
+the classic ones, in ``consumer`` (``ConsumerGroupCoordinator``); a group id
+is one or the other.  Their committed offsets are kept like any group's
+(an Empty classic group holds them), checked against the member epoch
+(STALE_MEMBER_EPOCH).  DescribeGroups, ListGroups (with the group type,
+KIP-1043) and DeleteGroups show and delete both kinds.
+
 Every call answers the errors Kafka answers; timing runs on ``clock``
 (``IReactorTime``), so ``task.Clock`` drives it in tests.
 """
@@ -40,6 +47,7 @@ Every call answers the errors Kafka answers; timing runs on ``clock``
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+import struct
 from typing import Any
 
 from twisted.internet.defer import Deferred, succeed
@@ -48,7 +56,12 @@ from twisted.logger import Logger
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.purgatory import Purgatory
 
-from .config import GroupConfig, OffsetConfig
+from .config import ConsumerGroupConfig, GroupConfig, OffsetConfig
+from .consumer_coordinator import ConsumerGroupCoordinator, HeartbeatRequest, TopicSource
+from .consumer_group import ConsumerGroup
+from .consumer_member import ConsumerMember
+from .consumer_results import ConsumerGroupDescription, HeartbeatResult
+from .consumer_load import consumer_groups_of
 from .delayed import DelayedHeartbeat, DelayedJoin, DelayedSync, InitialDelayedJoin, join_key, member_key, sync_key
 from .group import GroupMetadata, OffsetAndMetadata, TopicPartition
 from .manager import GroupMetadataManager
@@ -72,6 +85,7 @@ JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP = "JoinGroup", "SyncGroup", "Hear
 OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, DELETE_GROUPS = "OffsetCommit", "OffsetFetch", "DescribeGroups", \
     "DeleteGroups"
 OFFSET_DELETE = "OffsetDelete"
+CONSUMER_GROUP_HEARTBEAT = "ConsumerGroupHeartbeat"
 _EMPTY_ID_ALLOWED = frozenset({OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, DELETE_GROUPS})
 
 JoinCallback = Callable[[JoinGroupResult], None]
@@ -80,7 +94,8 @@ SyncCallback = Callable[[SyncGroupResult], None]
 
 class GroupCoordinator:
     def __init__(self, *, group_config: GroupConfig, offset_config: OffsetConfig, writer: CoordinatorWriter,
-                 clock, broker_id: int = 0):
+                 clock, broker_id: int = 0, consumer_config: ConsumerGroupConfig | None = None,
+                 topics: TopicSource | None = None):
         self.broker_id = broker_id
         self.group_config = group_config
         self.offset_config = offset_config
@@ -90,6 +105,8 @@ class GroupCoordinator:
         self.rebalance_purgatory = Purgatory(clock, "Rebalance")
         self.active = False
         self.completed_rebalances = 0
+        self.consumer = ConsumerGroupCoordinator(config=consumer_config or ConsumerGroupConfig(),
+                                                 manager=self.manager, clock=clock, topics=topics)
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -110,7 +127,7 @@ class GroupCoordinator:
         """
         if self.active:
             self.active = False
-            unloaded = self.manager.unload_all(self._on_group_unloaded)
+            unloaded = self.manager.unload_all(self._on_group_unloaded) + self.consumer.unload_partition(None)
             if unloaded:
                 log.info("Group coordinator stopped: {n} group(s) unloaded", n=unloaded)
         self.heartbeat_purgatory.shutdown()
@@ -189,6 +206,11 @@ class GroupCoordinator:
                 <= self.group_config.max_session_timeout_ms):
             callback(JoinGroupResult(member_id, ErrorCode.INVALID_SESSION_TIMEOUT))
             return
+        if self.consumer.is_consumer_group(group_id):
+            if self._consumer_group_members(group_id):
+                callback(JoinGroupResult(member_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+                return
+            self.consumer.delete_empty(group_id)    # an Empty consumer group becomes a classic one
         is_unknown_member = member_id == NO_MEMBER_ID
         group = self.manager.get_or_maybe_create_group(group_id, create=is_unknown_member)
         if group is None:
@@ -721,6 +743,8 @@ class GroupCoordinator:
         error = self._validate_group_status(group_id, OFFSET_COMMIT)
         if error is not None:
             return succeed(dict.fromkeys(offsets, error))
+        if self.consumer.is_consumer_group(group_id):
+            return self._commit_consumer_group_offsets(group_id, member_id, generation_id, offsets, api_version)
         group = self.manager.get_group(group_id)
         if group is None:
             if generation_id >= 0:
@@ -802,6 +826,8 @@ class GroupCoordinator:
         error = self._validate_group_status(group_id, DESCRIBE_GROUPS)
         if error is not None:
             return error, GroupSummary("", "", "")
+        if self.consumer.is_consumer_group(group_id):
+            return ErrorCode.NONE, self._consumer_group_summary(self.consumer.describe(group_id))
         group = self.manager.get_group(group_id)
         if group is None:
             return ErrorCode.NONE, GroupSummary(str(GroupState.DEAD), "", "")
@@ -821,11 +847,16 @@ class GroupCoordinator:
         error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.manager.is_loading else ErrorCode.NONE
         wanted_states = {s.lower() for s in states}
         wanted_types = {t.lower() for t in types}
-        if wanted_types and "classic" not in wanted_types:
-            return error, []
-        return error, [GroupOverview(g.group_id, g.protocol_type or "", str(g.state))
-                       for g in self.manager.current_groups
-                       if not wanted_states or str(g.state).lower() in wanted_states]
+        overviews = []
+        if not wanted_types or "classic" in wanted_types:
+            overviews += [GroupOverview(g.group_id, g.protocol_type or "", str(g.state))
+                          for g in self.manager.current_groups if not self.consumer.is_consumer_group(g.group_id)
+                          and (not wanted_states or str(g.state).lower() in wanted_states)]
+        if not wanted_types or "consumer" in wanted_types:
+            overviews += [GroupOverview(g.group_id, "consumer", str(g.state), "consumer")
+                          for g in self.consumer.groups.values()
+                          if not wanted_states or str(g.state).lower() in wanted_states]
+        return error, overviews
 
     def delete_groups(self, group_ids: Iterable[str]) -> Deferred:
         """DeleteGroups: fires with ``{group_id: ErrorCode}`` once the tombstones are written."""
@@ -836,6 +867,14 @@ class GroupCoordinator:
             if error is not None:
                 errors[group_id] = error
                 continue
+            if self.consumer.is_consumer_group(group_id):
+                if self._consumer_group_members(group_id):
+                    errors[group_id] = ErrorCode.NON_EMPTY_GROUP
+                    continue
+                self.consumer.delete_empty(group_id)
+                if self.manager.get_group(group_id) is None:
+                    errors[group_id] = ErrorCode.NONE
+                    continue
             group = self.manager.get_group(group_id)
             if group is None or group.is_state(GroupState.DEAD):
                 errors[group_id] = (ErrorCode.GROUP_ID_NOT_FOUND if self.manager.group_not_exists(group_id)
@@ -860,12 +899,25 @@ class GroupCoordinator:
         """This broker leads offsets ``partition`` from ``epoch``: load its groups."""
         log.debug("Elected as the group coordinator for partition {partition} in epoch {epoch}",
                  partition=partition, epoch=epoch)
-        return self.manager.load_partition(partition, epoch, read, self._on_group_loaded)
+        def read_with_consumer_groups() -> Deferred:
+            d = read()
+            d.addCallback(self._take_consumer_groups, partition)
+            return d
+
+        return self.manager.load_partition(partition, epoch, read_with_consumer_groups, self._on_group_loaded)
+
+    def _take_consumer_groups(self, loaded, partition: int):
+        if self.manager.is_partition_loading(partition):
+            for group in consumer_groups_of(loaded):
+                self.consumer.load(group)
+        return loaded
 
     def on_resignation(self, partition: int, epoch: int | None) -> None:
         log.info("Resigned as the group coordinator for partition {partition} in epoch {epoch}",
                  partition=partition, epoch=epoch)
         self.manager.remove_groups_for_partition(partition, epoch, self._on_group_unloaded)
+        if partition not in self.manager.owned_partitions:
+            self.consumer.unload_partition(partition)
 
     def _on_group_loaded(self, group: GroupMetadata) -> None:
         if group.size > self.group_config.max_size:
@@ -908,3 +960,87 @@ class GroupCoordinator:
         for group in self.manager.current_groups:
             counts[str(group.state)] += 1
         return counts
+
+    # -- consumer groups (KIP-848) ---------------------------------------------------------------------
+
+    def consumer_group_heartbeat(self, request: HeartbeatRequest) -> Deferred:
+        """ConsumerGroupHeartbeat: fires with a ``HeartbeatResult``."""
+        status = self._validate_group_status(request.group_id, CONSUMER_GROUP_HEARTBEAT) if request.group_id \
+            else None
+        return self.consumer.heartbeat(request, status)
+
+    def consumer_group_describe(self, group_id: str) -> ConsumerGroupDescription:
+        error = self._validate_group_status(group_id, DESCRIBE_GROUPS)
+        if error is not None:
+            return ConsumerGroupDescription(group_id, error)
+        group = self.manager.get_group(group_id)
+        if not self.consumer.is_consumer_group(group_id) and group is not None and group.size > 0:
+            return ConsumerGroupDescription(group_id, ErrorCode.GROUP_ID_NOT_FOUND,
+                                            f"Group {group_id} is not a consumer group.")
+        return self.consumer.describe(group_id)
+
+    def _consumer_group_members(self, group_id: str) -> int:
+        group = self.consumer.get(group_id)
+        return len(group.members) if group is not None else 0
+
+    def _commit_consumer_group_offsets(self, group_id: str, member_id: str, member_epoch: int,
+                                       offsets: dict[TopicPartition, OffsetAndMetadata], api_version: int) -> Deferred:
+        """Kafka's ``ConsumerGroup.validateOffsetCommit``: a member commits with its current epoch
+        (STALE_MEMBER_EPOCH otherwise); without a member, only while the group is Empty."""
+        group = self.consumer.get(group_id)
+        assert group is not None
+        if not (member_epoch < 0 and not group.members):
+            member = group.members.get(member_id)
+            if member is None:
+                return succeed(dict.fromkeys(offsets, ErrorCode.UNKNOWN_MEMBER_ID))
+            if api_version < 9:
+                return succeed(dict.fromkeys(offsets, ErrorCode.UNSUPPORTED_VERSION))
+            if member_epoch != member.member_epoch:
+                return succeed(dict.fromkeys(offsets, ErrorCode.STALE_MEMBER_EPOCH))
+        holder = self.manager.get_or_maybe_create_group(group_id, create=True)
+        assert holder is not None
+        return self.manager.store_offsets(holder, offsets)
+
+    def validate_consumer_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
+        """OffsetFetch v9+ from a member of a consumer group: its epoch must be the current one."""
+        group = self.consumer.get(group_id)
+        if group is None or group.dead or (member_id is None and member_epoch < 0) or \
+                (not member_id and member_epoch < 0):
+            return ErrorCode.NONE
+        member = group.members.get(member_id or "")
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return ErrorCode.NONE if member.member_epoch == member_epoch else ErrorCode.STALE_MEMBER_EPOCH
+
+    @staticmethod
+    def _consumer_group_summary(description: ConsumerGroupDescription) -> GroupSummary:
+        """A consumer group as DescribeGroups shows it (KIP-1043): protocol type "consumer", each member's
+        subscription and assignment in the consumer protocol's formats, so classic tools read them."""
+        return GroupSummary(description.state, "consumer", description.assignor, [
+            MemberSummary(m.member_id, m.instance_id, m.client_id, m.client_host, _subscription_bytes(m),
+                          _assignment_bytes(m, description)) for m in description.members])
+
+
+def _subscription_bytes(member: ConsumerMember) -> bytes:
+    """``ConsumerProtocolSubscription`` v0: the topic names the member subscribes to by name."""
+    out = [struct.pack(">hi", 0, len(member.subscribed_topic_names))]
+    for name in member.subscribed_topic_names:
+        raw = name.encode()
+        out.append(struct.pack(">h", len(raw)) + raw)
+    out.append(struct.pack(">i", -1))
+    return b"".join(out)
+
+
+def _assignment_bytes(member: ConsumerMember, description: ConsumerGroupDescription) -> bytes:
+    """``ConsumerProtocolAssignment`` v0 of the member's current partitions (topic ids named)."""
+    names = description.topic_names
+    topics = sorted((names.get(topic_id, str(topic_id)), sorted(parts)) for topic_id, parts in member.assigned.items())
+    out = [struct.pack(">hi", 0, len(topics))]
+    for name, parts in topics:
+        raw = name.encode()
+        out.append(struct.pack(">h", len(raw)) + raw + struct.pack(f">i{len(parts)}i", len(parts), *parts))
+    out.append(struct.pack(">i", -1))
+    return b"".join(out)
+
+
+__all__ = ["GroupCoordinator", "ConsumerGroup", "HeartbeatRequest", "HeartbeatResult"]
