@@ -158,7 +158,15 @@ class ConsumerGroupDescribeRequest(ApiMessage, load_json=_schemas):  # type: ign
 
 
 class ConsumerGroupDescribeResponse(ApiMessage, load_json=_schemas):  # type: ignore[call-arg]
-    pass
+    """A group's ``authorized_operations`` is a set of operation codes, encoded as Kafka's bitfield
+    (as kafka-python does for DescribeGroups)."""
+
+    @classmethod
+    def json_patch(cls, json):
+        for field in json["fields"][1]["fields"]:
+            if field["name"] == "AuthorizedOperations":
+                field["type"] = "bitfield"
+        return json
 
 
 #: api_key -> (request class, response class), for every API this codec can carry.

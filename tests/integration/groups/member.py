@@ -18,6 +18,8 @@ process of the machine) as its first field:
 * ``ASSIGN t p,p,...`` whenever its assignment changes (partition numbers, sorted; empty for none);
 * ``FIRST t`` when the first message arrives;
 * ``MSG partition offset`` for every committed message (not with ``--quiet``);
+* ``BATCH t n`` after the ``MSG`` lines of each committed batch (not with ``--quiet``): when
+  the member last made progress, for its longest gap during a rebalance;
 * ``PROGRESS t n`` after each commit with ``--quiet``: n messages committed so far;
 * ``ERR t text`` for a failed commit (a rebalance may fail one): the batch is not
   reported, and the member reads it again if it still owns its partitions;
@@ -105,7 +107,7 @@ class Reporter:
             out("PROGRESS", str(self.count))
         else:
             sys.stdout.write("".join(f"MSG {p} {o}\n" for p, o in batch))
-            sys.stdout.flush()
+            out("BATCH", str(len(batch)))
 
     def closing(self) -> None:
         if stop:
