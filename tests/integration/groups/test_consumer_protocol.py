@@ -15,20 +15,23 @@ membership change.
 * a regular expression subscription picks up a topic created later;
 * a broker killed with SIGKILL: the group comes back from its records and
   resumes from the committed offsets;
-* the group shows in ListGroups (type consumer), ConsumerGroupDescribe and
-  DescribeGroups.
+* the group shows in ListGroups (type consumer), ConsumerGroupDescribe, the
+  admin REST endpoint's /v1/groups and twisted-kafka-consumer-groups.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+import urllib.request
 import uuid
 
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupType, Producer
 from confluent_kafka.admin import AdminClient
 
+from tests.integration.tools.support import ok
 from tests.support.wait import wait_until
 
 from .conftest import create_topic
@@ -193,6 +196,18 @@ def test_the_group_shows_in_the_admin_apis(group_broker):
         assert len(description.members) == 2
         held = sorted(tp.partition for m in description.members for tp in m.assignment.topic_partitions)
         assert held == [0, 1, 2, 3]
+        # The admin REST endpoint's group view.
+        with urllib.request.urlopen(f"{group_broker.admin_url}/v1/groups?group=shown", timeout=10) as answer:
+            (view,) = json.load(answer)["groups"]
+        assert (view["group_type"], view["state"], view["protocol"]) == ("consumer", "Stable", "uniform")
+        assert sorted(a["partition"] for m in view["members"] for a in m["assignment"]) == [0, 1, 2, 3]
+        assert all(m["member_epoch"] == view["generation"] for m in view["members"])
+        # The CLI: the group's type in the listing and its members in --describe --members.
+        listed_cli = ok("consumer-groups", "--bootstrap-server", group_broker.bootstrap, "--list", "--type")
+        assert any(line.split()[:2] == ["shown", "Consumer"] for line in listed_cli.lines)
+        members_cli = ok("consumer-groups", "--bootstrap-server", group_broker.bootstrap, "--describe",
+                         "--group", "shown", "--members")
+        assert sum(1 for line in members_cli.lines if line.startswith("shown ")) == 2
     finally:
         for m in members:
             m.stop()
