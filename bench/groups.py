@@ -56,6 +56,9 @@ assignor, 5 s heartbeat interval), for groups of 1, 10 and 50 members
   and each of the M members' longest gap between committed batches from
   the join to one second after the settle -- the pause a rebalance costs a
   member that was already there.  Broker and client CPU over both phases.
+* **baseline**: the same members' longest gap over a window as long, right
+  after, with no change: what the machine (a shared 2-core one, where a
+  producer or the broker may stall for a few hundred ms) gives anyway.
 """
 
 from __future__ import annotations
@@ -197,6 +200,8 @@ class Membership:
     settle_seconds: float
     longest_pause: float
     median_pause: float
+    baseline_longest: float
+    baseline_median: float
     broker_cpu: float
     client_cpu: float
 
@@ -251,13 +256,17 @@ def run_membership(broker, protocol: str, size: int) -> Membership:
         settled_at = time.monotonic()
         time.sleep(1.0)
         end = time.monotonic()
+        time.sleep(end - joined_at)              # the baseline window, as long, with no change
+        baseline_end = time.monotonic()
         stop.set()
         producer.join(30)
         pauses = [_gap(m, joined_at, end) for m in members]
+        baseline = [_gap(m, end, baseline_end) for m in members]
         cpu_broker = cpu_seconds(broker.pid) - cpu_broker0
         cpu_clients = members_cpu(group) - cpu_clients0
         return Membership(protocol, size, join_seconds, settled_at - joined_at, max(pauses),
-                          statistics.median(pauses), cpu_broker, cpu_clients)
+                          statistics.median(pauses), max(baseline), statistics.median(baseline), cpu_broker,
+                          cpu_clients)
     finally:
         stop.set()
         group.stop_all()
@@ -274,8 +283,9 @@ def membership_main(sizes: list[int]) -> None:
                 rows.append(row)
                 print(f"  {protocol:8} M={size:3}: join {row.join_seconds * 1000:7.0f} ms | one more joins: settled "
                       f"in {row.settle_seconds * 1000:6.0f} ms, longest pause {row.longest_pause * 1000:6.0f} ms "
-                      f"(median member {row.median_pause * 1000:5.0f} ms) | CPU broker {row.broker_cpu:5.1f} s "
-                      f"clients {row.client_cpu:5.1f} s", flush=True)
+                      f"(median member {row.median_pause * 1000:5.0f} ms), baseline "
+                      f"{row.baseline_longest * 1000:5.0f} ms ({row.baseline_median * 1000:5.0f} ms) | CPU broker "
+                      f"{row.broker_cpu:5.1f} s clients {row.client_cpu:5.1f} s", flush=True)
     finally:
         broker.stop()
     print()
@@ -283,11 +293,13 @@ def membership_main(sizes: list[int]) -> None:
           f"a steady {STEADY_RATE} msg/s producer during the rebalance, on the same {os.cpu_count()}-core machine")
     print()
     print("| protocol | members | join (ms) | one more joins: settled (ms) | longest pause of a member (ms) "
-          "| median member's pause (ms) | broker CPU (s) | clients CPU (s) |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+          "| median member's pause (ms) | baseline: longest (ms) | baseline: median (ms) | broker CPU (s) "
+          "| clients CPU (s) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r.protocol} | {r.members} | {r.join_seconds * 1000:.0f} | {r.settle_seconds * 1000:.0f} | "
-              f"{r.longest_pause * 1000:.0f} | {r.median_pause * 1000:.0f} | {r.broker_cpu:.1f} | "
+              f"{r.longest_pause * 1000:.0f} | {r.median_pause * 1000:.0f} | {r.baseline_longest * 1000:.0f} | "
+              f"{r.baseline_median * 1000:.0f} | {r.broker_cpu:.1f} | "
               f"{r.client_cpu:.1f} |")
 
 
