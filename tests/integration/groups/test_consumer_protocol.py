@@ -233,3 +233,31 @@ def test_after_a_broker_kill_the_group_resumes_from_its_commits(group_broker):
     finally:
         for m in members:
             m.stop()
+
+
+def test_a_classic_group_gaining_consumer_members_converts_and_keeps_consuming(group_broker):
+    create_topic(group_broker.bootstrap, "upgrade", 12)
+    group = Group(group_broker.bootstrap, "upgrade", "upgrade", 12)
+    classic = [group.add("confluent", name=f"classic-{i}", assignor="range") for i in range(2)]
+    admin = AdminClient({"bootstrap.servers": group_broker.bootstrap})
+    try:
+        group.wait_settled(60)
+        assert admin.describe_consumer_groups(["upgrade"])["upgrade"].result(10).type == ConsumerGroupType.CLASSIC
+        with SteadyProducer(group_broker.bootstrap, "upgrade", 12) as producer:
+            wait_for(lambda: all(m.event_time("BATCH") for m in classic), 30, "the classic members consuming",
+                     group.describe)
+            upgraded = [group.add("confluent", name=f"consumer-{i}", extra=CONSUMER) for i in range(2)]
+            wait_for(lambda: group.settled() and len(group.live) == 4, 90, "four members", group.describe)
+            assert sorted(len(m.assignment or ()) for m in group.live) == [3, 3, 3, 3]
+            description = admin.describe_consumer_groups(["upgrade"])["upgrade"].result(10)
+            assert description.type == ConsumerGroupType.CONSUMER and len(description.members) == 4
+            # The consumer-protocol members leave: the group is classic again, with the classic members.
+            for m in upgraded:
+                assert m.stop() == 0
+            wait_for(lambda: group.settled() and len(group.live) == 2, 90, "the two classic members",
+                     group.describe)
+        group.wait_consumed(sum(producer.sent), 60)
+        group.assert_exactly_once(producer.end_offsets())
+        assert admin.describe_consumer_groups(["upgrade"])["upgrade"].result(10).type == ConsumerGroupType.CLASSIC
+    finally:
+        group.stop_all()

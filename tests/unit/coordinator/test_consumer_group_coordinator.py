@@ -33,7 +33,8 @@ def make(*, session_ms: int = 45_000, heartbeat_ms: int = 5_000, max_size: int =
     writer = FakeWriter()
     topics = Topics()
     coordinator = GroupCoordinator(
-        group_config=GroupConfig(min_session_timeout_ms=10), offset_config=OffsetConfig(topic_num_partitions=1),
+        group_config=GroupConfig(min_session_timeout_ms=10, initial_rebalance_delay_ms=0),
+        offset_config=OffsetConfig(topic_num_partitions=1),
         writer=writer, clock=clock,  # type: ignore[arg-type]
         consumer_config=ConsumerGroupConfig(session_timeout_ms=session_ms, heartbeat_interval_ms=heartbeat_ms,
                                             max_size=max_size),
@@ -267,9 +268,6 @@ def test_classic_and_consumer_groups_side_by_side():
     coordinator, _, clock, _ = make()
     a = Consumer(coordinator)
     settle([a])
-    classic = Member(coordinator, "g")
-    d = classic.join(require_known=False)
-    assert d.result.error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
     other = Member(coordinator, "classic-group")
     other.join(require_known=False)
     run(clock, 0.1)
@@ -298,4 +296,75 @@ def test_bad_heartbeats_are_refused_with_kafkas_errors():
     assert no_sub.heartbeat(apply=False).error == ErrorCode.INVALID_REQUEST
     classic = Member(coordinator, "c-group")
     classic.join(require_known=False)
-    assert Consumer(coordinator, group="c-group").heartbeat(apply=False).error == ErrorCode.GROUP_ID_NOT_FOUND
+    # A classic group converts only once Stable; one of another protocol type never does.
+    assert Consumer(coordinator, group="c-group").heartbeat(apply=False).error == ErrorCode.REBALANCE_IN_PROGRESS
+    connect = Member(coordinator, "connect-group")
+    connect.join(require_known=False)
+    coordinator.manager.get_group("connect-group").protocol_type = "connect"
+    assert Consumer(coordinator, group="connect-group").heartbeat(apply=False).error == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def _assigned(result) -> set[int]:
+    from twisted_kafka.coordinator.group.group import assigned_partitions_of
+    return {p for _, p in assigned_partitions_of(result.assignment)}
+
+
+def test_a_classic_group_converts_when_a_consumer_member_joins_and_back_when_it_leaves():
+    from twisted_kafka.coordinator.group.consumer_protocol_formats import encode_assignment
+    coordinator, writer, clock, _ = make()
+    a, b = Member(coordinator, "m"), Member(coordinator, "m")
+    a.join(require_known=False)
+    b.join(require_known=False)
+    run(clock, 0.1)
+    leader = a if a.join_result.leader_id == a.member_id else b
+    follower = b if leader is a else a
+    leader.sync({leader.member_id: encode_assignment({"t": list(range(6))}),
+                 follower.member_id: encode_assignment({"t": list(range(6, 12))})})
+    follower.sync()
+    classic_group = coordinator.manager.get_group("m")
+    assert str(classic_group.state) == "Stable"
+    generation = classic_group.generation_id
+    # A consumer-protocol member joins: the group converts and takes it in.
+    c = Consumer(coordinator, group="m")
+    c.heartbeat()
+    group = coordinator.consumer.get("m")
+    assert group is not None and group.group_epoch == generation + 1
+    assert {m for m, member in group.members.items() if member.classic is not None} == {a.member_id, b.member_id}
+    assert [g.group_type for g in coordinator.list_groups()[1] if g.group_id == "m"] == ["consumer"]
+    # The classic members learn of it from their heartbeats and reconcile by rejoining.
+    for _ in range(4):
+        for m in (a, b):
+            if m.heartbeat() == ErrorCode.REBALANCE_IN_PROGRESS:
+                m.join(require_known=False)
+                assert m.join_result.error == ErrorCode.NONE
+                m.generation = m.join_result.generation_id
+                assert m.sync().result.error == ErrorCode.NONE
+        c.heartbeat()
+    assert a.heartbeat() == ErrorCode.NONE and b.heartbeat() == ErrorCode.NONE
+    shares = [_assigned(a.sync_result), _assigned(b.sync_result), c.partitions()]
+    assert sorted(len(s) for s in shares) == [4, 4, 4] and set().union(*shares) == set(range(12))
+    assert str(coordinator.consumer.get("m").state) == "Stable"
+    # A classic member commits with its generation, which is its member epoch.
+    assert a.commit([("t", 0, 3)]).result == {("t", 0): ErrorCode.NONE}
+    assert a.commit([("t", 0, 4)], generation=a.generation - 1).result == {("t", 0): ErrorCode.ILLEGAL_GENERATION}
+    # The records replay to the same group.
+    reloaded = GroupCoordinator(group_config=GroupConfig(min_session_timeout_ms=10),
+                                offset_config=OffsetConfig(topic_num_partitions=1), writer=writer, clock=clock,
+                                topics=coordinator.consumer.topics)  # type: ignore[arg-type]
+    reloaded.startup()
+    reloaded.on_election(0, 0, lambda: succeed(writer.replay(0)))
+    assert reloaded.consumer.get("m").members == coordinator.consumer.get("m").members
+    assert reloaded.manager.get_group("m").size == 0       # the classic record was deleted
+    # The consumer member leaves: the group is classic again and rebalances.
+    c.leave()
+    assert coordinator.consumer.get("m") is None
+    classic_group = coordinator.manager.get_group("m")
+    assert str(classic_group.state) == "PreparingRebalance" and classic_group.size == 2
+    # Either answer sends the member back to JoinGroup (its epoch may be older than the group's).
+    assert a.heartbeat() in (ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION)
+    a.join(require_known=False)
+    b.join(require_known=False)
+    run(clock, 0.1)
+    assert a.join_result.error == ErrorCode.NONE and b.join_result.error == ErrorCode.NONE
+    assert a.join_result.generation_id > generation + 1
+    assert coordinator.fetch_offsets("m", False, [("t", 0)])[1][("t", 0)].offset == 3

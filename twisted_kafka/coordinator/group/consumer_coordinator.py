@@ -59,6 +59,7 @@ from .consumer_records import (
     TopicMetadata, encode_current_assignment_value, encode_epoch_value, encode_key,
     encode_member_metadata_value, encode_partition_metadata_value, encode_target_member_value,
 )
+from .classic_members import ClassicMembers
 from .consumer_results import ConsumerGroupDescription, HeartbeatResult
 from .manager import GroupMetadataManager, store_group_error
 
@@ -105,6 +106,13 @@ class ConsumerGroupCoordinator:
         self._session_timers: dict[tuple[str, str], object] = {}
         self._rebalance_timers: dict[tuple[str, str], object] = {}
         self._assignors = assignors()
+        self.classic = ClassicMembers(self)
+        #: KIP-848's online migration, set by the ``GroupCoordinator`` (which owns classic groups):
+        #: ``upgrade(group_id, records)`` turns a classic group with members into a consumer group
+        #: (None) or says why not; ``downgrade(group)`` turns a consumer group whose members all use
+        #: the classic protocol back into a classic group.
+        self.upgrade: Callable[[str, list[Record]], HeartbeatResult | None] | None = None
+        self.downgrade: Callable[[ConsumerGroup], None] | None = None
 
     # -- lookups ---------------------------------------------------------------------------------
 
@@ -168,10 +176,15 @@ class ConsumerGroupCoordinator:
                                            f"ServerAssignor {request.server_assignor} is not supported; "
                                            f"supported assignors: {', '.join(self.config.assignors)}."))
         group_id = request.group_id
+        records: list[Record] = []
         classic = self.manager.get_group(group_id)
-        if classic is not None and classic.size > 0:
-            return succeed(HeartbeatResult(ErrorCode.GROUP_ID_NOT_FOUND,
-                                           f"Group {group_id} is a classic group with members."))
+        if classic is not None and classic.size > 0 and not self.is_consumer_group(group_id):
+            if self.upgrade is None or request.member_epoch != JOIN_EPOCH:
+                return succeed(HeartbeatResult(ErrorCode.GROUP_ID_NOT_FOUND,
+                                               f"Group {group_id} is a classic group with members."))
+            refused = self.upgrade(group_id, records)
+            if refused is not None:
+                return succeed(refused)
         group = self.groups.get(group_id)
         if group is None or group.dead:
             if request.member_epoch != JOIN_EPOCH:
@@ -179,7 +192,6 @@ class ConsumerGroupCoordinator:
                                                f"Group {group_id} has no member {request.member_id}."))
             group = self.groups[group_id] = ConsumerGroup(group_id)
             group.assignor_name = self.config.assignors[0]
-        records: list[Record] = []
         member_id = request.member_id or str(uuid.uuid4())
         member = group.members.get(member_id)
         replaced: ConsumerMember | None = None
@@ -211,6 +223,9 @@ class ConsumerGroupCoordinator:
             if member is None:
                 return succeed(HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID,
                                                f"Member {member_id} is not a member of group {group_id}."))
+            if member.classic is not None:
+                return succeed(HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID,
+                                               f"Member {member_id} uses the classic protocol."))
             if request.instance_id is not None and member.instance_id not in (None, request.instance_id):
                 return succeed(HeartbeatResult(ErrorCode.FENCED_INSTANCE_ID,
                                                f"Member {member_id} has instance id {member.instance_id}."))
@@ -236,6 +251,24 @@ class ConsumerGroupCoordinator:
             server_assignor=request.server_assignor if request.server_assignor is not None
             else member.server_assignor)
         is_new = member_id not in group.members
+        current, next_member = self.apply_member(group, member, updated, is_new, replaced, request.owned, records)
+        self._schedule_session_timeout(group_id, member_id)
+        self._schedule_rebalance_timeout(group_id, next_member)
+        send_assignment = (request.member_epoch == JOIN_EPOCH or next_member.assigned != current.assigned
+                           or next_member.member_epoch != request.member_epoch
+                           or (request.owned is not None and request.owned != next_member.assigned))
+        result = HeartbeatResult(ErrorCode.NONE, None, member_id, next_member.member_epoch,
+                                 self.config.heartbeat_interval_ms,
+                                 next_member.assigned if send_assignment else None)
+        return self._write(group_id, records, result)
+
+    def apply_member(self, group: ConsumerGroup, member: ConsumerMember, updated: ConsumerMember, is_new: bool,
+                     replaced: ConsumerMember | None, owned: Assignment | None,
+                     records: list[Record]) -> tuple[ConsumerMember, ConsumerMember]:
+        """Put ``updated`` in the group -- bumping the group epoch and computing a new target when what
+        the assignment depends on changed -- and reconcile it; returns the member before and after
+        the reconciliation.  Used for both kinds of members."""
+        group_id, member_id = group.group_id, updated.member_id
         bump = is_new or not updated.same_subscription(member)
         if replaced is not None:
             target = group.target.get(replaced.member_id, {})
@@ -265,22 +298,13 @@ class ConsumerGroupCoordinator:
                      if is_new or not updated.same_subscription(member) else "subscribed topics changed")
         if group.group_epoch > group.assignment_epoch:
             self._compute_target(group, records)
-        # Reconcile this member.
         current = group.members[member_id]
-        next_member = _reconcile(group, current, request.owned)
+        next_member = _reconcile(group, current, owned)
         if next_member != current or is_new:
             group.put_member(next_member)
             records.append((encode_key(CURRENT_ASSIGNMENT, group_id, member_id),
                             encode_current_assignment_value(next_member)))
-        self._schedule_session_timeout(group_id, member_id)
-        self._schedule_rebalance_timeout(group_id, next_member)
-        send_assignment = (request.member_epoch == JOIN_EPOCH or next_member.assigned != current.assigned
-                           or next_member.member_epoch != request.member_epoch
-                           or (request.owned is not None and request.owned != next_member.assigned))
-        result = HeartbeatResult(ErrorCode.NONE, None, member_id, next_member.member_epoch,
-                                 self.config.heartbeat_interval_ms,
-                                 next_member.assigned if send_assignment else None)
-        return self._write(group_id, records, result)
+        return current, next_member
 
     def _subscription_metadata(self, group: ConsumerGroup,
                                members: dict[str, ConsumerMember]) -> dict[str, TopicMetadata]:
@@ -334,8 +358,10 @@ class ConsumerGroupCoordinator:
         else:
             self._drop_member(group, member.member_id, records)
             log.info("Member {member} left group {group}", member=member.member_id, group=group.group_id)
-        return self._write(group.group_id, records, HeartbeatResult(
+        written = self._write(group.group_id, records, HeartbeatResult(
             ErrorCode.NONE, None, member.member_id, request.member_epoch, 0, None))
+        self._maybe_downgrade(group)
+        return written
 
     def _drop_member(self, group: ConsumerGroup, member_id: str, records: list[Record],
                      bump_epoch: bool = True) -> None:
@@ -363,12 +389,18 @@ class ConsumerGroupCoordinator:
     # -- timers -------------------------------------------------------------------------------
 
     def _schedule_session_timeout(self, group_id: str, member_id: str) -> None:
+        """The member's session: ``group.consumer.session.timeout.ms``, or the session timeout a classic
+        member joined with."""
         key = (group_id, member_id)
         timer = self._session_timers.pop(key, None)
         if timer is not None and timer.active():        # type: ignore[attr-defined]
             timer.cancel()                              # type: ignore[attr-defined]
-        self._session_timers[key] = self.clock.callLater(self.config.session_timeout_ms / 1000.0,
-                                                         self._expire, group_id, member_id, "session timeout")
+        group = self.groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        timeout_ms = (member.classic.session_timeout_ms if member is not None and member.classic is not None
+                      else self.config.session_timeout_ms)
+        self._session_timers[key] = self.clock.callLater(timeout_ms / 1000.0, self._expire, group_id, member_id,
+                                                         "session timeout")
 
     def _schedule_rebalance_timeout(self, group_id: str, member: ConsumerMember) -> None:
         key = (group_id, member.member_id)
@@ -394,10 +426,82 @@ class ConsumerGroupCoordinator:
         group = self.groups.get(group_id)
         if group is None or member_id not in group.members or not self.manager.is_group_local(group_id):
             return
-        log.info("Member {member} of group {group} is removed: {why}", member=member_id, group=group_id, why=why)
+        self.remove_member(group, member_id, why)
+
+    def remove_member(self, group: ConsumerGroup, member_id: str, why: str) -> Deferred:
+        """Remove a member (its session expired, it left through LeaveGroup, ...) and write it."""
         records: list[Record] = []
         self._drop_member(group, member_id, records)
-        self._write(group_id, records, None)
+        log.info("Member {member} of group {group} removed: {why}", member=member_id, group=group.group_id, why=why)
+        written = self._write(group.group_id, records, None)
+        self._maybe_downgrade(group)
+        return written
+
+    def _maybe_downgrade(self, group: ConsumerGroup) -> None:
+        """The last consumer-protocol member left a group with classic members: it becomes classic
+        again (KIP-848's online downgrade), as in Kafka 4.0."""
+        if self.downgrade is not None and group.members and \
+                all(m.classic is not None for m in group.members.values()) and not group.dead:
+            self.downgrade(group)
+
+    def schedule_timers(self, group_id: str, member: ConsumerMember) -> None:
+        self._schedule_session_timeout(group_id, member.member_id)
+        self._schedule_rebalance_timeout(group_id, member)
+
+    def write_records(self, group_id: str, records: list[Record], result, on_error) -> Deferred:
+        """Write ``records``; fires with ``result``, or ``on_error(error)`` if the write failed."""
+        if not records:
+            return succeed(result)
+        d = self.manager.writer.append(self.manager.partition_for(group_id), records, self.manager.now_ms())
+
+        def failed(failure: Failure):
+            error = failure.value.code if isinstance(failure.value, KafkaError) else ErrorCode.UNKNOWN_SERVER_ERROR
+            return on_error(store_group_error(error))
+
+        d.addCallbacks(lambda _: result, failed)
+        return d
+
+    def convert(self, group_id: str, epoch: int, members: list[ConsumerMember], records: list[Record]) -> ConsumerGroup:
+        """A consumer group made of a classic group's members at ``epoch``, their partitions as its
+        target (the upgrade of KIP-848's online migration); its records are appended to ``records``."""
+        group = self.groups[group_id] = ConsumerGroup(group_id)
+        group.assignor_name = self.config.assignors[0]
+        group.group_epoch = group.assignment_epoch = epoch
+        for member in members:
+            group.put_member(member)
+            group.target[member.member_id] = member.assigned
+        group.subscription_metadata = self._subscription_metadata(group, group.members)
+        records.append((encode_key(PARTITION_METADATA, group_id),
+                        encode_partition_metadata_value(list(group.subscription_metadata.values()))))
+        for member in members:
+            records.extend([
+                (encode_key(MEMBER_METADATA, group_id, member.member_id), encode_member_metadata_value(member)),
+                (encode_key(TARGET_MEMBER, group_id, member.member_id), encode_target_member_value(member.assigned)),
+                (encode_key(CURRENT_ASSIGNMENT, group_id, member.member_id),
+                 encode_current_assignment_value(member))])
+            self.schedule_timers(group_id, member)
+        records.extend([(encode_key(GROUP_METADATA, group_id), encode_epoch_value(epoch)),
+                        (encode_key(TARGET_METADATA, group_id), encode_epoch_value(epoch))])
+        return group
+
+    def reconcile(self, group: ConsumerGroup, member: ConsumerMember, owned: Assignment | None) -> ConsumerMember:
+        return _reconcile(group, member, owned)
+
+    def drop_records(self, group: ConsumerGroup) -> list[Record]:
+        """Every record of the group as tombstones (a downgrade, or a deletion), and the group gone."""
+        records: list[Record] = []
+        for member_id in list(group.members):
+            self._cancel_timers(group.group_id, member_id)
+            records.extend([(encode_key(CURRENT_ASSIGNMENT, group.group_id, member_id), None),
+                            (encode_key(TARGET_MEMBER, group.group_id, member_id), None),
+                            (encode_key(MEMBER_METADATA, group.group_id, member_id), None)])
+        records.extend([(encode_key(TARGET_METADATA, group.group_id), None),
+                        (encode_key(PARTITION_METADATA, group.group_id), None),
+                        (encode_key(GROUP_METADATA, group.group_id), None)])
+        group.dead = True
+        self.groups.pop(group.group_id, None)
+        self.classic.pending.pop(group.group_id, None)
+        return records
 
     # -- writes -------------------------------------------------------------------------------
 

@@ -27,6 +27,15 @@ LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
 
 
+@dataclass(frozen=True, slots=True)
+class ClassicMember:
+    """What a member using the classic protocol in a consumer group (KIP-848's online migration) has
+    that consumer-protocol members do not: its session timeout and the protocols it offered."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+
 class MemberState(IntEnum):
     """Kafka's ``MemberState``, with its record values (``ConsumerGroupCurrentMemberAssignmentValue.State``)."""
 
@@ -55,6 +64,11 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    classic: ClassicMember | None = None
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic is not None
 
     def evolve(self, **changes) -> ConsumerMember:
         return replace(self, **changes)

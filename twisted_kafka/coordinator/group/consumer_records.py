@@ -25,9 +25,10 @@ Keys are not flexible (plain strings).  A null value is a tombstone.  A
 member leaving writes tombstones for its current assignment, its target
 assignment and its metadata, in that order, as Kafka does; the group's
 deletion writes tombstones for the target metadata, the partition metadata
-and the group metadata.  Tagged fields this coordinator does not know (the
-classic member metadata of a group converted from the classic protocol)
-are skipped when read.
+and the group metadata.  A member using the classic protocol inside a
+consumer group (online migration) carries its session timeout and offered
+protocols in the member metadata's tagged field 0 (``ClassicMemberMetadata``);
+other tagged fields are skipped when read.
 """
 
 from __future__ import annotations
@@ -37,12 +38,13 @@ import uuid
 
 from twisted_kafka.protocol.exceptions import ProtocolDecodeError
 from twisted_kafka.protocol.primitives import (
-    EMPTY_TAGGED_FIELDS, INT8, INT16, INT32, decode_compact_array, decode_compact_string, decode_int8,
-    decode_int16, decode_int32, decode_string, decode_tagged_fields, decode_uuid, encode_compact_array,
-    encode_compact_nullable_string, encode_compact_string, encode_string, encode_uuid,
+    EMPTY_TAGGED_FIELDS, INT8, INT16, INT32, decode_compact_array, decode_compact_bytes, decode_compact_string,
+    decode_int8, decode_int16, decode_int32, decode_string, decode_tagged_fields, decode_uuid, encode_compact_array,
+    encode_compact_bytes, encode_compact_nullable_string, encode_compact_string, encode_string, encode_tagged_fields,
+    encode_uuid,
 )
 
-from .consumer_member import Assignment, ConsumerMember, MemberState, normalized
+from .consumer_member import Assignment, ClassicMember, ConsumerMember, MemberState, normalized
 
 GROUP_METADATA, PARTITION_METADATA, MEMBER_METADATA, TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT = range(3, 9)
 CONSUMER_KEY_VERSIONS = frozenset(range(3, 9))
@@ -167,13 +169,36 @@ def decode_partition_metadata_value(buf) -> list[TopicMetadata]:
     return list(topics or ())
 
 
+def _encode_classic(classic: ClassicMember) -> bytes:
+    return (INT32.pack(classic.session_timeout_ms)
+            + encode_compact_array(list(classic.protocols), lambda p: (
+                encode_compact_string(p[0]) + encode_compact_bytes(p[1]) + EMPTY_TAGGED_FIELDS))
+            + EMPTY_TAGGED_FIELDS)
+
+
+def _decode_classic(buf) -> ClassicMember:
+    session, pos = decode_int32(buf, 0)
+
+    def protocol(buf, pos):
+        name, pos = decode_compact_string(buf, pos)
+        metadata, pos = decode_compact_bytes(buf, pos)
+        _, pos = decode_tagged_fields(buf, pos)
+        return (name, bytes(metadata)), pos
+
+    protocols, pos = decode_compact_array(buf, pos, protocol)
+    _, pos = decode_tagged_fields(buf, pos)
+    return ClassicMember(session, tuple(protocols or ()))
+
+
 def encode_member_metadata_value(member: ConsumerMember) -> bytes:
-    return _value(
+    body = b"".join((
         encode_compact_nullable_string(member.instance_id), encode_compact_nullable_string(member.rack_id),
         encode_compact_string(member.client_id), encode_compact_string(member.client_host),
         encode_compact_array(list(member.subscribed_topic_names), encode_compact_string),
         encode_compact_nullable_string(member.subscribed_topic_regex), INT32.pack(member.rebalance_timeout_ms),
-        encode_compact_nullable_string(member.server_assignor))
+        encode_compact_nullable_string(member.server_assignor)))
+    tags = {0: _encode_classic(member.classic)} if member.classic is not None else None
+    return INT16.pack(_VALUE_VERSION) + body + encode_tagged_fields(tags)
 
 
 def decode_member_metadata_value(member_id: str, buf) -> ConsumerMember:
@@ -186,11 +211,13 @@ def decode_member_metadata_value(member_id: str, buf) -> ConsumerMember:
     regex, pos = decode_compact_string(buf, pos, nullable=True)
     rebalance_timeout, pos = decode_int32(buf, pos)
     assignor, pos = decode_compact_string(buf, pos, nullable=True)
-    _end(buf, pos)
+    tags, pos = decode_tagged_fields(buf, pos)
+    if pos != len(buf):
+        raise ProtocolDecodeError(f"{len(buf) - pos} bytes left over after a consumer group member value")
     return ConsumerMember(member_id=member_id, instance_id=instance_id, rack_id=rack_id, client_id=client_id,
                           client_host=client_host, subscribed_topic_names=tuple(names or ()),
                           subscribed_topic_regex=regex, rebalance_timeout_ms=rebalance_timeout,
-                          server_assignor=assignor)
+                          server_assignor=assignor, classic=_decode_classic(tags[0]) if 0 in tags else None)
 
 
 def encode_target_member_value(assignment: Assignment) -> bytes:

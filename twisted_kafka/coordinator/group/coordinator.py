@@ -47,7 +47,6 @@ Every call answers the errors Kafka answers; timing runs on ``clock``
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-import struct
 from typing import Any
 
 from twisted.internet.defer import Deferred, succeed
@@ -62,6 +61,11 @@ from .consumer_group import ConsumerGroup
 from .consumer_member import ConsumerMember
 from .consumer_results import ConsumerGroupDescription, HeartbeatResult
 from .consumer_load import consumer_groups_of
+from .consumer_protocol_formats import decode_subscription, encode_assignment, encode_subscription
+from .consumer_member import ClassicMember
+from .records import encode_group_metadata_key
+from .group import assigned_partitions_of
+from twisted_kafka.protocol.exceptions import ProtocolDecodeError
 from .delayed import DelayedHeartbeat, DelayedJoin, DelayedSync, InitialDelayedJoin, join_key, member_key, sync_key
 from .group import GroupMetadata, OffsetAndMetadata, TopicPartition
 from .manager import GroupMetadataManager
@@ -107,6 +111,8 @@ class GroupCoordinator:
         self.completed_rebalances = 0
         self.consumer = ConsumerGroupCoordinator(config=consumer_config or ConsumerGroupConfig(),
                                                  manager=self.manager, clock=clock, topics=topics)
+        self.consumer.upgrade = self._upgrade_to_consumer_group
+        self.consumer.downgrade = self._downgrade_to_classic_group
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -206,9 +212,15 @@ class GroupCoordinator:
                 <= self.group_config.max_session_timeout_ms):
             callback(JoinGroupResult(member_id, ErrorCode.INVALID_SESSION_TIMEOUT))
             return
-        if self.consumer.is_consumer_group(group_id):
-            if self._consumer_group_members(group_id):
-                callback(JoinGroupResult(member_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+        consumer_group = self.consumer.get(group_id)
+        if consumer_group is not None and not consumer_group.dead:
+            if consumer_group.members:
+                # A classic member of a consumer group (KIP-848's online migration).
+                self.consumer.classic.join(
+                    consumer_group, member_id, group_instance_id, require_known_member_id=require_known_member_id,
+                    client_id=client_id, client_host=client_host, rebalance_timeout_ms=rebalance_timeout_ms,
+                    session_timeout_ms=session_timeout_ms, protocol_type=protocol_type,
+                    protocols=protocols).addCallback(callback)
                 return
             self.consumer.delete_empty(group_id)    # an Empty consumer group becomes a classic one
         is_unknown_member = member_id == NO_MEMBER_ID
@@ -508,6 +520,11 @@ class GroupCoordinator:
         if error is not None:
             callback(SyncGroupResult(error))
             return
+        consumer_group = self.consumer.get(group_id)
+        if consumer_group is not None and not consumer_group.dead:
+            callback(self.consumer.classic.sync(consumer_group, member_id, generation_id, group_instance_id,
+                                                protocol_type, protocol_name))
+            return
         group = self.manager.get_group(group_id)
         if group is None:
             callback(SyncGroupResult(ErrorCode.UNKNOWN_MEMBER_ID))
@@ -626,6 +643,11 @@ class GroupCoordinator:
             return ErrorCode.NONE           # the group is still loading: answer blindly
         if error is not None:
             return error
+        consumer_group = self.consumer.get(group_id)
+        if consumer_group is not None and not consumer_group.dead:
+            return self.consumer.classic.heartbeat(
+                consumer_group, member_id, group_instance_id, generation_id,
+                lambda member, owned: self.consumer.reconcile(consumer_group, member, owned))
         group = self.manager.get_group(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -699,6 +721,10 @@ class GroupCoordinator:
         error = self._validate_group_status(group_id, LEAVE_GROUP)
         if error is not None:
             return LeaveGroupResult(error)
+        consumer_group = self.consumer.get(group_id)
+        if consumer_group is not None and not consumer_group.dead:
+            return LeaveGroupResult(ErrorCode.NONE, [self.consumer.classic.leave(consumer_group, m, i)
+                                                     for m, i, _ in members])
         group = self.manager.get_group(group_id)
         if group is None:
             return LeaveGroupResult(ErrorCode.NONE, [LeaveMemberResult(m, i, ErrorCode.UNKNOWN_MEMBER_ID)
@@ -993,9 +1019,12 @@ class GroupCoordinator:
             member = group.members.get(member_id)
             if member is None:
                 return succeed(dict.fromkeys(offsets, ErrorCode.UNKNOWN_MEMBER_ID))
-            if api_version < 9:
+            if member.classic is not None:
+                if member_epoch != member.member_epoch:        # a classic member's generation is its epoch
+                    return succeed(dict.fromkeys(offsets, ErrorCode.ILLEGAL_GENERATION))
+            elif api_version < 9:
                 return succeed(dict.fromkeys(offsets, ErrorCode.UNSUPPORTED_VERSION))
-            if member_epoch != member.member_epoch:
+            elif member_epoch != member.member_epoch:
                 return succeed(dict.fromkeys(offsets, ErrorCode.STALE_MEMBER_EPOCH))
         holder = self.manager.get_or_maybe_create_group(group_id, create=True)
         assert holder is not None
@@ -1012,6 +1041,74 @@ class GroupCoordinator:
             return ErrorCode.UNKNOWN_MEMBER_ID
         return ErrorCode.NONE if member.member_epoch == member_epoch else ErrorCode.STALE_MEMBER_EPOCH
 
+    def _upgrade_to_consumer_group(self, group_id: str, records: list) -> HeartbeatResult | None:
+        """A consumer-protocol member joins classic group ``group_id`` (KIP-848's online upgrade): the
+        group becomes a consumer group at its generation, its members classic members of it with the
+        partitions they have; the classic group's record is deleted (``records`` gets the new
+        group's records first).  Only a Stable group of the consumer protocol type converts."""
+        group = self.manager.get_group(group_id)
+        assert group is not None
+        if (group.protocol_type or "") != "consumer":
+            return HeartbeatResult(ErrorCode.GROUP_ID_NOT_FOUND,
+                                   f"Group {group_id} is a classic group of protocol type {group.protocol_type}.")
+        if not group.is_state(GroupState.STABLE) or group.protocol_name is None:
+            return HeartbeatResult(ErrorCode.REBALANCE_IN_PROGRESS,
+                                   f"Classic group {group_id} is rebalancing; it converts once it is stable.")
+        members = []
+        for m in group.members.values():
+            try:
+                subscription = decode_subscription(m.metadata(group.protocol_name))
+            except ProtocolDecodeError:
+                return HeartbeatResult(ErrorCode.GROUP_ID_NOT_FOUND,
+                                       f"Member {m.member_id} of {group_id} has no consumer subscription.")
+            owned: dict[str, set[int]] = {}
+            for topic, partition in assigned_partitions_of(m.assignment):
+                owned.setdefault(topic, set()).add(partition)
+            assigned = self.consumer.classic.ids_of({t: frozenset(p) for t, p in owned.items()})
+            members.append(ConsumerMember(
+                member_id=m.member_id, instance_id=m.group_instance_id, rack_id=subscription.rack,
+                client_id=m.client_id, client_host=m.client_host,
+                subscribed_topic_names=tuple(sorted(set(subscription.topics))),
+                rebalance_timeout_ms=m.rebalance_timeout_ms, member_epoch=group.generation_id,
+                previous_member_epoch=group.generation_id - 1, assigned=assigned,
+                classic=ClassicMember(m.session_timeout_ms, tuple(m.supported_protocols))))
+        converted = self.consumer.convert(group_id, group.generation_id, members, records)
+        # The classic group keeps only its offsets (an Empty holder); its members are the consumer group's.
+        for m in list(group.members.values()):
+            self.heartbeat_purgatory.check_and_complete(member_key(group_id, m.member_id))
+            group.remove(m.member_id)
+        group.transition_to(GroupState.PREPARING_REBALANCE)
+        group.transition_to(GroupState.EMPTY)
+        group.generation_id = 0
+        records.append((encode_group_metadata_key(group_id), None))
+        log.info("Classic group {group} converted to a consumer group at epoch {epoch} with {n} classic member(s)",
+                 group=group_id, epoch=converted.group_epoch, n=len(members))
+        return None
+
+    def _downgrade_to_classic_group(self, consumer_group: ConsumerGroup) -> None:
+        """The last consumer-protocol member left: the classic members make a classic group again, at the
+        group epoch, which rebalances at once (each member rejoins at its next heartbeat)."""
+        group_id = consumer_group.group_id
+        members = list(consumer_group.members.values())
+        epoch = consumer_group.group_epoch
+        records = self.consumer.drop_records(consumer_group)
+        group = self.manager.get_or_maybe_create_group(group_id, create=True)
+        assert group is not None
+        group.generation_id = epoch
+        group.protocol_type = "consumer"
+        for m in members:
+            assert m.classic is not None
+            group.add(MemberMetadata(member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id,
+                                     client_host=m.client_host, rebalance_timeout_ms=m.rebalance_timeout_ms,
+                                     session_timeout_ms=m.classic.session_timeout_ms, protocol_type="consumer",
+                                     supported_protocols=list(m.classic.protocols)))
+        self.consumer.write_records(group_id, records, None, lambda error: None)
+        log.info("Consumer group {group} converted back to a classic group: its {n} member(s) use the classic "
+                 "protocol", group=group_id, n=len(members))
+        self._prepare_rebalance(group, "converted from a consumer group")
+        for member in list(group.members.values()):
+            self._complete_and_schedule_next_heartbeat_expiration(group, member)
+
     @staticmethod
     def _consumer_group_summary(description: ConsumerGroupDescription) -> GroupSummary:
         """A consumer group as DescribeGroups shows it (KIP-1043): protocol type "consumer", each member's
@@ -1023,24 +1120,14 @@ class GroupCoordinator:
 
 def _subscription_bytes(member: ConsumerMember) -> bytes:
     """``ConsumerProtocolSubscription`` v0: the topic names the member subscribes to by name."""
-    out = [struct.pack(">hi", 0, len(member.subscribed_topic_names))]
-    for name in member.subscribed_topic_names:
-        raw = name.encode()
-        out.append(struct.pack(">h", len(raw)) + raw)
-    out.append(struct.pack(">i", -1))
-    return b"".join(out)
+    return encode_subscription(member.subscribed_topic_names)
 
 
 def _assignment_bytes(member: ConsumerMember, description: ConsumerGroupDescription) -> bytes:
     """``ConsumerProtocolAssignment`` v0 of the member's current partitions (topic ids named)."""
     names = description.topic_names
-    topics = sorted((names.get(topic_id, str(topic_id)), sorted(parts)) for topic_id, parts in member.assigned.items())
-    out = [struct.pack(">hi", 0, len(topics))]
-    for name, parts in topics:
-        raw = name.encode()
-        out.append(struct.pack(">h", len(raw)) + raw + struct.pack(f">i{len(parts)}i", len(parts), *parts))
-    out.append(struct.pack(">i", -1))
-    return b"".join(out)
+    return encode_assignment({names.get(topic_id, str(topic_id)): sorted(parts)
+                              for topic_id, parts in member.assigned.items()})
 
 
 __all__ = ["GroupCoordinator", "ConsumerGroup", "HeartbeatRequest", "HeartbeatResult"]
