@@ -368,3 +368,20 @@ def test_a_classic_group_converts_when_a_consumer_member_joins_and_back_when_it_
     assert a.join_result.error == ErrorCode.NONE and b.join_result.error == ErrorCode.NONE
     assert a.join_result.generation_id > generation + 1
     assert coordinator.fetch_offsets("m", False, [("t", 0)])[1][("t", 0)].offset == 3
+
+
+def test_the_consumer_protocol_is_served_only_when_configured():
+    from twisted_kafka.server.api_table import broker_handlers
+    from twisted_kafka.server.authorization import ALLOW_ALL
+
+    def served(enabled: bool) -> set[int]:
+        coordinator = GroupCoordinator(group_config=GroupConfig(), offset_config=OffsetConfig(), writer=FakeWriter(),
+                                       clock=None, consumer_config=ConsumerGroupConfig(enabled=enabled))
+        return {int(h.api_key) for h in broker_handlers(
+            advertised_keys=None, replica_manager=None, metadata_cache=None, admin_manager=None,  # type: ignore
+            config_repository=None, dynamic_config=None, controller=None, controller_guard=None,  # type: ignore
+            group_coordinator=coordinator, offsets_topic=None, producer_ids=None, clock=None,  # type: ignore
+            authorization=ALLOW_ALL)}
+
+    assert {68, 69} <= served(True)
+    assert not {68, 69} & served(False)
