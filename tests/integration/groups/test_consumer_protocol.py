@@ -261,3 +261,24 @@ def test_a_classic_group_gaining_consumer_members_converts_and_keeps_consuming(g
         assert admin.describe_consumer_groups(["upgrade"])["upgrade"].result(10).type == ConsumerGroupType.CLASSIC
     finally:
         group.stop_all()
+
+
+def test_a_static_member_restarted_takes_its_partitions_back(group_broker):
+    create_topic(group_broker.bootstrap, "static", 6)
+    group = Group(group_broker.bootstrap, "static", "static", 6)
+    static = group.add("confluent", name="static-a", instance_id="instance-a", extra=CONSUMER)
+    other = group.add("confluent", name="other", extra=CONSUMER)
+    try:
+        shares = group.wait_settled(60)
+        held, others = shares["static-a"], shares["other"]
+        stopped_at = time.monotonic()
+        assert static.stop() == 0                   # a static member leaves with epoch -2: it will be back
+        again = group.add("confluent", name="static-a-again", instance_id="instance-a", extra=CONSUMER)
+        wait_for(lambda: again.assignment == held, 30, "the restarted instance to hold its partitions",
+                 group.describe)
+        # The other member kept its partitions throughout: no rebalance happened.
+        assert other.event_time("ASSIGN", stopped_at) is None and other.assignment == others
+        group.produce(60)
+        group.wait_consumed(60)
+    finally:
+        group.stop_all()

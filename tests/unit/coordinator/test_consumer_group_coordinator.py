@@ -385,3 +385,12 @@ def test_the_consumer_protocol_is_served_only_when_configured():
 
     assert {68, 69} <= served(True)
     assert not {68, 69} & served(False)
+
+
+def test_a_failed_write_is_answered_with_kafkas_mapping():
+    from twisted_kafka.protocol.errors import KafkaError
+    coordinator, writer, _, _ = make()
+    writer.fail_with = KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "moved")
+    assert Consumer(coordinator).heartbeat(apply=False).error == ErrorCode.NOT_COORDINATOR
+    writer.fail_with = KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS, "few")
+    assert Consumer(coordinator).heartbeat(apply=False).error == ErrorCode.COORDINATOR_NOT_AVAILABLE

@@ -166,8 +166,6 @@ class ConsumerGroupCoordinator:
             except re.error as exc:
                 return f"SubscribedTopicRegex {request.subscribed_topic_regex!r} is not a valid regular " \
                        f"expression: {exc}"
-        if request.server_assignor is not None and request.server_assignor not in self.config.assignors:
-            return None     # answered UNSUPPORTED_ASSIGNOR below
         return None
 
     def _heartbeat(self, request: HeartbeatRequest) -> Deferred:
@@ -456,6 +454,8 @@ class ConsumerGroupCoordinator:
 
         def failed(failure: Failure):
             error = failure.value.code if isinstance(failure.value, KafkaError) else ErrorCode.UNKNOWN_SERVER_ERROR
+            log.warn("Writing the records of consumer group {group} failed: {error}", group=group_id,
+                     error=error.name)
             return on_error(store_group_error(error))
 
         d.addCallbacks(lambda _: result, failed)
@@ -506,18 +506,8 @@ class ConsumerGroupCoordinator:
     # -- writes -------------------------------------------------------------------------------
 
     def _write(self, group_id: str, records: list[Record], result: HeartbeatResult | None) -> Deferred:
-        if not records:
-            return succeed(result)
-        d = self.manager.writer.append(self.manager.partition_for(group_id), records, self.manager.now_ms())
-
-        def failed(failure: Failure):
-            error = failure.value.code if isinstance(failure.value, KafkaError) else ErrorCode.UNKNOWN_SERVER_ERROR
-            log.warn("Writing the records of consumer group {group} failed: {error}", group=group_id,
-                     error=error.name)
-            return HeartbeatResult(store_group_error(error)) if result is not None else None
-
-        d.addCallbacks(lambda _: result, failed)
-        return d
+        return self.write_records(group_id, records, result,
+                                  lambda error: HeartbeatResult(error) if result is not None else None)
 
     # -- describe, list, load, unload ------------------------------------------------------------------
 
