@@ -394,3 +394,18 @@ def test_a_failed_write_is_answered_with_kafkas_mapping():
     assert Consumer(coordinator).heartbeat(apply=False).error == ErrorCode.NOT_COORDINATOR
     writer.fail_with = KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS, "few")
     assert Consumer(coordinator).heartbeat(apply=False).error == ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+
+def test_regular_expressions_are_re2s():
+    """KIP-848 specifies RE2/J: RE2's syntax (no backreferences or lookarounds) and linear-time
+    matching, so a pattern that makes a backtracking engine run for ages is just no match."""
+    coordinator, _, _, topics = make()
+    topics.known["a" * 249] = TopicInfo(T2, 1, {})
+    evil = Consumer(coordinator, regex="(a+)+b")
+    evil.heartbeat()
+    assert evil.last.error == ErrorCode.NONE and evil.owned == {}
+    assert Consumer(coordinator, group="h", regex=r"(t)\1").heartbeat(apply=False).error == ErrorCode.INVALID_REQUEST
+    assert Consumer(coordinator, group="h", regex="(?=t)t").heartbeat(apply=False).error == ErrorCode.INVALID_REQUEST
+    anchored = Consumer(coordinator, group="h2", regex="^t$")
+    settle([anchored])
+    assert set(anchored.owned) == {T1}

@@ -27,10 +27,10 @@ member (``group.instance.id``) with epoch -2 keeps its assignment until its
 session times out, and a new member with the same instance id takes it over
 (UNRELEASED_INSTANCE_ID while the old one is still active).
 
-Regular expressions (``SubscribedTopicRegex``) are matched with Python's
-``re`` as a full match against the topic names the broker knows, at every
-heartbeat, so a topic created later joins the subscription at the next
-heartbeat of any member.
+Regular expressions (``SubscribedTopicRegex``) are RE2's (``google-re2``:
+KIP-848 specifies RE2/J), matched in linear time as a full match against
+the topic names the broker knows, at every heartbeat, so a topic created
+later joins the subscription at the next heartbeat of any member.
 
 Timing runs on ``clock`` (``IReactorTime``): ``task.Clock`` drives it in tests.
 """
@@ -39,8 +39,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-import re
 import uuid
+
+import re2
 
 from twisted.internet.defer import Deferred, succeed
 from twisted.logger import Logger
@@ -50,7 +51,7 @@ from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
 from .assignors import MemberSpec, TopicSpec, assignors
 from .config import ConsumerGroupConfig
-from .consumer_group import ConsumerGroup, ConsumerGroupState
+from .consumer_group import ConsumerGroup, ConsumerGroupState, compile_regex
 from .consumer_member import (
     JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH, Assignment, ConsumerMember, MemberState, normalized,
 )
@@ -162,8 +163,8 @@ class ConsumerGroupCoordinator:
             return "InstanceId can't be null when leaving with epoch -2."
         if request.subscribed_topic_regex is not None:
             try:
-                re.compile(request.subscribed_topic_regex)
-            except re.error as exc:
+                compile_regex(request.subscribed_topic_regex)
+            except re2.error as exc:
                 return f"SubscribedTopicRegex {request.subscribed_topic_regex!r} is not a valid regular " \
                        f"expression: {exc}"
         return None
