@@ -409,3 +409,14 @@ def test_regular_expressions_are_re2s():
     anchored = Consumer(coordinator, group="h2", regex="^t$")
     settle([anchored])
     assert set(anchored.owned) == {T1}
+
+
+def test_member_ids_handed_to_classic_joiners_of_a_consumer_group_expire():
+    coordinator, _, clock, _ = make()
+    settle([Consumer(coordinator)])
+    joiner = Member(coordinator, "g", session_ms=10_000)
+    assert joiner.join().result.error == ErrorCode.MEMBER_ID_REQUIRED
+    assert coordinator.consumer.classic.pending["g"] == {joiner.member_id}
+    run(clock, 10.5)
+    assert coordinator.consumer.classic.pending["g"] == set()
+    assert joiner.join().result.error == ErrorCode.UNKNOWN_MEMBER_ID

@@ -56,7 +56,9 @@ class ClassicMembers:
         if member_id == NO_MEMBER_ID:
             member_id = f"{client_id}-{uuid.uuid4()}"
             if require_known_member_id and instance_id is None:
+                # The id is good for one session timeout: a client that never comes back holds nothing.
                 pending.add(member_id)
+                self.coordinator.clock.callLater(session_timeout_ms / 1000.0, pending.discard, member_id)
                 return succeed(JoinGroupResult(member_id, ErrorCode.MEMBER_ID_REQUIRED))
         elif member_id not in group.members and member_id not in pending:
             return succeed(JoinGroupResult(member_id, ErrorCode.UNKNOWN_MEMBER_ID))
