@@ -53,23 +53,21 @@ from twisted.internet.defer import Deferred, succeed
 from twisted.logger import Logger
 
 from twisted_kafka.protocol.errors import ErrorCode
+from twisted_kafka.protocol.exceptions import ProtocolDecodeError
 from twisted_kafka.purgatory import Purgatory
 
 from .config import ConsumerGroupConfig, GroupConfig, OffsetConfig
 from .consumer_coordinator import ConsumerGroupCoordinator, HeartbeatRequest, TopicSource
 from .consumer_group import ConsumerGroup
-from .consumer_member import ConsumerMember
-from .consumer_results import ConsumerGroupDescription, HeartbeatResult
 from .consumer_load import consumer_groups_of
+from .consumer_member import ClassicMember, ConsumerMember
 from .consumer_protocol_formats import decode_subscription, encode_assignment, encode_subscription
-from .consumer_member import ClassicMember
-from .records import encode_group_metadata_key
-from .group import assigned_partitions_of
-from twisted_kafka.protocol.exceptions import ProtocolDecodeError
+from .consumer_results import ConsumerGroupDescription, HeartbeatResult
 from .delayed import DelayedHeartbeat, DelayedJoin, DelayedSync, InitialDelayedJoin, join_key, member_key, sync_key
-from .group import GroupMetadata, OffsetAndMetadata, TopicPartition
+from .group import GroupMetadata, OffsetAndMetadata, TopicPartition, assigned_partitions_of
 from .manager import GroupMetadataManager
 from .member import MemberMetadata
+from .records import encode_group_metadata_key
 from .results import (
     NO_MEMBER_ID, GroupOverview, GroupSummary, JoinGroupResult, LeaveGroupResult, LeaveMemberResult,
     MemberSummary, OffsetFetchResult, SyncGroupResult,
