@@ -132,10 +132,13 @@ class ConsumerGroup:
         """The topic names the members subscribe to that exist (names listed, or matching a regex)."""
         existing = set(topic_names)
         wanted: set[str] = set()
+        patterns: set[str] = set()
         for member in (members if members is not None else self.members).values():
             wanted.update(name for name in member.subscribed_topic_names if name in existing)
             if member.subscribed_topic_regex:
-                wanted.update(name for name in existing if regex_matches(member.subscribed_topic_regex, name))
+                patterns.add(member.subscribed_topic_regex)
+        for pattern in patterns:        # members usually share one pattern: each is matched once
+            wanted.update(name for name in existing if regex_matches(pattern, name))
         return wanted
 
     def member_topics(self, member: ConsumerMember) -> frozenset[uuid.UUID]:
