@@ -102,7 +102,10 @@ def join_and_leave(broker, protocol: str) -> dict[str, float]:
             assert sorted(len(m.assignment or ()) for m in group.live) == [3, 3, 3, 3]
             assert first[0].stop() == 0
             wait_for(lambda: group.settled() and len(group.live) == 3, 60, "three members", group.describe)
-            time.sleep(1)         # the steady state after the change, inside the measured window
+            # The window ends once every staying member committed a batch after the change.
+            settled_at = time.monotonic()
+            wait_for(lambda: all(m.event_time("BATCH", settled_at) for m in first[1:]), 30,
+                     "every staying member consuming after the change", group.describe)
             end = time.monotonic()
         group.wait_consumed(sum(producer.sent), 60)
         group.assert_exactly_once(producer.end_offsets())
