@@ -39,6 +39,26 @@ shared by every process of the machine.  For each broker:
 
 Every phase ends when its condition is met; none ends by a timeout (a phase
 that has not finished within 120 s is an error, not a figure).
+
+``--protocols`` runs the membership comparison instead, on twisted_kafka
+alone: the classic protocol (librdkafka's defaults: the range assignor,
+eager, 45 s session, 3 s heartbeat) next to the consumer protocol of
+KIP-848 (``group.protocol=consumer``; the broker's defaults: uniform
+assignor, 5 s heartbeat interval), for groups of 1, 10 and 50 members
+(``--sizes``) on a 100-partition topic:
+
+* **join**: M members start and subscribe; from the last one's
+  ``subscribe()`` to the moment every member holds partitions and together
+  they hold all of them;
+* **rebalance pause**: with a producer writing 500 messages/s over every
+  partition and every member consuming (committing after each batch), one
+  more member joins; measured until the M+1 hold every partition (settle),
+  and each of the M members' longest gap between committed batches from
+  the join to one second after the settle -- the pause a rebalance costs a
+  member that was already there.  Broker and client CPU over both phases.
+* **baseline**: the same members' longest gap over a window as long, right
+  after, with no change: what the machine (a shared 2-core one, where a
+  producer or the broker may stall for a few hundred ms) gives anyway.
 """
 
 from __future__ import annotations
@@ -165,6 +185,121 @@ def run_group(broker, tag: str, count: int) -> Run:
         group.stop_all()
 
 
+MEMBERSHIP_PARTITIONS = 100
+STEADY_RATE = 500
+
+
+@dataclass
+class Membership:
+    protocol: str
+    members: int
+    join_seconds: float
+    settle_seconds: float
+    longest_pause: float
+    median_pause: float
+    baseline_longest: float
+    baseline_median: float
+    broker_cpu: float
+    client_cpu: float
+
+
+def _gap(member, start: float, end: float) -> float:
+    times = [start] + [at for kind, at, _ in list(member.events) if kind == "BATCH" and start <= at <= end] + [end]
+    return max(b - a for a, b in zip(times, times[1:], strict=False))
+
+
+def run_membership(broker, protocol: str, size: int) -> Membership:
+    """M members join; then one more joins under a steady producer (see the module docstring)."""
+    import statistics
+    import threading
+
+    tag = f"{protocol}-{size}-{time.monotonic_ns()}"
+    topic = f"bench-membership-{tag}"
+    create_topic(broker.bootstrap, topic, MEMBERSHIP_PARTITIONS)
+    group = Group(broker.bootstrap, f"bench-membership-{tag}", topic, MEMBERSHIP_PARTITIONS)
+    if protocol == "consumer":
+        extra: tuple[str, ...] = ("--protocol", "consumer", "--poll-ms", "20")
+        kwargs: dict = {}
+    else:
+        extra = ("--poll-ms", "20", "--heartbeat-ms", str(HEARTBEAT_MS))
+        kwargs = {"assignor": "range", "session_ms": SESSION_MS}
+    stop = threading.Event()
+
+    def produce() -> None:
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+        i = 0
+        while not stop.is_set():
+            producer.produce(topic, b"x" * MESSAGE_SIZE, partition=i % MEMBERSHIP_PARTITIONS)
+            i += 1
+            producer.poll(0)
+            time.sleep(1 / STEADY_RATE)
+        producer.flush(30)
+
+    try:
+        cpu_broker0, cpu_clients0 = cpu_seconds(broker.pid), 0.0
+        members = [group.add("confluent", name=f"m{i}", extra=extra, **kwargs) for i in range(size)]
+        wait_for(group.settled, PHASE_LIMIT, f"{size} members to hold every partition", group.describe)
+        last_ready = max(m.event_time("READY") or 0.0 for m in members)
+        formed = max(at for m in members for kind, at, _ in m.events if kind == "ASSIGN")
+        join_seconds = formed - last_ready
+        producer = threading.Thread(target=produce, daemon=True)
+        producer.start()
+        wait_for(lambda: all(m.event_time("BATCH") for m in members), PHASE_LIMIT, "every member consuming",
+                 group.describe)
+        joined_at = time.monotonic()
+        group.add("confluent", name=f"m{size}", extra=extra, **kwargs)
+        wait_for(lambda: group.settled() and len(group.live) == size + 1, PHASE_LIMIT,
+                 f"{size + 1} members to hold every partition", group.describe)
+        settled_at = time.monotonic()
+        time.sleep(1.0)
+        end = time.monotonic()
+        time.sleep(end - joined_at)              # the baseline window, as long, with no change
+        baseline_end = time.monotonic()
+        stop.set()
+        producer.join(30)
+        pauses = [_gap(m, joined_at, end) for m in members]
+        baseline = [_gap(m, end, baseline_end) for m in members]
+        cpu_broker = cpu_seconds(broker.pid) - cpu_broker0
+        cpu_clients = members_cpu(group) - cpu_clients0
+        return Membership(protocol, size, join_seconds, settled_at - joined_at, max(pauses),
+                          statistics.median(pauses), max(baseline), statistics.median(baseline), cpu_broker,
+                          cpu_clients)
+    finally:
+        stop.set()
+        group.stop_all()
+
+
+def membership_main(sizes: list[int]) -> None:
+    broker = Ours(0)
+    print(f"twisted_kafka at {broker.bootstrap} (pid {broker.pid})", flush=True)
+    rows = []
+    try:
+        for size in sizes:
+            for protocol in ("classic", "consumer"):
+                row = run_membership(broker, protocol, size)
+                rows.append(row)
+                print(f"  {protocol:8} M={size:3}: join {row.join_seconds * 1000:7.0f} ms | one more joins: settled "
+                      f"in {row.settle_seconds * 1000:6.0f} ms, longest pause {row.longest_pause * 1000:6.0f} ms "
+                      f"(median member {row.median_pause * 1000:5.0f} ms), baseline "
+                      f"{row.baseline_longest * 1000:5.0f} ms ({row.baseline_median * 1000:5.0f} ms) | CPU broker "
+                      f"{row.broker_cpu:5.1f} s clients {row.client_cpu:5.1f} s", flush=True)
+    finally:
+        broker.stop()
+    print()
+    print(f"librdkafka {__import__('confluent_kafka').libversion()[0]} members, {MEMBERSHIP_PARTITIONS} partitions, "
+          f"a steady {STEADY_RATE} msg/s producer during the rebalance, on the same {os.cpu_count()}-core machine")
+    print()
+    print("| protocol | members | join (ms) | one more joins: settled (ms) | longest pause of a member (ms) "
+          "| median member's pause (ms) | baseline: longest (ms) | baseline: median (ms) | broker CPU (s) "
+          "| clients CPU (s) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r.protocol} | {r.members} | {r.join_seconds * 1000:.0f} | {r.settle_seconds * 1000:.0f} | "
+              f"{r.longest_pause * 1000:.0f} | {r.median_pause * 1000:.0f} | {r.baseline_longest * 1000:.0f} | "
+              f"{r.baseline_median * 1000:.0f} | {r.broker_cpu:.1f} | "
+              f"{r.client_cpu:.1f} |")
+
+
 def best(runs: list[Run]) -> Run:
     return Run(min(r.join_from_last for r in runs), min(r.join_from_first for r in runs),
                min(r.first_fetch for r in runs), runs[0].messages,
@@ -181,7 +316,13 @@ def main() -> None:
     parser.add_argument("--initial-delay-ms", type=int, default=0,
                         help="twisted_kafka's group.initial.rebalance.delay.ms")
     parser.add_argument("--tansu", default=os.environ.get("TANSU", TANSU_DEFAULT), help="the tansu binary")
+    parser.add_argument("--protocols", action="store_true",
+                        help="compare the classic and consumer (KIP-848) protocols' join and rebalance pause")
+    parser.add_argument("--sizes", default="1,10,50", help="group sizes for --protocols")
     args = parser.parse_args()
+    if args.protocols:
+        membership_main([int(n) for n in args.sizes.split(",")])
+        return
     n = 20_000 if args.quick else args.messages
     kinds = []
     if args.only in (None, "ours"):

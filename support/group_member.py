@@ -18,6 +18,8 @@ process of the machine) as its first field:
 * ``ASSIGN t p,p,...`` whenever its assignment changes (partition numbers, sorted; empty for none);
 * ``FIRST t`` when the first message arrives;
 * ``MSG partition offset`` for every committed message (not with ``--quiet``);
+* ``BATCH t n`` after the ``MSG`` lines of each committed batch (not with ``--quiet``): when
+  the member last made progress, for its longest gap during a rebalance;
 * ``PROGRESS t n`` after each commit with ``--quiet``: n messages committed so far;
 * ``ERR t text`` for a failed commit (a rebalance may fail one): the batch is not
   reported, and the member reads it again if it still owns its partitions;
@@ -105,7 +107,7 @@ class Reporter:
             out("PROGRESS", str(self.count))
         else:
             sys.stdout.write("".join(f"MSG {p} {o}\n" for p, o in batch))
-            sys.stdout.flush()
+            out("BATCH", str(len(batch)))
 
     def closing(self) -> None:
         if stop:
@@ -123,11 +125,18 @@ def run_confluent(args, report: Reporter) -> None:
             "auto.offset.reset": "earliest", "enable.auto.commit": False,
             "session.timeout.ms": args.session_ms, "heartbeat.interval.ms": heartbeat_ms(args),
             "fetch.wait.max.ms": 100, "topic.metadata.refresh.interval.ms": 2000}
-    if args.assignor:
+    if args.protocol == "consumer":
+        # KIP-848: the session, heartbeat and assignor are the broker's (group.remote.assignor picks one).
+        conf["group.protocol"] = "consumer"
+        del conf["session.timeout.ms"], conf["heartbeat.interval.ms"]
+        if args.assignor:
+            conf["group.remote.assignor"] = args.assignor
+    elif args.assignor:
         conf["partition.assignment.strategy"] = args.assignor
     if args.instance_id:
         conf["group.instance.id"] = args.instance_id
     consumer = Consumer(conf)
+    subscription = [args.topic_regex] if args.topic_regex else [args.topic]
     go = threading.Event()
     held = False
 
@@ -140,9 +149,9 @@ def run_confluent(args, report: Reporter) -> None:
     if args.hold:
         threading.Thread(target=_wait_for_go, args=(go,), daemon=True).start()
         held = True
-        consumer.subscribe([args.topic], on_assign=on_assign)
+        consumer.subscribe(subscription, on_assign=on_assign)
     else:
-        consumer.subscribe([args.topic])
+        consumer.subscribe(subscription)
     out("READY")
     pending: dict[int, int] = {}
     batch: list[tuple[int, int]] = []
@@ -305,6 +314,10 @@ def main(argv=None) -> int:
     parser.add_argument("--poll-ms", type=int, default=100)
     parser.add_argument("--hold", action="store_true")
     parser.add_argument("--heartbeat-ms", type=int, default=0, help="default: a quarter of the session timeout")
+    parser.add_argument("--protocol", choices=["classic", "consumer"], default="classic",
+                        help="librdkafka's group.protocol (consumer: KIP-848, the broker times and assigns)")
+    parser.add_argument("--topic-regex", default=None, help="subscribe to this regular expression (librdkafka: "
+                        "starts with ^) instead of --topic")
     args = parser.parse_args(argv)
     debug_dir = os.environ.get("GROUP_MEMBER_DEBUG_DIR")
     if debug_dir:        # the Python clients' own DEBUG logs, one file per member, for a stalled group

@@ -206,7 +206,8 @@ def groups(group_coordinator, replica_manager, *, group: str | None = None) -> d
             continue
         lags = view.lags
         result.append({
-            "group_id": view.group_id, "state": view.state, "protocol_type": view.protocol_type,
+            "group_id": view.group_id, "group_type": view.group_type, "state": view.state,
+            "protocol_type": view.protocol_type,
             "protocol": view.protocol, "generation": view.generation, "member_count": len(view.members),
             "members": view.members, "total_lag": sum(lags) if lags else None,
             "max_lag": max(lags) if lags else None,

@@ -730,6 +730,32 @@ _define("group.initial.rebalance.delay.ms", INT, 3000, MEDIUM,
 _define("group.max.size", INT, INT_MAX, MEDIUM,
         "Most members one consumer group may have.",
         validator=at_least(1))
+_define("group.coordinator.rebalance.protocols", LIST, "classic,consumer", MEDIUM,
+        "The rebalance protocols the group coordinator serves: classic (JoinGroup/SyncGroup) and consumer "
+        "(KIP-848's ConsumerGroupHeartbeat, for clients with group.protocol=consumer). Without consumer, "
+        "ConsumerGroupHeartbeat and ConsumerGroupDescribe are not advertised and the group.version feature is 0.",
+        validator=valid_list("classic", "consumer"))
+_define("group.consumer.session.timeout.ms", INT, 45000, MEDIUM,
+        "How long a member of a consumer-protocol group may go without a heartbeat before it is removed "
+        "and its partitions move.", validator=at_least(1))
+_define("group.consumer.min.session.timeout.ms", INT, 45000, MEDIUM,
+        "Lower bound of group.consumer.session.timeout.ms.", validator=at_least(1))
+_define("group.consumer.max.session.timeout.ms", INT, 60000, MEDIUM,
+        "Upper bound of group.consumer.session.timeout.ms.", validator=at_least(1))
+_define("group.consumer.heartbeat.interval.ms", INT, 5000, MEDIUM,
+        "The heartbeat interval the coordinator gives consumer-protocol members; a member learns of a "
+        "new assignment (or of partitions it may now take) at its next heartbeat.", validator=at_least(1))
+_define("group.consumer.min.heartbeat.interval.ms", INT, 5000, MEDIUM,
+        "Lower bound of group.consumer.heartbeat.interval.ms.", validator=at_least(1))
+_define("group.consumer.max.heartbeat.interval.ms", INT, 15000, MEDIUM,
+        "Upper bound of group.consumer.heartbeat.interval.ms.", validator=at_least(1))
+_define("group.consumer.max.size", INT, INT_MAX, MEDIUM,
+        "Most members one consumer-protocol group may have (GROUP_MAX_SIZE_REACHED beyond).",
+        validator=at_least(1))
+_define("group.consumer.assignors", LIST, "uniform,range", MEDIUM,
+        "The server-side assignors consumer-protocol groups may use (a member's group.remote.assignor); "
+        "the first is the default. uniform: balanced, sticky, rack-aware; range: per-topic ranges.",
+        validator=valid_list("uniform", "range"))
 
 # --------------------------------------------------------------------------
 _group = "Offsets"

@@ -69,6 +69,20 @@ def check(values: Mapping[str, Any]) -> None:
             "may be 0 only when max.connections.per.ip.overrides is set",
         )
 
+    for name in ("session.timeout.ms", "heartbeat.interval.ms"):
+        low, high = values[f"group.consumer.min.{name}"], values[f"group.consumer.max.{name}"]
+        if high < low:
+            _fail(values, f"group.consumer.max.{name}", f"must be at least group.consumer.min.{name} ({low})")
+        if not low <= values[f"group.consumer.{name}"] <= high:
+            _fail(values, f"group.consumer.{name}",
+                  f"must be between group.consumer.min.{name} ({low}) and group.consumer.max.{name} ({high})")
+    if values["group.consumer.heartbeat.interval.ms"] >= values["group.consumer.session.timeout.ms"]:
+        _fail(values, "group.consumer.heartbeat.interval.ms", "must be less than group.consumer.session.timeout.ms")
+    if not values["group.consumer.assignors"]:
+        _fail(values, "group.consumer.assignors", "must name at least one assignor")
+    if "classic" not in values["group.coordinator.rebalance.protocols"]:
+        _fail(values, "group.coordinator.rebalance.protocols", "must include classic")
+
     idle = values["connections.max.idle.ms"]
     delay = values["connection.failed.authentication.delay.ms"]
     if idle >= 0 and delay >= idle:

@@ -400,11 +400,33 @@ def api_versions_response(served_keys: Iterable[int], version: int = 0,
                           throttle_time_ms: int = 0) -> ApiVersionsResponse:
     """The ApiVersions answer advertising ``served_keys`` (the registry is its only source)."""
     entries = REGISTRY.api_versions_entries(served_keys)
-    return ApiVersionsResponse(
+    response = ApiVersionsResponse(
         version=version, error_code=ErrorCode.NONE,
         api_keys=[ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi, version=version)
                   for k, lo, hi in entries],
         throttle_time_ms=throttle_time_ms)
+    if version >= 3:
+        _set_features(response, {int(k) for k, _, _ in entries})
+    return response
+
+
+#: ``group.version`` (KIP-848): 1 when the consumer rebalance protocol is served.  Kafka's
+#: ApiVersions lists it among the supported features (range 0-1) and, once finalized, the
+#: finalized ones; this broker finalizes it by its own configuration
+#: (``group.coordinator.rebalance.protocols``), which ConsumerGroupHeartbeat's presence shows.
+GROUP_VERSION_FEATURE = "group.version"
+
+
+def _set_features(response: ApiVersionsResponse, served: set[int]) -> None:
+    level = 1 if ApiKey.CONSUMER_GROUP_HEARTBEAT in served else 0
+    # Before v4 a feature whose minimum is 0 is left out of the supported ones, as Kafka does.
+    response.supported_features = [ApiVersionsResponse.SupportedFeatureKey(
+        name=GROUP_VERSION_FEATURE, min_version=0, max_version=1, version=response.version)
+    ] if response.version >= 4 else []
+    response.finalized_features_epoch = 0
+    response.finalized_features = [ApiVersionsResponse.FinalizedFeatureKey(
+        name=GROUP_VERSION_FEATURE, max_version_level=level, min_version_level=level, version=response.version)
+    ] if level else []
 
 
 @functools.lru_cache(maxsize=64)

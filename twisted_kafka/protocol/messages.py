@@ -4,7 +4,8 @@ The message layouts come from kafka-python 3.0.12 (``kafka.protocol``), whose
 classes are generated from Apache Kafka's own JSON message definitions and
 compile a decoder/encoder per (message, version); docs/architecture.md records
 why the project depends on it rather than generating its own. The four
-ZooKeeper-mode controller APIs (and AlterPartition) kafka-python does not ship are defined by this
+ZooKeeper-mode controller APIs (and AlterPartition) and the KIP-848 consumer group APIs
+(ConsumerGroupHeartbeat, ConsumerGroupDescribe) kafka-python does not ship are defined by this
 project's schema files in ``schemas/`` and loaded through the same machinery
 (``load_json=``), so every message -- client-facing or inter-broker -- is the
 same kind of object with the same encode/decode entry points.
@@ -144,6 +145,30 @@ class AlterPartitionResponse(ApiMessage, load_json=_schemas):  # type: ignore[ca
     pass
 
 
+class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=_schemas):  # type: ignore[call-arg]
+    """Consumer group member -> coordinator: join, heartbeat, leave (api key 68, KIP-848)."""
+
+
+class ConsumerGroupHeartbeatResponse(ApiMessage, load_json=_schemas):  # type: ignore[call-arg]
+    pass
+
+
+class ConsumerGroupDescribeRequest(ApiMessage, load_json=_schemas):  # type: ignore[call-arg]
+    """Describe consumer groups of the consumer rebalance protocol (api key 69, KIP-848)."""
+
+
+class ConsumerGroupDescribeResponse(ApiMessage, load_json=_schemas):  # type: ignore[call-arg]
+    """A group's ``authorized_operations`` is a set of operation codes, encoded as Kafka's bitfield
+    (as kafka-python does for DescribeGroups)."""
+
+    @classmethod
+    def json_patch(cls, json):
+        for field in json["fields"][1]["fields"]:
+            if field["name"] == "AuthorizedOperations":
+                field["type"] = "bitfield"
+        return json
+
+
 #: api_key -> (request class, response class), for every API this codec can carry.
 MESSAGE_CLASSES: dict[int, tuple[type[ApiMessage], type[ApiMessage]]] = {
     cls.API_KEY: (cls, resp) for cls, resp in (
@@ -191,6 +216,8 @@ MESSAGE_CLASSES: dict[int, tuple[type[ApiMessage], type[ApiMessage]]] = {
         (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
         (DescribeClusterRequest, DescribeClusterResponse),
         (AlterPartitionRequest, AlterPartitionResponse),
+        (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse),
+        (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse),
     )
 }
 

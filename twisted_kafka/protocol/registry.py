@@ -65,6 +65,12 @@ most); the broker answers the one offset v1 would.
 DescribeLogDirs is advertised 0-4 (v4: a directory's total and usable
 bytes); v5's cordoned directories (KIP-1066) do not exist here.
 
+The consumer rebalance protocol (KIP-848): ConsumerGroupHeartbeat 0-1 (v1:
+the regular expression subscription, and the member id chosen by the client,
+KIP-1082) -- librdkafka 2.16 sends v1 only and needs nothing else advertised
+(no feature check) -- and ConsumerGroupDescribe 0.  They are only served
+while ``group.coordinator.rebalance.protocols`` includes ``consumer``.
+
 ACLs are advertised 0-3: kafka-python sends up to v3, aiokafka picks its
 highest struct inside the range (DescribeAcls v2, Create/DeleteAcls v1) and
 librdkafka uses v0-v1.
@@ -143,6 +149,8 @@ class ApiKey(IntEnum):
     ENVELOPE = 58
     FETCH_SNAPSHOT = 59
     DESCRIBE_CLUSTER = 60
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
 
 
 #: Advertised (min, max) per API key; see the module docstring for the reasons.
@@ -191,6 +199,8 @@ ADVERTISED_RANGES: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.ALTER_PARTITION: (0, 1),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
 }
 
 #: APIs whose requests are exchanged between the controller and brokers only.

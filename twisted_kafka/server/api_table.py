@@ -34,6 +34,7 @@ from .handlers.controller_apis import (
     StopReplicaHandler,
     UpdateMetadataHandler,
 )
+from .handlers.consumer_group import ConsumerGroupDescribeHandler, ConsumerGroupHeartbeatHandler
 from .handlers.create_partitions import CreatePartitionsHandler
 from .handlers.create_topics import CreateTopicsHandler
 from .handlers.delete_records import DeleteRecordsHandler
@@ -76,7 +77,12 @@ def broker_handlers(*, advertised_keys: Callable[[RequestContext], list[int]], r
     groups = group_coordinator
     refusals = TransactionRefusals(clock)
     auth = authorization
-    return [
+    # The consumer rebalance protocol (KIP-848) is served only while group.coordinator.rebalance.protocols
+    # includes "consumer".
+    consumer_protocol: list[ApiHandler] = [
+        ConsumerGroupHeartbeatHandler(groups), ConsumerGroupDescribeHandler(groups, authorization=auth),
+    ] if groups is None or groups.consumer.config.enabled else []
+    return consumer_protocol + [
         ApiVersionsHandler(advertised_keys),
         MetadataHandler(metadata_cache, admin_manager, dynamic_config, authorization=auth),
         ProduceHandler(replica_manager, authorization=auth),

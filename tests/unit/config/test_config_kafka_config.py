@@ -337,6 +337,16 @@ def test_log_dirs_over_log_dir():
         ({"broker.id": "-1", "broker.id.generation.enable": "false"}, "broker.id"),
         ({"listener.security.protocol.map": "A:TLS"}, "listener.security.protocol.map"),
         ({"log.cleaner.dedupe.buffer.size": "1048576"}, "log.cleaner.dedupe.buffer.size"),
+        # KIP-848's consumer protocol: a session and a heartbeat within their bounds, the heartbeat shorter.
+        ({"group.consumer.session.timeout.ms": "1000"}, "group.consumer.session.timeout.ms"),
+        ({"group.consumer.max.session.timeout.ms": "40000"}, "group.consumer.max.session.timeout.ms"),
+        ({"group.consumer.heartbeat.interval.ms": "20000"}, "group.consumer.heartbeat.interval.ms"),
+        ({"group.consumer.min.session.timeout.ms": "1000", "group.consumer.session.timeout.ms": "6000",
+          "group.consumer.heartbeat.interval.ms": "6000", "group.consumer.max.heartbeat.interval.ms": "10000"},
+         "group.consumer.heartbeat.interval.ms"),
+        ({"group.coordinator.rebalance.protocols": "consumer"}, "group.coordinator.rebalance.protocols"),
+        ({"group.consumer.assignors": ""}, "group.consumer.assignors"),
+        ({"group.consumer.assignors": "sticky"}, "group.consumer.assignors"),
     ],
 )
 def test_cross_key_rules(props, key):

@@ -113,7 +113,7 @@ def test_replay_keeps_the_last_word_and_honours_tombstones_and_transactions():
                     control=True),
         build_batch([control_record(0)], base_offset=11, producer_id=12, producer_epoch=0, transactional=True,
                     control=True),
-        build_batch([(struct.pack(">h", 3) + b"new-coordinator-record", b"v")], base_offset=12),
+        build_batch([(struct.pack(">h", 11) + b"new-coordinator-record", b"v")], base_offset=12),
     ]
     loaded = replay(batches_of(batches))
     assert loaded.offsets == {

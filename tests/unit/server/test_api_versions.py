@@ -85,3 +85,22 @@ def test_the_broker_advertises_what_its_table_serves(node):
     request, response = node.handle(m.ApiVersionsRequest(client_software_name="kcat", client_software_version="1"),
                                     3)
     assert [k for k, _, _ in table(decode(request, response))] == node.apis.served_keys
+
+
+def test_group_version_is_finalized_while_the_consumer_protocol_is_served():
+    """KIP-848: ApiVersions v3+ lists group.version (supported from v4: Kafka omits features whose
+    minimum is 0 before) and finalizes it at 1 when ConsumerGroupHeartbeat is served."""
+    from kafka.protocol.metadata import ApiVersionsResponse
+
+    from twisted_kafka.protocol.codec import api_versions_response
+
+    def decoded(keys, version):
+        return ApiVersionsResponse.decode(api_versions_response(keys, version=version).encode(version=version),
+                                          version=version)
+
+    served = decoded([18, 68, 69], 4)
+    assert [(f.name, f.min_version, f.max_version) for f in served.supported_features] == [("group.version", 0, 1)]
+    assert [(f.name, f.min_version_level, f.max_version_level) for f in served.finalized_features] == \
+        [("group.version", 1, 1)]
+    assert decoded([18, 68, 69], 3).supported_features == []
+    assert decoded([18], 4).finalized_features == []

@@ -48,6 +48,20 @@ def test_topic_list_semantics_follow_the_version(node):
     assert [t.name for t in metadata(node, ["t", "t"]).topics] == ["t"]         # asked twice, answered once
 
 
+def test_topics_asked_for_by_id(node):
+    """Metadata v10+: a topic named by its id alone, as librdkafka asks for the topics of a KIP-848
+    assignment; an unknown id is UNKNOWN_TOPIC_ID, and nothing is created for it."""
+    import uuid
+    node.create_topic("by-id", 2)
+    topic_id = node.metadata_cache.topics["by-id"].topic_id
+    unknown = uuid.uuid4()
+    body = node.call(m.MetadataRequest(topics=[MT(name=None, topic_id=topic_id), MT(name=None, topic_id=unknown)],
+                                       allow_auto_topic_creation=True), 12)
+    answered = {t.topic_id: (t.name, t.error_code, len(t.partitions)) for t in body.topics}
+    assert answered == {topic_id: ("by-id", ErrorCode.NONE, 2), unknown: (None, ErrorCode.UNKNOWN_TOPIC_ID, 0)}
+    assert set(node.metadata_cache.topics) == {"by-id"}
+
+
 def test_unknown_topics_are_created_when_allowed(node):
     body = metadata(node, ["new", "bad/name"], version=12, allow_auto_topic_creation=True)
     assert topics(body) == {"new": ErrorCode.NONE, "bad/name": ErrorCode.INVALID_TOPIC_EXCEPTION}

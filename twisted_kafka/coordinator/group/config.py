@@ -50,3 +50,30 @@ class OffsetConfig:
                    topic_replication_factor=config["offsets.topic.replication.factor"],
                    topic_compression=CompressionType(codec) if codec in set(CompressionType) else CompressionType.NONE,
                    commit_timeout_ms=config["offsets.commit.timeout.ms"])
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupConfig:
+    """The consumer rebalance protocol's settings (KIP-848's ``group.consumer.*`` keys)."""
+
+    session_timeout_ms: int = 45000
+    min_session_timeout_ms: int = 45000
+    max_session_timeout_ms: int = 60000
+    heartbeat_interval_ms: int = 5000
+    min_heartbeat_interval_ms: int = 5000
+    max_heartbeat_interval_ms: int = 15000
+    max_size: int = 2 ** 31 - 1
+    assignors: tuple[str, ...] = ("uniform", "range")
+    enabled: bool = True
+
+    @classmethod
+    def from_broker_config(cls, config) -> ConsumerGroupConfig:
+        return cls(session_timeout_ms=config["group.consumer.session.timeout.ms"],
+                   min_session_timeout_ms=config["group.consumer.min.session.timeout.ms"],
+                   max_session_timeout_ms=config["group.consumer.max.session.timeout.ms"],
+                   heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
+                   min_heartbeat_interval_ms=config["group.consumer.min.heartbeat.interval.ms"],
+                   max_heartbeat_interval_ms=config["group.consumer.max.heartbeat.interval.ms"],
+                   max_size=config["group.consumer.max.size"],
+                   assignors=tuple(config["group.consumer.assignors"]),
+                   enabled="consumer" in config["group.coordinator.rebalance.protocols"])

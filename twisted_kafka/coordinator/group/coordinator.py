@@ -33,6 +33,13 @@ commit with generation -1 and no member id comes from a consumer that only
 stores offsets (assign() rather than subscribe(), or an admin tool) and is
 accepted while the group has no members.  Commits are answered once durable.
 
+Consumer groups of the consumer rebalance protocol (KIP-848) live beside
+the classic ones, in ``consumer`` (``ConsumerGroupCoordinator``); a group id
+is one or the other.  Their committed offsets are kept like any group's
+(an Empty classic group holds them), checked against the member epoch
+(STALE_MEMBER_EPOCH).  DescribeGroups, ListGroups (with the group type,
+KIP-1043) and DeleteGroups show and delete both kinds.
+
 Every call answers the errors Kafka answers; timing runs on ``clock``
 (``IReactorTime``), so ``task.Clock`` drives it in tests.
 """
@@ -46,13 +53,21 @@ from twisted.internet.defer import Deferred, succeed
 from twisted.logger import Logger
 
 from twisted_kafka.protocol.errors import ErrorCode
+from twisted_kafka.protocol.exceptions import ProtocolDecodeError
 from twisted_kafka.purgatory import Purgatory
 
-from .config import GroupConfig, OffsetConfig
+from .config import ConsumerGroupConfig, GroupConfig, OffsetConfig
+from .consumer_coordinator import ConsumerGroupCoordinator, HeartbeatRequest, TopicSource
+from .consumer_group import ConsumerGroup
+from .consumer_load import consumer_groups_of
+from .consumer_member import ClassicMember, ConsumerMember
+from .consumer_protocol_formats import decode_subscription, encode_assignment, encode_subscription
+from .consumer_results import ConsumerGroupDescription, HeartbeatResult
 from .delayed import DelayedHeartbeat, DelayedJoin, DelayedSync, InitialDelayedJoin, join_key, member_key, sync_key
-from .group import GroupMetadata, OffsetAndMetadata, TopicPartition
+from .group import GroupMetadata, OffsetAndMetadata, TopicPartition, assigned_partitions_of
 from .manager import GroupMetadataManager
 from .member import MemberMetadata
+from .records import encode_group_metadata_key
 from .results import (
     NO_MEMBER_ID, GroupOverview, GroupSummary, JoinGroupResult, LeaveGroupResult, LeaveMemberResult,
     MemberSummary, OffsetFetchResult, SyncGroupResult,
@@ -72,6 +87,7 @@ JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP = "JoinGroup", "SyncGroup", "Hear
 OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, DELETE_GROUPS = "OffsetCommit", "OffsetFetch", "DescribeGroups", \
     "DeleteGroups"
 OFFSET_DELETE = "OffsetDelete"
+CONSUMER_GROUP_HEARTBEAT = "ConsumerGroupHeartbeat"
 _EMPTY_ID_ALLOWED = frozenset({OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, DELETE_GROUPS})
 
 JoinCallback = Callable[[JoinGroupResult], None]
@@ -80,7 +96,8 @@ SyncCallback = Callable[[SyncGroupResult], None]
 
 class GroupCoordinator:
     def __init__(self, *, group_config: GroupConfig, offset_config: OffsetConfig, writer: CoordinatorWriter,
-                 clock, broker_id: int = 0):
+                 clock, broker_id: int = 0, consumer_config: ConsumerGroupConfig | None = None,
+                 topics: TopicSource | None = None):
         self.broker_id = broker_id
         self.group_config = group_config
         self.offset_config = offset_config
@@ -90,6 +107,10 @@ class GroupCoordinator:
         self.rebalance_purgatory = Purgatory(clock, "Rebalance")
         self.active = False
         self.completed_rebalances = 0
+        self.consumer = ConsumerGroupCoordinator(config=consumer_config or ConsumerGroupConfig(),
+                                                 manager=self.manager, clock=clock, topics=topics)
+        self.consumer.upgrade = self._upgrade_to_consumer_group
+        self.consumer.downgrade = self._downgrade_to_classic_group
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -110,7 +131,7 @@ class GroupCoordinator:
         """
         if self.active:
             self.active = False
-            unloaded = self.manager.unload_all(self._on_group_unloaded)
+            unloaded = self.manager.unload_all(self._on_group_unloaded) + self.consumer.unload_partition(None)
             if unloaded:
                 log.info("Group coordinator stopped: {n} group(s) unloaded", n=unloaded)
         self.heartbeat_purgatory.shutdown()
@@ -189,6 +210,17 @@ class GroupCoordinator:
                 <= self.group_config.max_session_timeout_ms):
             callback(JoinGroupResult(member_id, ErrorCode.INVALID_SESSION_TIMEOUT))
             return
+        consumer_group = self.consumer.get(group_id)
+        if consumer_group is not None and not consumer_group.dead:
+            if consumer_group.members:
+                # A classic member of a consumer group (KIP-848's online migration).
+                self.consumer.classic.join(
+                    consumer_group, member_id, group_instance_id, require_known_member_id=require_known_member_id,
+                    client_id=client_id, client_host=client_host, rebalance_timeout_ms=rebalance_timeout_ms,
+                    session_timeout_ms=session_timeout_ms, protocol_type=protocol_type,
+                    protocols=protocols).addCallback(callback)
+                return
+            self.consumer.delete_empty(group_id)    # an Empty consumer group becomes a classic one
         is_unknown_member = member_id == NO_MEMBER_ID
         group = self.manager.get_or_maybe_create_group(group_id, create=is_unknown_member)
         if group is None:
@@ -486,6 +518,11 @@ class GroupCoordinator:
         if error is not None:
             callback(SyncGroupResult(error))
             return
+        consumer_group = self.consumer.get(group_id)
+        if consumer_group is not None and not consumer_group.dead:
+            callback(self.consumer.classic.sync(consumer_group, member_id, generation_id, group_instance_id,
+                                                protocol_type, protocol_name))
+            return
         group = self.manager.get_group(group_id)
         if group is None:
             callback(SyncGroupResult(ErrorCode.UNKNOWN_MEMBER_ID))
@@ -604,6 +641,11 @@ class GroupCoordinator:
             return ErrorCode.NONE           # the group is still loading: answer blindly
         if error is not None:
             return error
+        consumer_group = self.consumer.get(group_id)
+        if consumer_group is not None and not consumer_group.dead:
+            return self.consumer.classic.heartbeat(
+                consumer_group, member_id, group_instance_id, generation_id,
+                lambda member, owned: self.consumer.reconcile(consumer_group, member, owned))
         group = self.manager.get_group(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -677,6 +719,10 @@ class GroupCoordinator:
         error = self._validate_group_status(group_id, LEAVE_GROUP)
         if error is not None:
             return LeaveGroupResult(error)
+        consumer_group = self.consumer.get(group_id)
+        if consumer_group is not None and not consumer_group.dead:
+            return LeaveGroupResult(ErrorCode.NONE, [self.consumer.classic.leave(consumer_group, m, i)
+                                                     for m, i, _ in members])
         group = self.manager.get_group(group_id)
         if group is None:
             return LeaveGroupResult(ErrorCode.NONE, [LeaveMemberResult(m, i, ErrorCode.UNKNOWN_MEMBER_ID)
@@ -721,6 +767,8 @@ class GroupCoordinator:
         error = self._validate_group_status(group_id, OFFSET_COMMIT)
         if error is not None:
             return succeed(dict.fromkeys(offsets, error))
+        if self.consumer.is_consumer_group(group_id):
+            return self._commit_consumer_group_offsets(group_id, member_id, generation_id, offsets, api_version)
         group = self.manager.get_group(group_id)
         if group is None:
             if generation_id >= 0:
@@ -802,6 +850,8 @@ class GroupCoordinator:
         error = self._validate_group_status(group_id, DESCRIBE_GROUPS)
         if error is not None:
             return error, GroupSummary("", "", "")
+        if self.consumer.is_consumer_group(group_id):
+            return ErrorCode.NONE, self._consumer_group_summary(self.consumer.describe(group_id))
         group = self.manager.get_group(group_id)
         if group is None:
             return ErrorCode.NONE, GroupSummary(str(GroupState.DEAD), "", "")
@@ -821,11 +871,16 @@ class GroupCoordinator:
         error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.manager.is_loading else ErrorCode.NONE
         wanted_states = {s.lower() for s in states}
         wanted_types = {t.lower() for t in types}
-        if wanted_types and "classic" not in wanted_types:
-            return error, []
-        return error, [GroupOverview(g.group_id, g.protocol_type or "", str(g.state))
-                       for g in self.manager.current_groups
-                       if not wanted_states or str(g.state).lower() in wanted_states]
+        overviews = []
+        if not wanted_types or "classic" in wanted_types:
+            overviews += [GroupOverview(g.group_id, g.protocol_type or "", str(g.state))
+                          for g in self.manager.current_groups if not self.consumer.is_consumer_group(g.group_id)
+                          and (not wanted_states or str(g.state).lower() in wanted_states)]
+        if not wanted_types or "consumer" in wanted_types:
+            overviews += [GroupOverview(g.group_id, "consumer", str(g.state), "consumer")
+                          for g in self.consumer.groups.values()
+                          if not wanted_states or str(g.state).lower() in wanted_states]
+        return error, overviews
 
     def delete_groups(self, group_ids: Iterable[str]) -> Deferred:
         """DeleteGroups: fires with ``{group_id: ErrorCode}`` once the tombstones are written."""
@@ -836,6 +891,14 @@ class GroupCoordinator:
             if error is not None:
                 errors[group_id] = error
                 continue
+            if self.consumer.is_consumer_group(group_id):
+                if self._consumer_group_members(group_id):
+                    errors[group_id] = ErrorCode.NON_EMPTY_GROUP
+                    continue
+                self.consumer.delete_empty(group_id)
+                if self.manager.get_group(group_id) is None:
+                    errors[group_id] = ErrorCode.NONE
+                    continue
             group = self.manager.get_group(group_id)
             if group is None or group.is_state(GroupState.DEAD):
                 errors[group_id] = (ErrorCode.GROUP_ID_NOT_FOUND if self.manager.group_not_exists(group_id)
@@ -860,12 +923,25 @@ class GroupCoordinator:
         """This broker leads offsets ``partition`` from ``epoch``: load its groups."""
         log.debug("Elected as the group coordinator for partition {partition} in epoch {epoch}",
                  partition=partition, epoch=epoch)
-        return self.manager.load_partition(partition, epoch, read, self._on_group_loaded)
+        def read_with_consumer_groups() -> Deferred:
+            d = read()
+            d.addCallback(self._take_consumer_groups, partition)
+            return d
+
+        return self.manager.load_partition(partition, epoch, read_with_consumer_groups, self._on_group_loaded)
+
+    def _take_consumer_groups(self, loaded, partition: int):
+        if self.manager.is_partition_loading(partition):
+            for group in consumer_groups_of(loaded):
+                self.consumer.load(group)
+        return loaded
 
     def on_resignation(self, partition: int, epoch: int | None) -> None:
         log.info("Resigned as the group coordinator for partition {partition} in epoch {epoch}",
                  partition=partition, epoch=epoch)
         self.manager.remove_groups_for_partition(partition, epoch, self._on_group_unloaded)
+        if partition not in self.manager.owned_partitions:
+            self.consumer.unload_partition(partition)
 
     def _on_group_loaded(self, group: GroupMetadata) -> None:
         if group.size > self.group_config.max_size:
@@ -908,3 +984,148 @@ class GroupCoordinator:
         for group in self.manager.current_groups:
             counts[str(group.state)] += 1
         return counts
+
+    # -- consumer groups (KIP-848) ---------------------------------------------------------------------
+
+    def consumer_group_heartbeat(self, request: HeartbeatRequest) -> Deferred:
+        """ConsumerGroupHeartbeat: fires with a ``HeartbeatResult``."""
+        status = self._validate_group_status(request.group_id, CONSUMER_GROUP_HEARTBEAT) if request.group_id \
+            else None
+        return self.consumer.heartbeat(request, status)
+
+    def consumer_group_describe(self, group_id: str) -> ConsumerGroupDescription:
+        error = self._validate_group_status(group_id, DESCRIBE_GROUPS)
+        if error is not None:
+            return ConsumerGroupDescription(group_id, error)
+        group = self.manager.get_group(group_id)
+        if not self.consumer.is_consumer_group(group_id) and group is not None and group.size > 0:
+            return ConsumerGroupDescription(group_id, ErrorCode.GROUP_ID_NOT_FOUND,
+                                            f"Group {group_id} is not a consumer group.")
+        return self.consumer.describe(group_id)
+
+    def _consumer_group_members(self, group_id: str) -> int:
+        group = self.consumer.get(group_id)
+        return len(group.members) if group is not None else 0
+
+    def _commit_consumer_group_offsets(self, group_id: str, member_id: str, member_epoch: int,
+                                       offsets: dict[TopicPartition, OffsetAndMetadata], api_version: int) -> Deferred:
+        """Kafka's ``ConsumerGroup.validateOffsetCommit``: a member commits with its current epoch
+        (STALE_MEMBER_EPOCH otherwise); without a member, only while the group is Empty."""
+        group = self.consumer.get(group_id)
+        assert group is not None
+        if not (member_epoch < 0 and not group.members):
+            member = group.members.get(member_id)
+            if member is None:
+                return succeed(dict.fromkeys(offsets, ErrorCode.UNKNOWN_MEMBER_ID))
+            if member.classic is not None:
+                if member_epoch != member.member_epoch:        # a classic member's generation is its epoch
+                    return succeed(dict.fromkeys(offsets, ErrorCode.ILLEGAL_GENERATION))
+            elif api_version < 9:
+                return succeed(dict.fromkeys(offsets, ErrorCode.UNSUPPORTED_VERSION))
+            elif member_epoch != member.member_epoch:
+                return succeed(dict.fromkeys(offsets, ErrorCode.STALE_MEMBER_EPOCH))
+        holder = self.manager.get_or_maybe_create_group(group_id, create=True)
+        assert holder is not None
+        return self.manager.store_offsets(holder, offsets)
+
+    def validate_consumer_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
+        """OffsetFetch v9+ from a member of a consumer group: its epoch must be the current one."""
+        group = self.consumer.get(group_id)
+        if group is None or group.dead or (member_id is None and member_epoch < 0) or \
+                (not member_id and member_epoch < 0):
+            return ErrorCode.NONE
+        member = group.members.get(member_id or "")
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return ErrorCode.NONE if member.member_epoch == member_epoch else ErrorCode.STALE_MEMBER_EPOCH
+
+    def _upgrade_to_consumer_group(self, group_id: str, records: list) -> HeartbeatResult | None:
+        """A consumer-protocol member joins classic group ``group_id`` (KIP-848's online upgrade): the
+        group becomes a consumer group at its generation, its members classic members of it with the
+        partitions they have; the classic group's record is deleted (``records`` gets the new
+        group's records first).  Only a Stable group of the consumer protocol type converts."""
+        group = self.manager.get_group(group_id)
+        assert group is not None
+        if (group.protocol_type or "") != "consumer":
+            return HeartbeatResult(ErrorCode.GROUP_ID_NOT_FOUND,
+                                   f"Group {group_id} is a classic group of protocol type {group.protocol_type}.")
+        if not group.is_state(GroupState.STABLE) or group.protocol_name is None:
+            return HeartbeatResult(ErrorCode.REBALANCE_IN_PROGRESS,
+                                   f"Classic group {group_id} is rebalancing; it converts once it is stable.")
+        members = []
+        for m in group.members.values():
+            try:
+                subscription = decode_subscription(m.metadata(group.protocol_name))
+            except ProtocolDecodeError:
+                return HeartbeatResult(ErrorCode.GROUP_ID_NOT_FOUND,
+                                       f"Member {m.member_id} of {group_id} has no consumer subscription.")
+            owned: dict[str, set[int]] = {}
+            for topic, partition in assigned_partitions_of(m.assignment):
+                owned.setdefault(topic, set()).add(partition)
+            assigned = self.consumer.classic.ids_of({t: frozenset(p) for t, p in owned.items()})
+            members.append(ConsumerMember(
+                member_id=m.member_id, instance_id=m.group_instance_id, rack_id=subscription.rack,
+                client_id=m.client_id, client_host=m.client_host,
+                subscribed_topic_names=tuple(sorted(set(subscription.topics))),
+                rebalance_timeout_ms=m.rebalance_timeout_ms, member_epoch=group.generation_id,
+                previous_member_epoch=group.generation_id - 1, assigned=assigned,
+                classic=ClassicMember(m.session_timeout_ms, tuple(m.supported_protocols))))
+        converted = self.consumer.convert(group_id, group.generation_id, members, records)
+        # The classic group keeps only its offsets (an Empty holder); its members are the consumer group's.
+        for m in list(group.members.values()):
+            self.heartbeat_purgatory.check_and_complete(member_key(group_id, m.member_id))
+            group.remove(m.member_id)
+        group.transition_to(GroupState.PREPARING_REBALANCE)
+        group.transition_to(GroupState.EMPTY)
+        group.generation_id = 0
+        records.append((encode_group_metadata_key(group_id), None))
+        log.info("Classic group {group} converted to a consumer group at epoch {epoch} with {n} classic member(s)",
+                 group=group_id, epoch=converted.group_epoch, n=len(members))
+        return None
+
+    def _downgrade_to_classic_group(self, consumer_group: ConsumerGroup) -> None:
+        """The last consumer-protocol member left: the classic members make a classic group again, at the
+        group epoch, which rebalances at once (each member rejoins at its next heartbeat)."""
+        group_id = consumer_group.group_id
+        members = list(consumer_group.members.values())
+        epoch = consumer_group.group_epoch
+        records = self.consumer.drop_records(consumer_group)
+        group = self.manager.get_or_maybe_create_group(group_id, create=True)
+        assert group is not None
+        group.generation_id = epoch
+        group.protocol_type = "consumer"
+        for m in members:
+            assert m.classic is not None
+            group.add(MemberMetadata(member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id,
+                                     client_host=m.client_host, rebalance_timeout_ms=m.rebalance_timeout_ms,
+                                     session_timeout_ms=m.classic.session_timeout_ms, protocol_type="consumer",
+                                     supported_protocols=list(m.classic.protocols)))
+        self.consumer.write_records(group_id, records, None, lambda error: None)
+        log.info("Consumer group {group} converted back to a classic group: its {n} member(s) use the classic "
+                 "protocol", group=group_id, n=len(members))
+        self._prepare_rebalance(group, "converted from a consumer group")
+        for member in list(group.members.values()):
+            self._complete_and_schedule_next_heartbeat_expiration(group, member)
+
+    @staticmethod
+    def _consumer_group_summary(description: ConsumerGroupDescription) -> GroupSummary:
+        """A consumer group as DescribeGroups shows it (KIP-1043): protocol type "consumer", each member's
+        subscription and assignment in the consumer protocol's formats, so classic tools read them."""
+        return GroupSummary(description.state, "consumer", description.assignor, [
+            MemberSummary(m.member_id, m.instance_id, m.client_id, m.client_host, _subscription_bytes(m),
+                          _assignment_bytes(m, description)) for m in description.members])
+
+
+def _subscription_bytes(member: ConsumerMember) -> bytes:
+    """``ConsumerProtocolSubscription`` v0: the topic names the member subscribes to by name."""
+    return encode_subscription(member.subscribed_topic_names)
+
+
+def _assignment_bytes(member: ConsumerMember, description: ConsumerGroupDescription) -> bytes:
+    """``ConsumerProtocolAssignment`` v0 of the member's current partitions (topic ids named)."""
+    names = description.topic_names
+    return encode_assignment({names.get(topic_id, str(topic_id)): sorted(parts)
+                              for topic_id, parts in member.assigned.items()})
+
+
+__all__ = ["GroupCoordinator", "ConsumerGroup", "HeartbeatRequest", "HeartbeatResult"]

@@ -44,6 +44,9 @@ class GroupView:
     generation: int
     members: list[dict[str, Any]]
     partitions: list[PartitionLag] = field(default_factory=list)
+    #: "classic", or "consumer" for a group of the consumer rebalance protocol (KIP-848), whose
+    #: ``generation`` is the group epoch and ``protocol`` the server assignor.
+    group_type: str = "classic"
 
     @property
     def lags(self) -> list[int]:
@@ -54,7 +57,15 @@ def group_views(coordinator, replica_manager) -> list[GroupView]:
     """Every live group this broker coordinates (``GroupCoordinator``), lag from hosted partitions."""
     hosted = replica_manager.partitions
     views = []
+    consumer_groups = coordinator.consumer.groups if hasattr(coordinator, "consumer") else {}
+    for group_id in sorted(set(consumer_groups) - {g.group_id for g in coordinator.manager.current_groups}):
+        views.append(_consumer_group_view(coordinator, group_id))
     for group in coordinator.manager.current_groups:
+        if group.group_id in consumer_groups:
+            view = _consumer_group_view(coordinator, group.group_id)
+            _add_lags(view, group, hosted)
+            views.append(view)
+            continue
         if group.is_state(GroupState.DEAD):
             continue
         members = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
@@ -65,10 +76,26 @@ def group_views(coordinator, replica_manager) -> list[GroupView]:
                    for m in group.members.values()]
         view = GroupView(group.group_id, str(group.state), group.protocol_type or "", group.protocol_name or "",
                          group.generation_id, members)
-        for (topic, index), record in sorted(group.offsets.items()):
-            partition = hosted.get((topic, index))
-            view.partitions.append(PartitionLag(topic, index, record.value.offset,
-                                                None if partition is None else partition.high_watermark,
-                                                record.value.metadata))
+        _add_lags(view, group, hosted)
         views.append(view)
     return sorted(views, key=lambda v: v.group_id)
+
+
+def _add_lags(view: GroupView, group, hosted) -> None:
+    for (topic, index), record in sorted(group.offsets.items()):
+        partition = hosted.get((topic, index))
+        view.partitions.append(PartitionLag(topic, index, record.value.offset,
+                                            None if partition is None else partition.high_watermark,
+                                            record.value.metadata))
+
+
+def _consumer_group_view(coordinator, group_id: str) -> GroupView:
+    """A consumer-protocol group (KIP-848): its members with their epochs and current assignments."""
+    d = coordinator.consumer.describe(group_id)
+    members = [{"member_id": m.member_id, "group_instance_id": m.instance_id, "client_id": m.client_id,
+                "client_host": m.client_host, "member_epoch": m.member_epoch, "rack_id": m.rack_id,
+                "assignment": [{"topic": d.topic_names.get(t, str(t)), "partition": p}
+                               for t, parts in sorted(m.assigned.items(), key=lambda i: d.topic_names.get(i[0], ""))
+                               for p in sorted(parts)]}
+               for m in d.members]
+    return GroupView(group_id, d.state, "consumer", d.assignor, d.group_epoch, members, group_type="consumer")

@@ -11,8 +11,10 @@ key, as Kafka's ``GroupMetadataManager.doLoadGroupsAndOffsets`` does:
   the group (its offsets may still be there: a group used only for commits);
 * transactional offset commits (``TxnOffsetCommit``) count only once a
   COMMIT marker of their producer follows, and are dropped at ABORT;
+* consumer group records (KIP-848, key versions 3-8) are kept by key, the
+  last word on each (``consumer_load`` builds the groups from them);
 * records of keys this coordinator does not know (newer coordinators'
-  record types) are skipped.
+  record types: share groups, streams groups) are skipped.
 
 ``replay`` is the pure part (batches in, state out); ``read_partition`` is
 the I/O: it reads the partition's log through its ``UnifiedLog`` (page
@@ -28,9 +30,11 @@ from dataclasses import dataclass, field
 from twisted.logger import Logger
 
 from twisted_kafka.log import FetchIsolation, PartitionLog
+from twisted_kafka.protocol.exceptions import ProtocolDecodeError
 from twisted_kafka.protocol.records.batch import RecordBatchHeader, iter_batch_headers
 from twisted_kafka.protocol.records.record import Record, iter_records
 
+from .consumer_records import CONSUMER_KEY_VERSIONS, ConsumerGroupKey, decode_consumer_key
 from .group import CommitRecord, OffsetAndMetadata, TopicPartition
 from .records import (
     GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, UnknownKey, decode_group_metadata_value, decode_key,
@@ -54,6 +58,8 @@ class LoadedPartition:
     next_offset: int = 0
     # Transactional commits waiting for their producer's marker: producer id -> (group, partition) -> commit.
     pending: dict[int, dict[tuple[str, TopicPartition], CommitRecord | None]] = field(default_factory=dict)
+    # Consumer group records (KIP-848): the latest value of each key; tombstones remove the key.
+    consumer_records: dict[ConsumerGroupKey, bytes] = field(default_factory=dict)
 
 
 def _offset_value(value: bytes) -> OffsetAndMetadata:
@@ -102,7 +108,20 @@ def replay(batches: Iterable[tuple[RecordBatchHeader, Iterable[Record]]],
                     loaded.removed_groups.discard(key.group)
             else:
                 assert isinstance(key, UnknownKey)
-                loaded.skipped += 1
+                if key.version in CONSUMER_KEY_VERSIONS:
+                    try:
+                        consumer_key = decode_consumer_key(key.version, record.key, 2)
+                    except ProtocolDecodeError as exc:
+                        log.warn("Skipping a malformed consumer group record key at offset {offset}: {error}",
+                                 offset=header.base_offset, error=exc)
+                        loaded.skipped += 1
+                        continue
+                    if record.value is None:
+                        loaded.consumer_records.pop(consumer_key, None)
+                    else:
+                        loaded.consumer_records[consumer_key] = bytes(record.value)
+                else:
+                    loaded.skipped += 1
     return loaded
 
 

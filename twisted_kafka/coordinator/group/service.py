@@ -32,7 +32,8 @@ from twisted.logger import Logger
 from twisted_kafka.controller.interface import NewTopic
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
-from .config import GroupConfig, OffsetConfig
+from .config import ConsumerGroupConfig, GroupConfig, OffsetConfig
+from .consumer_coordinator import TopicInfo
 from .coordinator import GroupCoordinator
 from .loader import read_partition
 from .topic import OFFSETS_TOPIC, offsets_topic_configs
@@ -50,8 +51,10 @@ class GroupCoordinatorService(Service):
         self.reactor = reactor
         writer = CoordinatorWriter(replica_manager, clock=reactor, timeout_ms=self.offset_config.commit_timeout_ms,
                                    compression=self.offset_config.topic_compression)
+        self.consumer_config = ConsumerGroupConfig.from_broker_config(config)
         self.coordinator = GroupCoordinator(group_config=self.group_config, offset_config=self.offset_config,
-                                            writer=writer, clock=reactor, broker_id=broker_id)
+                                            writer=writer, clock=reactor, broker_id=broker_id,
+                                            consumer_config=self.consumer_config, topics=self._topics)
         replica_manager.add_leadership_listener(self)
         admin_manager.register_internal_topic(OFFSETS_TOPIC, self.offsets_topic_spec)
         self._expiration: LoopingCall | None = None
@@ -100,6 +103,16 @@ class GroupCoordinatorService(Service):
             self.coordinator.on_resignation(index, None)
         elif deleted:
             self.coordinator.on_partitions_deleted([(topic, index)])
+
+    def _topics(self) -> dict[str, TopicInfo]:
+        """The topics consumer-protocol groups may subscribe to: every topic but the internal ones, with
+        the racks of each partition's replicas (for rack-aware assignment)."""
+        cache = self.metadata_cache
+        racks = {broker_id: b.rack for broker_id, b in cache.brokers.items() if b.rack}
+        return {name: TopicInfo(topic.topic_id, len(topic.partitions),
+                                {index: frozenset(racks[r] for r in state.replicas if r in racks)
+                                 for index, state in topic.partitions.items()} if racks else {})
+                for name, topic in cache.topics.items() if not topic.is_internal}
 
     # -- the offsets topic --------------------------------------------------------------------------
 

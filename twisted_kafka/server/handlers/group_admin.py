@@ -2,13 +2,16 @@
 
 * DescribeGroups: per group its state, protocol type and -- for a Stable
   group -- the chosen protocol and every member's metadata and assignment
-  (other states list the members without them).  A group that does not
+  (other states list the members without them).  A consumer-protocol group
+  (KIP-848) shows protocol type "consumer", its assignor as the protocol and
+  every member's subscription and assignment in the consumer formats.  A group that does not
   exist is described as Dead before v6 and answered GROUP_ID_NOT_FOUND from
   v6 (KIP-1043).  v3+ may ask for the authorized operations: without an
   authorizer, every group operation (READ, DESCRIBE, DELETE).
 * ListGroups: every group this broker coordinates, with its state from v4
   (filtered by ``states_filter``, case-insensitively) and its type from v5
-  (all groups are "classic"; a types filter without it lists none).  While
+  (KIP-1043: "classic", or "consumer" for a group of the consumer rebalance
+  protocol, KIP-848; ``types_filter`` picks them).  While
   an offsets partition loads the answer carries COORDINATOR_LOAD_IN_PROGRESS.
 * DeleteGroups: an Empty group is removed with its offsets (tombstones in
   ``__consumer_offsets``, answered once written); NON_EMPTY_GROUP while it

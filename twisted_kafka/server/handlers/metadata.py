@@ -52,11 +52,20 @@ class MetadataHandler(ApiHandler):
         self.config = config
 
     def requested_topics(self, request) -> list[str] | None:
-        """Names asked for, or None for "every topic"."""
+        """Names asked for, or None for "every topic".  From v10 a topic may be asked for by id alone
+        (librdkafka does so for the topic ids of a KIP-848 assignment); a known id stands for its name."""
         topics = request.body.topics
         if topics is None or (request.api_version == 0 and not topics):
             return None
-        return [t.name for t in topics]
+        return [t.name if t.name is not None or request.api_version < 10
+                else (self.cache.topic_name(t.topic_id) or "") for t in topics]
+
+    def unknown_topic_ids(self, request) -> list:
+        """The ids asked for (v10+, without a name) that name no topic: answered UNKNOWN_TOPIC_ID."""
+        topics = request.body.topics
+        if request.api_version < 10 or not topics:
+            return []
+        return [t.topic_id for t in topics if t.name is None and self.cache.topic_name(t.topic_id) is None]
 
     async def handle(self, request):
         version = request.api_version
@@ -75,7 +84,11 @@ class MetadataHandler(ApiHandler):
                 fragments.append(self._fragment(request, name, version, with_topic_ops))
                 errors.update(self.cache.fragment_errors(name))
         else:
-            names = list(dict.fromkeys(names))
+            unknown_ids = self.unknown_topic_ids(request)
+            for topic_id in unknown_ids:
+                fragments.append(error_fragment(version, None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id))
+                errors[ErrorCode.UNKNOWN_TOPIC_ID] += 1
+            names = [name for name in dict.fromkeys(names) if name or not unknown_ids]
             denied: set[str] = set()
             if auth.enabled:
                 denied = set(names) - auth.allowed_names(request.context, AclOperation.DESCRIBE, TOPIC, names)

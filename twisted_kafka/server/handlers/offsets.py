@@ -7,7 +7,9 @@ error per partition:
 * a topic or partition the broker does not know: UNKNOWN_TOPIC_OR_PARTITION
   (the rest of the request is committed);
 * the group's checks -- ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
-  FENCED_INSTANCE_ID, REBALANCE_IN_PROGRESS; from v9 a group that does not
+  FENCED_INSTANCE_ID, REBALANCE_IN_PROGRESS; for a consumer-protocol group
+  (KIP-848) the generation is the member epoch: STALE_MEMBER_EPOCH when it
+  is not the member's current one, and the member must use v9+; from v9 a group that does not
   exist is GROUP_ID_NOT_FOUND for a commit naming a generation;
 * metadata over ``offset.metadata.max.bytes``: OFFSET_METADATA_TOO_LARGE for
   that partition alone.
@@ -21,7 +23,8 @@ the topics are null, v2+); -1 and "" where there is none.  With
 ``require_stable`` (v7+) a partition whose commit is still being written
 answers UNSTABLE_OFFSET_COMMIT.  Layouts: v1 puts a group error on each
 partition, v2-v7 at the top, v8+ (KIP-709) answers several groups, each with
-its own error.
+its own error.  v9+ names the member and its epoch: a member of a
+consumer-protocol group with another epoch is answered STALE_MEMBER_EPOCH.
 
 OffsetDelete removes a group's offsets for partitions the group does not
 consume from (GROUP_SUBSCRIBED_TO_TOPIC for those it does).
@@ -141,11 +144,17 @@ class OffsetFetchHandler(ApiHandler):
         require_stable = version >= 7 and request.body.require_stable
         results: list[tuple] = []
         auth = self.authorization
-        for group_id, partitions in self._groups(request):
+        for index, (group_id, partitions) in enumerate(self._groups(request)):
             if auth.enabled and not auth.allowed(request.context, AclOperation.DESCRIBE, GROUP, group_id):
                 results.append((group_id, partitions, ErrorCode.GROUP_AUTHORIZATION_FAILED, {}))
                 continue
             error, offsets = self.coordinator.fetch_offsets(group_id, require_stable, partitions)
+            if version >= 9 and not error:
+                # A consumer-protocol member fetches with its member id and epoch (KIP-848).
+                group = request.body.groups[index]
+                error = self.coordinator.validate_consumer_offset_fetch(group_id, group.member_id, group.member_epoch)
+                if error:
+                    offsets = {}
             if auth.enabled and not error:
                 partitions, offsets = self._describable(request, partitions, offsets)
             results.append((group_id, partitions, error, offsets))
