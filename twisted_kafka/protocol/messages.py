@@ -62,8 +62,13 @@ from kafka.protocol.metadata import (
     MetadataRequest, MetadataResponse,
 )
 from kafka.protocol.producer import (
+    AddOffsetsToTxnRequest, AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse,
+    EndTxnRequest, EndTxnResponse,
     InitProducerIdRequest, InitProducerIdResponse,
     ProduceRequest, ProduceResponse,
+    TxnOffsetCommitRequest, TxnOffsetCommitResponse,
+    WriteTxnMarkersRequest, WriteTxnMarkersResponse,
 )
 from kafka.protocol.sasl import (
     SaslAuthenticateRequest, SaslAuthenticateResponse,
@@ -171,6 +176,11 @@ MESSAGE_CLASSES: dict[int, tuple[type[ApiMessage], type[ApiMessage]]] = {
         (DeleteRecordsRequest, DeleteRecordsResponse),
         (InitProducerIdRequest, InitProducerIdResponse),
         (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
+        (AddPartitionsToTxnRequest, AddPartitionsToTxnResponse),
+        (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),
+        (EndTxnRequest, EndTxnResponse),
+        (WriteTxnMarkersRequest, WriteTxnMarkersResponse),
+        (TxnOffsetCommitRequest, TxnOffsetCommitResponse),
         (DescribeAclsRequest, DescribeAclsResponse),
         (CreateAclsRequest, CreateAclsResponse),
         (DeleteAclsRequest, DeleteAclsResponse),

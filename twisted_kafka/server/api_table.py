@@ -15,7 +15,8 @@ from collections.abc import Callable
 from twisted_kafka.controller.client import ControllerClient
 from twisted_kafka.coordinator.group.coordinator import GroupCoordinator
 from twisted_kafka.coordinator.group.service import GroupCoordinatorService
-from twisted_kafka.coordinator.transaction import ProducerIdManager, TransactionRefusals
+from twisted_kafka.coordinator.transaction import ProducerIdManager
+from twisted_kafka.coordinator.transaction.service import TransactionCoordinatorService
 from twisted_kafka.network.request import RequestContext
 from twisted_kafka.sasl.credential_store import InMemoryScramCredentialStore, ScramCredentialStore
 
@@ -55,6 +56,10 @@ from .handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
 from .handlers.offsets import OffsetCommitHandler, OffsetDeleteHandler, OffsetFetchHandler
 from .handlers.produce import ProduceHandler
 from .handlers.reassignments import AlterPartitionReassignmentsHandler, ListPartitionReassignmentsHandler
+from .handlers.transactions import (
+    AddOffsetsToTxnHandler, AddPartitionsToTxnHandler, EndTxnHandler, TxnOffsetCommitHandler,
+)
+from .handlers.write_txn_markers import WriteTxnMarkersHandler
 from .handlers.sasl import SaslAuthenticateHandler, SaslHandshakeHandler
 from .handlers.scram_credentials import AlterUserScramCredentialsHandler, DescribeUserScramCredentialsHandler
 from .metadata_cache import MetadataCache
@@ -65,7 +70,8 @@ def broker_handlers(*, advertised_keys: Callable[[RequestContext], list[int]], r
                     metadata_cache: MetadataCache, admin_manager: AdminManager, config_repository: ConfigRepository,
                     dynamic_config: DynamicBrokerConfig, controller: ControllerClient,
                     controller_guard: ControllerRequestGuard, group_coordinator: GroupCoordinator,
-                    offsets_topic: GroupCoordinatorService, producer_ids: ProducerIdManager, clock,
+                    offsets_topic: GroupCoordinatorService, transactions: TransactionCoordinatorService,
+                    producer_ids: ProducerIdManager, clock,
                     authorization: Authorization, scram_store: ScramCredentialStore | None = None
                     ) -> list[ApiHandler]:
     """Every handler.  Without ``scram_store`` SCRAM credentials live in memory only (tests that do not
@@ -74,13 +80,18 @@ def broker_handlers(*, advertised_keys: Callable[[RequestContext], list[int]], r
     if scram_store is None:
         scram_store = InMemoryScramCredentialStore()
     groups = group_coordinator
-    refusals = TransactionRefusals(clock)
+    txn = transactions.coordinator
     auth = authorization
     return [
         ApiVersionsHandler(advertised_keys),
         MetadataHandler(metadata_cache, admin_manager, dynamic_config, authorization=auth),
         ProduceHandler(replica_manager, authorization=auth),
-        InitProducerIdHandler(producer_ids, refusals, authorization=auth),
+        InitProducerIdHandler(producer_ids, txn, authorization=auth),
+        AddPartitionsToTxnHandler(txn, metadata_cache, authorization=auth),
+        AddOffsetsToTxnHandler(txn, groups, authorization=auth),
+        EndTxnHandler(txn, authorization=auth),
+        WriteTxnMarkersHandler(transactions.marker_writer, authorization=auth),
+        TxnOffsetCommitHandler(groups, metadata_cache, clock, authorization=auth),
         FetchHandler(replica_manager, metadata_cache, dynamic_config, authorization=auth),
         ListOffsetsHandler(replica_manager, authorization=auth),
         OffsetForLeaderEpochHandler(replica_manager, authorization=auth),
@@ -101,7 +112,7 @@ def broker_handlers(*, advertised_keys: Callable[[RequestContext], list[int]], r
         DescribeLogDirsHandler(replica_manager),
         DescribeClientQuotasHandler(admin_manager),
         AlterClientQuotasHandler(admin_manager),
-        FindCoordinatorHandler(offsets_topic, metadata_cache, refusals, authorization=auth),
+        FindCoordinatorHandler(offsets_topic, transactions, metadata_cache, authorization=auth),
         JoinGroupHandler(groups),
         SyncGroupHandler(groups),
         HeartbeatHandler(groups),

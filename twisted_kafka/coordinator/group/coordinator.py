@@ -58,6 +58,7 @@ from .results import (
     MemberSummary, OffsetFetchResult, SyncGroupResult,
 )
 from .state import GroupState
+from .txn_offsets import TransactionalOffsets
 from .writer import CoordinatorWriter
 
 log = Logger(namespace="twisted_kafka.coordinator.group.GroupCoordinator")
@@ -86,6 +87,9 @@ class GroupCoordinator:
         self.offset_config = offset_config
         self.clock = clock
         self.manager = GroupMetadataManager(config=offset_config, writer=writer, clock=clock)
+        # Offsets committed in transactions, pending until their marker (TxnOffsetCommit).
+        self.transactional_offsets = TransactionalOffsets(self)
+        self.manager.pending_transactional_offset = self.transactional_offsets.has_pending
         self.heartbeat_purgatory = Purgatory(clock, "Heartbeat")
         self.rebalance_purgatory = Purgatory(clock, "Rebalance")
         self.active = False
@@ -860,12 +864,16 @@ class GroupCoordinator:
         """This broker leads offsets ``partition`` from ``epoch``: load its groups."""
         log.debug("Elected as the group coordinator for partition {partition} in epoch {epoch}",
                  partition=partition, epoch=epoch)
-        return self.manager.load_partition(partition, epoch, read, self._on_group_loaded)
+        txn_offsets = self.transactional_offsets
+        return self.manager.load_partition(
+            partition, epoch, lambda: read().addCallback(txn_offsets.on_loaded, partition), self._on_group_loaded)
 
     def on_resignation(self, partition: int, epoch: int | None) -> None:
         log.info("Resigned as the group coordinator for partition {partition} in epoch {epoch}",
                  partition=partition, epoch=epoch)
         self.manager.remove_groups_for_partition(partition, epoch, self._on_group_unloaded)
+        if partition not in self.manager.owned_partitions and partition not in self.manager.loading_partitions:
+            self.transactional_offsets.on_unloaded(partition)
 
     def _on_group_loaded(self, group: GroupMetadata) -> None:
         if group.size > self.group_config.max_size:

@@ -91,6 +91,8 @@ class GroupMetadataManager:
         self.loading_partitions: set[int] = set()
         self.owned_partitions: set[int] = set()
         self._epochs: dict[int, int] = {}
+        #: ``(group, partition) -> bool``: a transactional commit waits for its marker (``txn_offsets``).
+        self.pending_transactional_offset: Callable[[str, TopicPartition], bool] = lambda group, tp: False
 
     def now_ms(self) -> int:
         return int(self.clock.seconds() * 1000)
@@ -218,7 +220,8 @@ class GroupMetadataManager:
         wanted = partitions if partitions is not None else list(group.offsets)
         result = {}
         for tp in wanted:
-            if require_stable and group.has_pending_offset_commits_for(tp):
+            if require_stable and (group.has_pending_offset_commits_for(tp)
+                                   or self.pending_transactional_offset(group_id, tp)):
                 result[tp] = OffsetFetchResult(error=ErrorCode.UNSTABLE_OFFSET_COMMIT)
                 continue
             value = group.offset(tp)
