@@ -238,6 +238,8 @@ class TransactionCoordinator:
 
     def _check_producer(self, transactional_id: str, producer_id: int,
                         producer_epoch: int) -> tuple[ErrorCode, TransactionMetadata | None, int]:
+        if not transactional_id:
+            return ErrorCode.INVALID_REQUEST, None, -1
         error, coordinator_epoch = self._lookup(transactional_id)
         if error is not ErrorCode.NONE:
             return error, None, -1
@@ -272,6 +274,8 @@ class TransactionCoordinator:
 
     async def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
                               commit: bool) -> ErrorCode:
+        if not transactional_id:
+            return ErrorCode.INVALID_REQUEST
         error, coordinator_epoch = self._lookup(transactional_id)
         if error is not ErrorCode.NONE:
             return error
