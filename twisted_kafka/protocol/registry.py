@@ -65,6 +65,15 @@ most); the broker answers the one offset v1 would.
 DescribeLogDirs is advertised 0-4 (v4: a directory's total and usable
 bytes); v5's cordoned directories (KIP-1066) do not exist here.
 
+The transactional APIs (KIP-98): AddPartitionsToTxn, AddOffsetsToTxn,
+EndTxn and TxnOffsetCommit are advertised 0-3.  aiokafka has v0 structs
+only (hence the minimum 0), kafka-python and librdkafka take the highest
+version both sides share; v3 is flexible, and TxnOffsetCommit v3 carries
+KIP-447's generation and member id.  AddPartitionsToTxn v4+ is KIP-890's
+broker-to-coordinator form and EndTxn/TxnOffsetCommit v5 transaction
+version 2, neither built.  WriteTxnMarkers, sent by coordinators to partition
+leaders only, has v1 (Kafka 4 removed v0; v2 adds transaction version 2).
+
 ACLs are advertised 0-3: kafka-python sends up to v3, aiokafka picks its
 highest struct inside the range (DescribeAcls v2, Create/DeleteAcls v1) and
 librdkafka uses v0-v1.
