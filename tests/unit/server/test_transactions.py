@@ -213,3 +213,52 @@ def test_a_restarted_coordinator_completes_a_prepared_transaction(tmp_path, node
     node.transaction_coordinator.on_leader(replica)
     assert state(node).state is TransactionState.COMPLETE_COMMIT
     assert node.log("t", 0).last_stable_offset == node.log("t", 0).log_end_offset == 2
+
+
+def txn_offset_commit(node, pid, epoch, offset, *, generation=-1, member="", version=3, group="g"):
+    T = m.TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+    body = node.call(m.TxnOffsetCommitRequest(
+        transactional_id=TID, group_id=group, producer_id=pid, producer_epoch=epoch, generation_id=generation,
+        member_id=member, group_instance_id=None, topics=[T(name="t", partitions=[T.TxnOffsetCommitRequestPartition(
+            partition_index=0, committed_offset=offset, committed_leader_epoch=-1, committed_metadata="")])]),
+        version)
+    return [p.error_code for t in body.topics for p in t.partitions][0]
+
+
+def fetch_offset(node, require_stable=True, group="g"):
+    F = m.OffsetFetchRequest
+    body = node.call(F(group_id=group, topics=[F.OffsetFetchRequestTopic(name="t", partition_indexes=[0])],
+                       require_stable=require_stable), 7)
+    (p,) = body.topics[0].partitions
+    return p.error_code, p.committed_offset
+
+
+def test_kip_447_the_member_and_generation_are_checked(node):
+    assert node.call(m.FindCoordinatorRequest(key="g", key_type=0), 3).error_code == ErrorCode.NONE
+    pid = init(node).producer_id
+    node.call(m.AddOffsetsToTxnRequest(transactional_id=TID, producer_id=pid, producer_epoch=0, group_id="g"), 3)
+    assert txn_offset_commit(node, pid, 0, 5, generation=3) == ErrorCode.ILLEGAL_GENERATION
+    assert txn_offset_commit(node, pid, 0, 5, member="ghost") == ErrorCode.UNKNOWN_MEMBER_ID
+    assert txn_offset_commit(node, pid, 0, 5, generation=3, version=2) == ErrorCode.NONE   # v2: not checked
+
+
+def test_pending_transactional_offsets_survive_a_reload_and_a_marker_then_decides_them(node):
+    assert node.call(m.FindCoordinatorRequest(key="g", key_type=0), 3).error_code == ErrorCode.NONE
+    pid = init(node).producer_id
+    node.call(m.AddOffsetsToTxnRequest(transactional_id=TID, producer_id=pid, producer_epoch=0, group_id="g"), 3)
+    assert txn_offset_commit(node, pid, 0, 42) == ErrorCode.NONE
+    groups = node.group_coordinator.coordinator
+    partition = groups.partition_for("g")
+    groups.on_resignation(partition, None)
+    assert groups.transactional_offsets.pending == {}
+    replica = node.replica_manager.partition("__consumer_offsets", partition)
+    replica.leader_epoch += 1
+    node.group_coordinator.on_leader(replica)            # replays the transactional batch: pending again
+    assert fetch_offset(node) == (ErrorCode.UNSTABLE_OFFSET_COMMIT, -1)
+    assert end(node, pid, 0, True) == ErrorCode.NONE
+    assert fetch_offset(node) == (ErrorCode.NONE, 42)
+    # and once more from the log: the COMMIT marker follows the batch
+    groups.on_resignation(partition, None)
+    replica.leader_epoch += 1
+    node.group_coordinator.on_leader(replica)
+    assert fetch_offset(node) == (ErrorCode.NONE, 42)
