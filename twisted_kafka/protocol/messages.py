@@ -39,6 +39,10 @@ from kafka.protocol.admin import (
     ListGroupsRequest, ListGroupsResponse,
     ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
 )
+from kafka.protocol.admin.transactions import (
+    DescribeTransactionsRequest, DescribeTransactionsResponse,
+    ListTransactionsRequest, ListTransactionsResponse,
+)
 from kafka.protocol.admin.client_quotas import (
     AlterClientQuotasRequest, AlterClientQuotasResponse,
     DescribeClientQuotasRequest, DescribeClientQuotasResponse,
@@ -201,6 +205,8 @@ MESSAGE_CLASSES: dict[int, tuple[type[ApiMessage], type[ApiMessage]]] = {
         (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
         (DescribeClusterRequest, DescribeClusterResponse),
         (AlterPartitionRequest, AlterPartitionResponse),
+        (DescribeTransactionsRequest, DescribeTransactionsResponse),
+        (ListTransactionsRequest, ListTransactionsResponse),
     )
 }
 

@@ -56,6 +56,7 @@ from .handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
 from .handlers.offsets import OffsetCommitHandler, OffsetDeleteHandler, OffsetFetchHandler
 from .handlers.produce import ProduceHandler
 from .handlers.reassignments import AlterPartitionReassignmentsHandler, ListPartitionReassignmentsHandler
+from .handlers.transaction_admin import DescribeTransactionsHandler, ListTransactionsHandler
 from .handlers.transactions import (
     AddOffsetsToTxnHandler, AddPartitionsToTxnHandler, EndTxnHandler, TxnOffsetCommitHandler,
 )
@@ -92,6 +93,8 @@ def broker_handlers(*, advertised_keys: Callable[[RequestContext], list[int]], r
         EndTxnHandler(txn, authorization=auth),
         WriteTxnMarkersHandler(transactions.marker_writer, authorization=auth),
         TxnOffsetCommitHandler(groups, metadata_cache, clock, authorization=auth),
+        DescribeTransactionsHandler(txn, authorization=auth),
+        ListTransactionsHandler(txn, authorization=auth),
         FetchHandler(replica_manager, metadata_cache, dynamic_config, authorization=auth),
         ListOffsetsHandler(replica_manager, authorization=auth),
         OffsetForLeaderEpochHandler(replica_manager, authorization=auth),

@@ -314,3 +314,17 @@ def test_write_txn_markers_needs_cluster_action(node):
     body = node.call(request, 1, principal=ADMIN)
     assert [p.error_code for mk in body.markers for t in mk.topics for p in t.partitions] == [ErrorCode.NONE]
     assert node.log("t", 0).log_end_offset == 1
+
+
+def test_describe_and_list_transactions_show_only_ids_the_client_may_describe(node):
+    TXN = ResourceType.TRANSACTIONAL_ID
+    for tid in ("tx-a", "tx-b"):
+        node.call(m.FindCoordinatorRequest(key_type=1, coordinator_keys=[tid]), 4, principal=ADMIN)
+        assert node.call(m.InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=60000, producer_id=-1,
+                                                 producer_epoch=-1), 4, principal=ADMIN).error_code == ErrorCode.NONE
+    grant(node, allow(TXN, "tx-a", Op.DESCRIBE))
+    body = node.call(m.DescribeTransactionsRequest(transactional_ids=["tx-a", "tx-b"]), 0, principal=ALICE)
+    assert [(s.transactional_id, s.error_code, s.transaction_state) for s in body.transaction_states] == [
+        ("tx-a", ErrorCode.NONE, "Empty"), ("tx-b", ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "")]
+    listed = node.call(m.ListTransactionsRequest(state_filters=[], producer_id_filters=[]), 0, principal=ALICE)
+    assert [s.transactional_id for s in listed.transaction_states] == ["tx-a"]

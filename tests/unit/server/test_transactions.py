@@ -262,3 +262,26 @@ def test_pending_transactional_offsets_survive_a_reload_and_a_marker_then_decide
     replica.leader_epoch += 1
     node.group_coordinator.on_leader(replica)
     assert fetch_offset(node) == (ErrorCode.NONE, 42)
+
+
+def test_describe_and_list_transactions(node):
+    pid = init(node).producer_id
+    add_partitions(node, pid, 0, {"t": [1, 0]})
+    init(node, tid="tx-2")
+    body = node.call(m.DescribeTransactionsRequest(transactional_ids=[TID, "unknown"]), 0)
+    described = {s.transactional_id: s for s in body.transaction_states}
+    one = described[TID]
+    assert (one.error_code, one.transaction_state, one.producer_id, one.producer_epoch,
+            [(t.topic, list(t.partitions)) for t in one.topics]) == (ErrorCode.NONE, "Ongoing", pid, 0, [("t", [0, 1])])
+    assert described["unknown"].error_code in (ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, ErrorCode.NOT_COORDINATOR)
+    L = m.ListTransactionsRequest
+    listed = node.call(L(state_filters=[], producer_id_filters=[]), 0)
+    assert sorted((s.transactional_id, s.transaction_state) for s in listed.transaction_states) == [
+        (TID, "Ongoing"), ("tx-2", "Empty")]
+    ongoing = node.call(L(state_filters=["Ongoing", "Bogus"], producer_id_filters=[]), 0)
+    assert [s.transactional_id for s in ongoing.transaction_states] == [TID]
+    assert list(ongoing.unknown_state_filters) == ["Bogus"]
+    node.reactor.advance(0.3)
+    assert [s.transactional_id for s in node.call(L(state_filters=[], producer_id_filters=[], duration_filter=200),
+                                                   1).transaction_states] == [TID]
+    assert node.call(L(state_filters=[], producer_id_filters=[], duration_filter=10_000), 1).transaction_states == []
