@@ -101,3 +101,15 @@ def test_a_fenced_marker_or_a_lost_coordinator_stops_the_sending():
     valid[0] = False
     clock.advance(RETRY_BACKOFF)
     assert done == [False] and len(sender.requests) == 2
+
+
+def test_a_leader_that_never_answers_does_not_hold_the_marker_after_its_partition_moved():
+    ch, clock, local, sender, cache = channel({("t", 0): 2})
+    sender.send = lambda broker_id, request, version: sender.requests.append(broker_id) or Deferred()   # silent
+    done = outcome(ch.send("tx", 7, 3, True, 5, [("t", 0)], lambda: True))
+    cache.leaders[("t", 0)] = 1          # broker 2 died; this broker leads the partition now
+    clock.advance(ch.timeout - 0.01)
+    assert done == [] and local.calls == []
+    clock.advance(0.01)                  # the timeout: the partition is tried again after the backoff
+    clock.advance(RETRY_BACKOFF)
+    assert local.calls == [(7, 3, True, 5, [("t", 0)])] and done == [True]

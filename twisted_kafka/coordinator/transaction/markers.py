@@ -18,7 +18,12 @@ authenticated as this broker.  As in Kafka:
   coordinator or producer epoch took over: the sending stops and the
   transaction is left to it;
 * the sending also stops when this broker stops coordinating the
-  transaction (``still_valid``): the next coordinator sends them again.
+  transaction (``still_valid``): the next coordinator sends them again;
+* a leader that has not answered within ``request.timeout.ms`` (the
+  ``InterBrokerSender`` keeps retrying an unreachable broker) does not hold
+  the round: its partitions are tried again with their leader looked up
+  again, so a partition whose leader moved away from a dead broker gets its
+  marker from the new leader (its late answer is ignored).
 """
 
 from __future__ import annotations
@@ -52,7 +57,9 @@ _MarkerTopic = _Marker.WritableTxnMarkerTopic
 
 
 class TxnMarkerChannel:
-    def __init__(self, *, broker_id: int, metadata_cache, local: TxnMarkerWriter, sender, clock):
+    def __init__(self, *, broker_id: int, metadata_cache, local: TxnMarkerWriter, sender, clock,
+                 timeout_ms: int = 30000):
+        self.timeout = timeout_ms / 1000.0
         self.broker_id = broker_id
         self.metadata_cache = metadata_cache
         self.local = local
@@ -130,7 +137,23 @@ class TxnMarkerChannel:
             return result
 
         d.addCallbacks(answered, self._failed, errbackArgs=(leader, partitions))
-        return d
+        result: Deferred = Deferred()
+
+        def timed_out() -> None:
+            log.info("Broker {broker} did not answer WriteTxnMarkers within {timeout:g} s; looking its partitions' "
+                     "leaders up again", broker=leader, timeout=self.timeout)
+            result.callback(dict.fromkeys(partitions, ErrorCode.REQUEST_TIMED_OUT))
+
+        timer = self.clock.callLater(self.timeout, timed_out)
+
+        def deliver(answer):
+            if timer.active():
+                timer.cancel()
+            if not result.called:
+                result.callback(answer)
+
+        d.addCallback(deliver)
+        return result
 
     @staticmethod
     def _failed(failure: Failure, leader: int, partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
