@@ -40,6 +40,7 @@ from kafka.protocol.admin import (
     ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
 )
 from kafka.protocol.admin.transactions import (
+    DescribeProducersRequest, DescribeProducersResponse,
     DescribeTransactionsRequest, DescribeTransactionsResponse,
     ListTransactionsRequest, ListTransactionsResponse,
 )
@@ -205,6 +206,7 @@ MESSAGE_CLASSES: dict[int, tuple[type[ApiMessage], type[ApiMessage]]] = {
         (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
         (DescribeClusterRequest, DescribeClusterResponse),
         (AlterPartitionRequest, AlterPartitionResponse),
+        (DescribeProducersRequest, DescribeProducersResponse),
         (DescribeTransactionsRequest, DescribeTransactionsResponse),
         (ListTransactionsRequest, ListTransactionsResponse),
     )

@@ -73,7 +73,7 @@ KIP-447's generation and member id.  AddPartitionsToTxn v4+ is KIP-890's
 broker-to-coordinator form and EndTxn/TxnOffsetCommit v5 transaction
 version 2, neither built.  WriteTxnMarkers, sent by coordinators to partition
 leaders only, has v1 (Kafka 4 removed v0; v2 adds transaction version 2).
-DescribeTransactions has v0 only; ListTransactions 0-1 (v1: the duration
+DescribeProducers and DescribeTransactions have v0 only; ListTransactions 0-1 (v1: the duration
 filter; v2's transactional id pattern is a Java regular expression, not
 served).
 
@@ -214,6 +214,7 @@ ADVERTISED_RANGES: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.ALTER_PARTITION: (0, 1),
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),
 }

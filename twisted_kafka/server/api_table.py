@@ -42,6 +42,7 @@ from .handlers.delete_topics import DeleteTopicsHandler
 from .handlers.client_quotas import AlterClientQuotasHandler, DescribeClientQuotasHandler
 from .handlers.describe_cluster import DescribeClusterHandler
 from .handlers.describe_configs import DescribeConfigsHandler
+from .handlers.describe_producers import DescribeProducersHandler
 from .handlers.describe_log_dirs import DescribeLogDirsHandler
 from .handlers.alter_partition import AlterPartitionHandler
 from .handlers.elect_leaders import ElectLeadersHandler
@@ -93,6 +94,7 @@ def broker_handlers(*, advertised_keys: Callable[[RequestContext], list[int]], r
         EndTxnHandler(txn, authorization=auth),
         WriteTxnMarkersHandler(transactions.marker_writer, authorization=auth),
         TxnOffsetCommitHandler(groups, metadata_cache, clock, authorization=auth),
+        DescribeProducersHandler(replica_manager, authorization=auth),
         DescribeTransactionsHandler(txn, authorization=auth),
         ListTransactionsHandler(txn, authorization=auth),
         FetchHandler(replica_manager, metadata_cache, dynamic_config, authorization=auth),

@@ -328,3 +328,12 @@ def test_describe_and_list_transactions_show_only_ids_the_client_may_describe(no
         ("tx-a", ErrorCode.NONE, "Empty"), ("tx-b", ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "")]
     listed = node.call(m.ListTransactionsRequest(state_filters=[], producer_id_filters=[]), 0, principal=ALICE)
     assert [s.transactional_id for s in listed.transaction_states] == ["tx-a"]
+
+
+def test_describe_producers_needs_read_on_the_topic(node):
+    D = m.DescribeProducersRequest
+    request = D(topics=[D.TopicRequest(name=n, partition_indexes=[0]) for n in ("t", "secret")])
+    grant(node, allow(TOPIC, "t", Op.READ))
+    body = node.call(request, 0, principal=ALICE)
+    assert {t.name: t.partitions[0].error_code for t in body.topics} == {
+        "t": ErrorCode.NONE, "secret": ErrorCode.TOPIC_AUTHORIZATION_FAILED}

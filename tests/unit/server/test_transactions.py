@@ -285,3 +285,24 @@ def test_describe_and_list_transactions(node):
     assert [s.transactional_id for s in node.call(L(state_filters=[], producer_id_filters=[], duration_filter=200),
                                                    1).transaction_states] == [TID]
     assert node.call(L(state_filters=[], producer_id_filters=[], duration_filter=10_000), 1).transaction_states == []
+
+
+def test_describe_producers_shows_an_open_transaction(node):
+    pid = init(node).producer_id
+    add_partitions(node, pid, 0, {"t": [0]})
+    node.call(produce({"t": {0: txn_records(pid, 0, 0, b"a", b"b")}}, acks=-1, transactional_id=TID), 9)
+    D = m.DescribeProducersRequest
+
+    def describe():
+        body = node.call(D(topics=[D.TopicRequest(name="t", partition_indexes=[0, 7]),
+                                   D.TopicRequest(name="nope", partition_indexes=[0])]), 0)
+        return {(t.name, p.partition_index): (p.error_code, [
+            (s.producer_id, s.producer_epoch, s.last_sequence, s.coordinator_epoch, s.current_txn_start_offset)
+            for s in p.active_producers]) for t in body.topics for p in t.partitions}
+
+    assert describe() == {("t", 0): (ErrorCode.NONE, [(pid, 0, 1, -1, 0)]),
+                          ("t", 7): (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, []),
+                          ("nope", 0): (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, [])}
+    assert end(node, pid, 0, False) == ErrorCode.NONE
+    (error, [(_, epoch, _, coordinator_epoch, txn_start)]) = describe()[("t", 0)]
+    assert (error, epoch, coordinator_epoch, txn_start) == (ErrorCode.NONE, 0, 0, -1)
