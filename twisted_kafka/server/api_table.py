@@ -92,7 +92,7 @@ def broker_handlers(*, advertised_keys: Callable[[RequestContext], list[int]], r
         AddPartitionsToTxnHandler(txn, metadata_cache, authorization=auth),
         AddOffsetsToTxnHandler(txn, groups, authorization=auth),
         EndTxnHandler(txn, authorization=auth),
-        WriteTxnMarkersHandler(transactions.marker_writer, authorization=auth),
+        WriteTxnMarkersHandler(transactions.marker_writer, controller_guard, authorization=auth),
         TxnOffsetCommitHandler(groups, metadata_cache, clock, authorization=auth),
         DescribeProducersHandler(replica_manager, authorization=auth),
         DescribeTransactionsHandler(txn, authorization=auth),

@@ -113,3 +113,12 @@ def test_a_leader_that_never_answers_does_not_hold_the_marker_after_its_partitio
     clock.advance(0.01)                  # the timeout: the partition is tried again after the backoff
     clock.advance(RETRY_BACKOFF)
     assert local.calls == [(7, 3, True, 5, [("t", 0)])] and done == [True]
+
+
+def test_a_refused_marker_is_retried_not_skipped():
+    ch, clock, local, sender, cache = channel({("t", 0): 2})
+    sender.answers = [{("t", 0): ErrorCode.CLUSTER_AUTHORIZATION_FAILED}, {("t", 0): ErrorCode.NONE}]
+    done = outcome(ch.send("tx", 7, 3, True, 5, [("t", 0)], lambda: True))
+    assert done == []
+    clock.advance(RETRY_BACKOFF)                # the operator granted CLUSTER_ACTION meanwhile
+    assert done == [True] and len(sender.requests) == 2

@@ -314,6 +314,9 @@ def test_write_txn_markers_needs_cluster_action(node):
     body = node.call(request, 1, principal=ADMIN)
     assert [p.error_code for mk in body.markers for t in mk.topics for p in t.partitions] == [ErrorCode.NONE]
     assert node.log("t", 0).log_end_offset == 1
+    # the brokers' own inter-broker principal passes without an ACL, as for the controller APIs
+    body = node.call(request, 1, principal=node.own_principal)
+    assert [p.error_code for mk in body.markers for t in mk.topics for p in t.partitions] == [ErrorCode.NONE]
 
 
 def test_describe_and_list_transactions_show_only_ids_the_client_may_describe(node):

@@ -14,6 +14,10 @@ authenticated as this broker.  As in Kafka:
   request that could not be sent are tried again after ``RETRY_BACKOFF``
   seconds, with the leader looked up again;
 * a partition of a topic that no longer exists is dropped (logged);
+* any other error (CLUSTER_AUTHORIZATION_FAILED: the brokers' principal
+  lacks CLUSTER_ACTION) is retried as well, logged once per transaction:
+  completing the transaction without the marker would leave that
+  partition's transaction open for good;
 * INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED mean a newer
   coordinator or producer epoch took over: the sending stops and the
   transaction is left to it;
@@ -51,6 +55,8 @@ _RETRIABLE = frozenset({
     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.UNKNOWN_SERVER_ERROR,
 })
 _FENCED = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED})
+#: Kafka skips these partitions (the marker cannot be written there, ever).
+_SKIPPED = frozenset({ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, ErrorCode.UNSUPPORTED_VERSION})
 
 _Marker = m.WriteTxnMarkersRequest.WritableTxnMarker
 _MarkerTopic = _Marker.WritableTxnMarkerTopic
@@ -75,6 +81,7 @@ class TxnMarkerChannel:
 
     async def _send(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
                     coordinator_epoch: int, remaining: set[TopicPartition], still_valid: Callable[[], bool]) -> bool:
+        warned: set[ErrorCode] = set()
         while remaining:
             if not still_valid():
                 return False
@@ -101,12 +108,17 @@ class TxnMarkerChannel:
                                  "epoch took over, the transaction is left to it", tid=transactional_id,
                                  topic=tp[0], partition=tp[1], error=error.name)
                         return False
-                    if error in _RETRIABLE:
-                        retry.add(tp)
-                    else:
+                    if error in _SKIPPED:
                         log.warn("The marker of {tid} cannot be written to {topic}-{partition} ({error}); "
                                  "it is skipped", tid=transactional_id, topic=tp[0], partition=tp[1],
                                  error=error.name)
+                        continue
+                    retry.add(tp)
+                    if error not in _RETRIABLE and error not in warned:
+                        warned.add(error)
+                        log.warn("The marker of {tid} was refused by the leader of {topic}-{partition} ({error}); "
+                                 "retrying until it is written", tid=transactional_id, topic=tp[0],
+                                 partition=tp[1], error=error.name)
             remaining = retry
             if remaining:
                 await deferLater(self.clock, RETRY_BACKOFF, lambda: None)
