@@ -293,7 +293,7 @@ def test_kafka_server_is_composed_of_child_services(tmp_path):
     children = list(server)
     names = [type(child).__name__ for child in children]
     assert names == ["ThreadPoolService", "AdminRestService", "LogManager", "GroupCoordinatorService",
-                     "KafkaRequestHandlerPool", "KafkaRequestHandlerPool",
+                     "TransactionCoordinatorService", "KafkaRequestHandlerPool", "KafkaRequestHandlerPool",
                      "SocketServer", "InterBrokerSender", "ControllerService", "ConnectionEventLog", "RequestDrain",
                      "ReplicaManager", "BrokerLifecycleManager"]
     assert all(child.parent is server for child in children)

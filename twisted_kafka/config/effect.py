@@ -17,7 +17,8 @@ about as deprecated when set (``deprecation``), saying whether it still acts.
 from __future__ import annotations
 
 SECURITY = "this security feature is not built (GSSAPI, OAUTHBEARER, pluggable classes)"
-TRANSACTIONS = "transactions are not built yet (idempotent producers are)"
+KIP_890 = ("KIP-890's partition verification is not built: as in Kafka before 3.6, a partition leader "
+           "accepts a transactional batch without asking the coordinator whether the partition was added")
 REPLICATION = "the broker's own client connections (controller channels, replica fetchers) do not apply it yet"
 SOCKET_BUFFERS = "the broker's client connections use the operating system's socket buffer sizes"
 ZOOKEEPER = ("the ZooKeeper client (kazoo) pipelines requests without a limit of its own; the session "
@@ -44,7 +45,6 @@ TLS_VERSION = "the TLS versions offered are ssl.enabled.protocols; OpenSSL has n
 
 _PREFIXES = {
     "sasl.": SASL,
-    "transaction.": TRANSACTIONS,
     "zookeeper.": ZOOKEEPER,
     "metrics.": METRICS,
     "remote.": TIERED_STORAGE,
@@ -61,7 +61,7 @@ _KEYS = {
                                   "(SaslAuthenticate answers session_lifetime_ms 0)"),
     "principal.builder.class": SECURITY,
     "security.providers": SECURITY,
-    "transactional.id.expiration.ms": TRANSACTIONS,
+    "transaction.partition.verification.enable": KIP_890,
     "compression.type": RECOMPRESSION,
     "compression.gzip.level": RECOMPRESSION,
     "compression.lz4.level": RECOMPRESSION,

@@ -40,6 +40,11 @@ from kafka.protocol.admin import (
     ListGroupsRequest, ListGroupsResponse,
     ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
 )
+from kafka.protocol.admin.transactions import (
+    DescribeProducersRequest, DescribeProducersResponse,
+    DescribeTransactionsRequest, DescribeTransactionsResponse,
+    ListTransactionsRequest, ListTransactionsResponse,
+)
 from kafka.protocol.admin.client_quotas import (
     AlterClientQuotasRequest, AlterClientQuotasResponse,
     DescribeClientQuotasRequest, DescribeClientQuotasResponse,
@@ -63,8 +68,13 @@ from kafka.protocol.metadata import (
     MetadataRequest, MetadataResponse,
 )
 from kafka.protocol.producer import (
+    AddOffsetsToTxnRequest, AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse,
+    EndTxnRequest, EndTxnResponse,
     InitProducerIdRequest, InitProducerIdResponse,
     ProduceRequest, ProduceResponse,
+    TxnOffsetCommitRequest, TxnOffsetCommitResponse,
+    WriteTxnMarkersRequest, WriteTxnMarkersResponse,
 )
 from kafka.protocol.sasl import (
     SaslAuthenticateRequest, SaslAuthenticateResponse,
@@ -196,6 +206,11 @@ MESSAGE_CLASSES: dict[int, tuple[type[ApiMessage], type[ApiMessage]]] = {
         (DeleteRecordsRequest, DeleteRecordsResponse),
         (InitProducerIdRequest, InitProducerIdResponse),
         (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
+        (AddPartitionsToTxnRequest, AddPartitionsToTxnResponse),
+        (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),
+        (EndTxnRequest, EndTxnResponse),
+        (WriteTxnMarkersRequest, WriteTxnMarkersResponse),
+        (TxnOffsetCommitRequest, TxnOffsetCommitResponse),
         (DescribeAclsRequest, DescribeAclsResponse),
         (CreateAclsRequest, CreateAclsResponse),
         (DeleteAclsRequest, DeleteAclsResponse),
@@ -216,6 +231,9 @@ MESSAGE_CLASSES: dict[int, tuple[type[ApiMessage], type[ApiMessage]]] = {
         (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
         (DescribeClusterRequest, DescribeClusterResponse),
         (AlterPartitionRequest, AlterPartitionResponse),
+        (DescribeProducersRequest, DescribeProducersResponse),
+        (DescribeTransactionsRequest, DescribeTransactionsResponse),
+        (ListTransactionsRequest, ListTransactionsResponse),
         (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse),
         (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse),
     )

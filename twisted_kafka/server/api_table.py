@@ -15,7 +15,8 @@ from collections.abc import Callable
 from twisted_kafka.controller.client import ControllerClient
 from twisted_kafka.coordinator.group.coordinator import GroupCoordinator
 from twisted_kafka.coordinator.group.service import GroupCoordinatorService
-from twisted_kafka.coordinator.transaction import ProducerIdManager, TransactionRefusals
+from twisted_kafka.coordinator.transaction import ProducerIdManager
+from twisted_kafka.coordinator.transaction.service import TransactionCoordinatorService
 from twisted_kafka.network.request import RequestContext
 from twisted_kafka.sasl.credential_store import InMemoryScramCredentialStore, ScramCredentialStore
 
@@ -42,6 +43,7 @@ from .handlers.delete_topics import DeleteTopicsHandler
 from .handlers.client_quotas import AlterClientQuotasHandler, DescribeClientQuotasHandler
 from .handlers.describe_cluster import DescribeClusterHandler
 from .handlers.describe_configs import DescribeConfigsHandler
+from .handlers.describe_producers import DescribeProducersHandler
 from .handlers.describe_log_dirs import DescribeLogDirsHandler
 from .handlers.alter_partition import AlterPartitionHandler
 from .handlers.elect_leaders import ElectLeadersHandler
@@ -56,6 +58,11 @@ from .handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
 from .handlers.offsets import OffsetCommitHandler, OffsetDeleteHandler, OffsetFetchHandler
 from .handlers.produce import ProduceHandler
 from .handlers.reassignments import AlterPartitionReassignmentsHandler, ListPartitionReassignmentsHandler
+from .handlers.transaction_admin import DescribeTransactionsHandler, ListTransactionsHandler
+from .handlers.transactions import (
+    AddOffsetsToTxnHandler, AddPartitionsToTxnHandler, EndTxnHandler, TxnOffsetCommitHandler,
+)
+from .handlers.write_txn_markers import WriteTxnMarkersHandler
 from .handlers.sasl import SaslAuthenticateHandler, SaslHandshakeHandler
 from .handlers.scram_credentials import AlterUserScramCredentialsHandler, DescribeUserScramCredentialsHandler
 from .metadata_cache import MetadataCache
@@ -66,7 +73,8 @@ def broker_handlers(*, advertised_keys: Callable[[RequestContext], list[int]], r
                     metadata_cache: MetadataCache, admin_manager: AdminManager, config_repository: ConfigRepository,
                     dynamic_config: DynamicBrokerConfig, controller: ControllerClient,
                     controller_guard: ControllerRequestGuard, group_coordinator: GroupCoordinator,
-                    offsets_topic: GroupCoordinatorService, producer_ids: ProducerIdManager, clock,
+                    offsets_topic: GroupCoordinatorService, transactions: TransactionCoordinatorService,
+                    producer_ids: ProducerIdManager, clock,
                     authorization: Authorization, scram_store: ScramCredentialStore | None = None
                     ) -> list[ApiHandler]:
     """Every handler.  Without ``scram_store`` SCRAM credentials live in memory only (tests that do not
@@ -75,7 +83,7 @@ def broker_handlers(*, advertised_keys: Callable[[RequestContext], list[int]], r
     if scram_store is None:
         scram_store = InMemoryScramCredentialStore()
     groups = group_coordinator
-    refusals = TransactionRefusals(clock)
+    txn = transactions.coordinator
     auth = authorization
     # The consumer rebalance protocol (KIP-848) is served only while group.coordinator.rebalance.protocols
     # includes "consumer".
@@ -86,7 +94,15 @@ def broker_handlers(*, advertised_keys: Callable[[RequestContext], list[int]], r
         ApiVersionsHandler(advertised_keys),
         MetadataHandler(metadata_cache, admin_manager, dynamic_config, authorization=auth),
         ProduceHandler(replica_manager, authorization=auth),
-        InitProducerIdHandler(producer_ids, refusals, authorization=auth),
+        InitProducerIdHandler(producer_ids, txn, authorization=auth),
+        AddPartitionsToTxnHandler(txn, metadata_cache, authorization=auth),
+        AddOffsetsToTxnHandler(txn, groups, authorization=auth),
+        EndTxnHandler(txn, authorization=auth),
+        WriteTxnMarkersHandler(transactions.marker_writer, controller_guard, authorization=auth),
+        TxnOffsetCommitHandler(groups, metadata_cache, clock, authorization=auth),
+        DescribeProducersHandler(replica_manager, authorization=auth),
+        DescribeTransactionsHandler(txn, authorization=auth),
+        ListTransactionsHandler(txn, authorization=auth),
         FetchHandler(replica_manager, metadata_cache, dynamic_config, authorization=auth),
         ListOffsetsHandler(replica_manager, authorization=auth),
         OffsetForLeaderEpochHandler(replica_manager, authorization=auth),
@@ -107,7 +123,7 @@ def broker_handlers(*, advertised_keys: Callable[[RequestContext], list[int]], r
         DescribeLogDirsHandler(replica_manager),
         DescribeClientQuotasHandler(admin_manager),
         AlterClientQuotasHandler(admin_manager),
-        FindCoordinatorHandler(offsets_topic, metadata_cache, refusals, authorization=auth),
+        FindCoordinatorHandler(offsets_topic, transactions, metadata_cache, authorization=auth),
         JoinGroupHandler(groups),
         SyncGroupHandler(groups),
         HeartbeatHandler(groups),

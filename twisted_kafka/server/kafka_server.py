@@ -94,6 +94,7 @@ from twisted_kafka.controller.cluster_client import ClusterControllerClient
 from twisted_kafka.controller.controller_service import ControllerService
 from twisted_kafka.controller.interface import LiveBroker
 from twisted_kafka.coordinator.group.service import GroupCoordinatorService
+from twisted_kafka.coordinator.transaction.service import TransactionCoordinatorService
 from twisted_kafka.controller.zk_controller_service import ZkControllerService
 from twisted_kafka.coordinator.transaction import FileProducerIdBlockStore, ProducerIdBlockStore, ProducerIdManager
 from twisted_kafka.coordinator.transaction.zk_producer_id_store import ZkProducerIdBlockStore
@@ -225,13 +226,18 @@ class KafkaServer(MultiService):
         self.group_coordinator = GroupCoordinatorService(
             config=config, replica_manager=self.replica_manager, admin_manager=self.admin_manager,
             metadata_cache=self.metadata_cache, reactor=reactor, broker_id=broker_id)
+        # For the coordinators' requests to other brokers (the transaction coordinator's markers).
+        self.inter_broker_sender = InterBrokerSender(broker_id=broker_id, config=config, reactor=reactor,
+                                                     metadata_cache=self.metadata_cache)
+        self.transaction_coordinator = TransactionCoordinatorService(
+            config=config, replica_manager=self.replica_manager, admin_manager=self.admin_manager,
+            metadata_cache=self.metadata_cache, producer_ids=self.producer_ids,
+            group_coordinator=self.group_coordinator.coordinator, sender=self.inter_broker_sender, reactor=reactor,
+            broker_id=broker_id)
         register_broker_metrics(self.metrics, replica_manager=self.replica_manager, metadata_cache=self.metadata_cache,
                                 group_coordinator=self.group_coordinator.coordinator)
         controller_service.register_metrics(self.metrics)
         self.apis, self.socket_server = self._request_path(config, reactor)
-        # For the coordinators' requests to other brokers (the transaction coordinator's markers, next).
-        self.inter_broker_sender = InterBrokerSender(broker_id=broker_id, config=config, reactor=reactor,
-                                                     metadata_cache=self.metadata_cache)
         self._register_reconfigurables()
         self.connection_event_log = self._connection_event_log(config, reactor)
         pools = self._handler_pools(config, reactor)
@@ -305,6 +311,7 @@ class KafkaServer(MultiService):
             config_repository=self.config_repository, dynamic_config=self.dynamic_config,
             controller=self.controller_client, controller_guard=self.controller_guard,
             group_coordinator=self.group_coordinator.coordinator, offsets_topic=self.group_coordinator,
+            transactions=self.transaction_coordinator,
             producer_ids=self.producer_ids, clock=reactor, authorization=self.authorization,
             scram_store=self.scram_store)
         request_metrics = RequestMetrics(self.metrics)
@@ -372,10 +379,11 @@ class KafkaServer(MultiService):
         if self.zk is not None:
             assert self.registration is not None
             head = [self.io_threads, *admin, ZooKeeperSession(self.zk), self.log_manager, self.group_coordinator,
-                    *pools, self.socket_server, self.inter_broker_sender, self.registration]
+                    self.transaction_coordinator, *pools, self.socket_server, self.inter_broker_sender,
+                    self.registration]
         else:
-            head = [self.io_threads, *admin, self.log_manager, self.group_coordinator, *pools, self.socket_server,
-                    self.inter_broker_sender]
+            head = [self.io_threads, *admin, self.log_manager, self.group_coordinator, self.transaction_coordinator,
+                    *pools, self.socket_server, self.inter_broker_sender]
         for child in (*head, controller_service, *event_log, self.drain, self.replica_manager, self.lifecycle):
             child.setServiceParent(self)
 

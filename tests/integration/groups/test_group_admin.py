@@ -3,9 +3,9 @@ DeleteGroups, OffsetFetch/OffsetCommit by admin clients, OffsetDelete; the offse
 
 * FindCoordinator answers this broker for any group, in the single-key
   layout (v0-v3) and the batched one (v4+, what kafka-python sends); a
-  transactional id (key type 1) is refused (TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
-  transactions are not built; test_transactions_refused.py), a share group
-  (type 2) INVALID_REQUEST.
+  transactional id (key type 1) finds its transaction coordinator (this
+  broker, once ``__transaction_state`` is created), a share group (type 2)
+  INVALID_REQUEST.
 * ``__consumer_offsets`` is internal in Metadata, has
   ``offsets.topic.num.partitions`` partitions and is compacted; clients may
   not produce to it (INVALID_TOPIC_EXCEPTION).
@@ -51,7 +51,7 @@ def test_find_coordinator_every_version_and_the_offsets_topic(group_broker):
         assert [(c.key, c.error_code, c.node_id, c.port) for c in response.coordinators] == [
             ("g", 0, 0, port), ("g-2", 0, 0, port)]
     transactional = find_coordinator(port, 3, key="txn", key_type=1)
-    assert (transactional.error_code, transactional.node_id) == (53, -1)      # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert (transactional.error_code, transactional.node_id, transactional.port) == (0, 0, port)
     share = find_coordinator(port, 6, key="share", key_type=2)
     assert {c.error_code for c in share.coordinators} == {42}                # INVALID_REQUEST
 

@@ -62,7 +62,7 @@ def test_setting_a_key_without_effect_warns_once_with_the_reason():
     assert not any("log.retention.ms" in t for t in texts)
 
 
-@pytest.mark.parametrize("key", ["num.network.threads", "ssl.provider", "transaction.max.timeout.ms"])
+@pytest.mark.parametrize("key", ["num.network.threads", "ssl.provider", "transaction.partition.verification.enable"])
 def test_docs_mark_keys_without_effect(key):
     docs = (PACKAGE.parent / "docs" / "configuration.md").read_text()
     section = docs.split(f"### `{key}`", 1)[1].split("### ", 1)[0]

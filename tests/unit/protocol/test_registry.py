@@ -21,7 +21,8 @@ def test_api_key_names_match_kafka():
     assert (ApiKey.DESCRIBE_ACLS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS) == (29, 30, 31)
     assert (ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS) == (33, 44)
     assert (ApiKey.DELETE_RECORDS, ApiKey.OFFSET_FOR_LEADER_EPOCH) == (21, 23)
-    assert [k.value for k in ApiKey] == list(range(61)) + [68, 69]
+    assert (ApiKey.DESCRIBE_PRODUCERS, ApiKey.DESCRIBE_TRANSACTIONS, ApiKey.LIST_TRANSACTIONS) == (61, 65, 66)
+    assert [k.value for k in ApiKey] == list(range(67)) + [68, 69]
     assert (ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE) == (68, 69)
 
 
@@ -31,6 +32,8 @@ def test_advertised_ranges():
         0: (0, 10), 1: (4, 12), 2: (0, 7), 3: (0, 13), 8: (2, 9), 9: (1, 9), 10: (0, 6), 11: (0, 7), 12: (0, 4),
         13: (0, 5), 14: (0, 5), 15: (0, 6), 16: (0, 5), 17: (0, 1), 18: (0, 4), 19: (0, 7), 20: (0, 6), 22: (0, 4),
         23: (2, 4), 32: (0, 4), 36: (0, 2), 37: (0, 3), 42: (0, 2), 21: (0, 2), 60: (0, 2),
+        # Transactions (KIP-98, KIP-664): v0 for aiokafka's structs; WriteTxnMarkers between brokers only.
+        24: (0, 3), 25: (0, 3), 26: (0, 3), 27: (1, 1), 28: (0, 3), 61: (0, 0), 65: (0, 0), 66: (0, 1),
         # KIP-848: librdkafka 2.16 sends ConsumerGroupHeartbeat v1 only.
         68: (0, 1), 69: (0, 0),
         # Controller APIs: from the first version carrying a broker epoch (KIP-380).
@@ -77,7 +80,7 @@ def test_layout_thresholds_inside_ranges_are_schema_versions():
 
 
 def test_do_not_advertise_apis_clients_change_behaviour_for():
-    for key in (24, 25, 26, 27, 28, 71, 72, 76, 77, 78, 79):
+    for key in (71, 72, 76, 77, 78, 79):
         assert key not in REGISTRY
 
 
@@ -102,7 +105,7 @@ def test_api_versions_entries_only_for_served_keys():
     entries = REGISTRY.api_versions_entries([18, 3, 0, 3])
     assert entries == [(0, 0, 10), (3, 0, 13), (18, 0, 4)]
     with pytest.raises(KeyError):
-        REGISTRY.api_versions_entries([18, 24])
+        REGISTRY.api_versions_entries([18, 68])
 
 
 def test_registry_covers_every_advertised_range():

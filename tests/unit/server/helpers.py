@@ -24,6 +24,8 @@ also checks that its request and response survive the codec.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from collections import deque
 
 from twisted.internet.defer import Deferred, ensureDeferred
@@ -35,6 +37,7 @@ from twisted_kafka.controller.interface import LiveBroker, NewTopic
 from twisted_kafka.controller.kafka_controller import KafkaController
 from twisted_kafka.controller.metadata_store import JsonFileMetadataStore
 from twisted_kafka.coordinator.group.service import GroupCoordinatorService
+from twisted_kafka.coordinator.transaction.service import TransactionCoordinatorService
 from twisted_kafka.coordinator.transaction import FileProducerIdBlockStore, ProducerIdManager
 from twisted_kafka.log import LogManager
 from twisted_kafka.network.listeners import parse_listeners
@@ -278,13 +281,19 @@ class Broker:
         self.group_coordinator = GroupCoordinatorService(
             config=self.config, replica_manager=self.replica_manager, admin_manager=self.admin_manager,
             metadata_cache=self.metadata_cache, reactor=self.reactor, broker_id=BROKER_ID)
+        self.transaction_coordinator = TransactionCoordinatorService(
+            config=self.config, replica_manager=self.replica_manager, admin_manager=self.admin_manager,
+            metadata_cache=self.metadata_cache, producer_ids=self.producer_ids,
+            group_coordinator=self.group_coordinator.coordinator, sender=None, reactor=self.reactor,
+            broker_id=BROKER_ID)
         self.apis = KafkaApis(broker_handlers(
             advertised_keys=self._advertised_keys, replica_manager=self.replica_manager,
             metadata_cache=self.metadata_cache, admin_manager=self.admin_manager,
             config_repository=self.config_repository, dynamic_config=self.dynamic_config,
             controller=self.controller_client, controller_guard=self.guard,
             group_coordinator=self.group_coordinator.coordinator, offsets_topic=self.group_coordinator,
-            producer_ids=self.producer_ids, clock=self.reactor, authorization=self.authorization),
+            transactions=self.transaction_coordinator, producer_ids=self.producer_ids, clock=self.reactor,
+            authorization=self.authorization),
             authorization=self.authorization)
         self.channels.brokers[BROKER_ID] = self.apis
         if start:
@@ -300,6 +309,7 @@ class Broker:
     def start(self) -> None:
         result_of(self.log_manager.startService())
         self.group_coordinator.startService()
+        self.transaction_coordinator.startService()
         result_of(self.controller.startup([self.registration()]))
 
     # -- requests -----------------------------------------------------------------------
@@ -371,4 +381,5 @@ def served_api_keys() -> list[int]:
         advertised_keys=None, replica_manager=None, metadata_cache=None, admin_manager=None,  # type: ignore[arg-type]
         config_repository=None, dynamic_config=None, controller=None, controller_guard=None,  # type: ignore[arg-type]
         group_coordinator=None, offsets_topic=None, producer_ids=None, clock=None,  # type: ignore[arg-type]
+        transactions=SimpleNamespace(coordinator=None, marker_writer=None),  # type: ignore[arg-type]
         authorization=ALLOW_ALL))

@@ -81,9 +81,9 @@ def test_metadata_auto_creation_of_internal_topics(tmp_path):
     body = node.call(m.MetadataRequest(topics=[MT(name=OFFSETS_TOPIC), MT(name="__transaction_state")],
                                        allow_auto_topic_creation=True), 12)
     errors = {t.name: (t.error_code, t.is_internal, len(t.partitions)) for t in body.topics}
-    # __consumer_offsets as its owner defines it; __transaction_state has no owner yet: not created
-    assert errors == {OFFSETS_TOPIC: (0, True, 5), "__transaction_state": (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                                                             False, 0)}
+    # each internal topic as its owner (the group and the transaction coordinator) defines it
+    assert errors == {OFFSETS_TOPIC: (0, True, 5), "__transaction_state": (0, True, 50)}
+    assert node.config_repository.topic_overrides("__transaction_state")["cleanup.policy"] == "compact"
     assert node.config_repository.topic_overrides(OFFSETS_TOPIC)["cleanup.policy"] == "compact"
 
 

@@ -28,7 +28,6 @@ from twisted_kafka.network.request import Request, RequestContext, SendResponse
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.codec import decode_request
 from twisted_kafka.protocol.registry import REGISTRY, ApiKey
-from twisted_kafka.coordinator.transaction import TransactionRefusals
 from twisted_kafka.server.handlers.find_coordinator import FindCoordinatorHandler
 from twisted_kafka.server.handlers.group import HeartbeatHandler, JoinGroupHandler, LeaveGroupHandler, SyncGroupHandler
 from twisted_kafka.server.handlers.group_admin import DeleteGroupsHandler, DescribeGroupsHandler, ListGroupsHandler
@@ -66,7 +65,7 @@ class Broker:
         c = self.coordinator
         auth = ALLOW_ALL
         self.apis = KafkaApis([
-            FindCoordinatorHandler(FakeGroupService(c), cache, TransactionRefusals(self.clock), authorization=auth),
+            FindCoordinatorHandler(FakeGroupService(c), None, cache, authorization=auth),
             JoinGroupHandler(c), SyncGroupHandler(c),
             HeartbeatHandler(c), LeaveGroupHandler(c), OffsetCommitHandler(c, cache, self.clock, authorization=auth),
             OffsetFetchHandler(c, authorization=auth), OffsetDeleteHandler(c, cache, authorization=auth),

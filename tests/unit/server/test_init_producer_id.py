@@ -52,15 +52,6 @@ def test_an_id_without_an_epoch_is_an_invalid_request(node, producer_id, produce
     assert (body.error_code, body.producer_id, body.producer_epoch) == (ErrorCode.INVALID_REQUEST, -1, -1)
 
 
-@pytest.mark.parametrize("version", [0, 4])
-def test_transactional_ids_are_refused(node, version):
-    """Transactions are not built: a code every client stops on (coordinator/transaction/refusal.py)."""
-    body = init(node, version, transactional_id="txn-1")
-    assert (body.error_code, body.producer_id, body.producer_epoch) == (
-        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1)
-    assert init(node, version, transactional_id="").error_code == ErrorCode.INVALID_REQUEST
-
-
 def test_ids_come_from_a_block_recorded_in_the_log_dir_before_use(node):
     producer_id = init(node, 4).producer_id
     with open(os.path.join(node.log_dir, PRODUCER_ID_BLOCK_FILE), "rb") as f:
@@ -195,31 +186,15 @@ def test_idempotent_produce_errors_per_partition_with_kafkas_codes(node):
 
 # -- what is advertised ------------------------------------------------------------------------
 
-TRANSACTION_APIS = {ApiKey.ADD_PARTITIONS_TO_TXN, ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN,
-                    ApiKey.WRITE_TXN_MARKERS, ApiKey.TXN_OFFSET_COMMIT}
-#: DescribeTransactions (65) and ListTransactions (66) (KIP-664).
-TRANSACTION_ADMIN_APIS = {65, 66}
+TRANSACTION_APIS = {ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3), ApiKey.ADD_OFFSETS_TO_TXN: (0, 3), ApiKey.END_TXN: (0, 3),
+                    ApiKey.WRITE_TXN_MARKERS: (1, 1), ApiKey.TXN_OFFSET_COMMIT: (0, 3)}
 
 
-def test_init_producer_id_is_advertised_at_the_versions_served_and_transactions_are_not(node):
+def test_init_producer_id_and_the_transaction_apis_are_advertised_at_the_versions_served(node):
     body = node.call(m.ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3)
     advertised = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
     assert advertised[ApiKey.INIT_PRODUCER_ID] == (0, 4)
-    assert not (TRANSACTION_APIS | TRANSACTION_ADMIN_APIS) & set(advertised)
-
-
-@pytest.mark.parametrize("version", [1, 3, 4])
-def test_a_transactional_id_is_refused(node, version):
-    """FindCoordinator key type 1 (a transactional id): refused with the reason in the error message."""
-    refused = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, "Transactions are not supported by this broker.")
-    if version >= 4:
-        body = node.call(m.FindCoordinatorRequest(key_type=1, coordinator_keys=["txn-1"]), version)
-        (coordinator,) = body.coordinators
-        assert (coordinator.key, coordinator.error_code, coordinator.node_id, coordinator.error_message) == (
-            "txn-1", *refused)
-    else:
-        body = node.call(m.FindCoordinatorRequest(key="txn-1", key_type=1), version)
-        assert (body.error_code, body.node_id, body.error_message) == refused
+    assert {key: advertised.get(key) for key in TRANSACTION_APIS} == TRANSACTION_APIS
 
 
 # -- the ZooKeeper block store -----------------------------------------------------------------

@@ -247,6 +247,10 @@ def test_every_served_api_answers_a_default_request_at_every_version(shared_node
         # The default transactional id is "", which Kafka refuses; v3+ default to id and epoch -1.
         assert (body.error_code, body.producer_id) == (ErrorCode.INVALID_REQUEST, -1)
         return
+    if api_key in (ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN):
+        # The transactional id "" is refused as Kafka's coordinator refuses it.
+        assert body.error_code == ErrorCode.INVALID_REQUEST
+        return
     # A default controller request names no controller, broker or epoch: refused, but answered.
     # A default group request names the group "" (INVALID_GROUP_ID where a group id is required),
     # whose offsets partition does not exist here yet (NOT_COORDINATOR); SyncGroup v5+ without a

@@ -85,7 +85,6 @@ def test_acks_all_needs_enough_in_sync_replicas(node):
 
 @pytest.mark.parametrize(("fields", "version", "error"), [
     ({"acks": 2}, 9, ErrorCode.INVALID_REQUIRED_ACKS),
-    ({"transactional_id": "tx"}, 9, ErrorCode.TRANSACTIONAL_ID_NOT_FOUND),
     ({}, 2, ErrorCode.UNSUPPORTED_VERSION),
 ])
 def test_requests_refused_as_a_whole(node, fields, version, error):
@@ -122,8 +121,9 @@ def test_a_failed_acks_0_produce_closes_the_connection(node):
                                 "(missing-3: UNKNOWN_TOPIC_OR_PARTITION); closing the connection")
     assert offsets_in_log(node, "t") == (0, 1)                  # the good partition was still written
     # a request refused as a whole closes too
-    _, response = node.handle(produce({"t": {0: records(b"a")}}, acks=0, transactional_id="tx"), 9)
-    assert isinstance(response, CloseConnectionResponse) and "TRANSACTIONAL_ID_NOT_FOUND" in response.message
+    txn = records(b"a", producer_id=7, producer_epoch=0, base_sequence=0, transactional=True)
+    _, response = node.handle(produce({"t": {0: txn}}, acks=0), 9)
+    assert isinstance(response, CloseConnectionResponse) and "TRANSACTIONAL_ID_AUTHORIZATION_FAILED" in response.message
 
 
 def test_the_answer_waits_for_the_fsync_flush_messages_asks_for(node):

@@ -73,6 +73,7 @@ from .results import (
     MemberSummary, OffsetFetchResult, SyncGroupResult,
 )
 from .state import GroupState
+from .txn_offsets import TransactionalOffsets
 from .writer import CoordinatorWriter
 
 log = Logger(namespace="twisted_kafka.coordinator.group.GroupCoordinator")
@@ -103,6 +104,9 @@ class GroupCoordinator:
         self.offset_config = offset_config
         self.clock = clock
         self.manager = GroupMetadataManager(config=offset_config, writer=writer, clock=clock)
+        # Offsets committed in transactions, pending until their marker (TxnOffsetCommit).
+        self.transactional_offsets = TransactionalOffsets(self)
+        self.manager.pending_transactional_offset = self.transactional_offsets.has_pending
         self.heartbeat_purgatory = Purgatory(clock, "Heartbeat")
         self.rebalance_purgatory = Purgatory(clock, "Rebalance")
         self.active = False
@@ -923,12 +927,15 @@ class GroupCoordinator:
         """This broker leads offsets ``partition`` from ``epoch``: load its groups."""
         log.debug("Elected as the group coordinator for partition {partition} in epoch {epoch}",
                  partition=partition, epoch=epoch)
-        def read_with_consumer_groups() -> Deferred:
+        txn_offsets = self.transactional_offsets
+
+        def read_and_take() -> Deferred:
             d = read()
+            d.addCallback(txn_offsets.on_loaded, partition)
             d.addCallback(self._take_consumer_groups, partition)
             return d
 
-        return self.manager.load_partition(partition, epoch, read_with_consumer_groups, self._on_group_loaded)
+        return self.manager.load_partition(partition, epoch, read_and_take, self._on_group_loaded)
 
     def _take_consumer_groups(self, loaded, partition: int):
         if self.manager.is_partition_loading(partition):
@@ -942,6 +949,8 @@ class GroupCoordinator:
         self.manager.remove_groups_for_partition(partition, epoch, self._on_group_unloaded)
         if partition not in self.manager.owned_partitions:
             self.consumer.unload_partition(partition)
+            if partition not in self.manager.loading_partitions:
+                self.transactional_offsets.on_unloaded(partition)
 
     def _on_group_loaded(self, group: GroupMetadata) -> None:
         if group.size > self.group_config.max_size:

@@ -91,6 +91,8 @@ class GroupMetadataManager:
         self.loading_partitions: set[int] = set()
         self.owned_partitions: set[int] = set()
         self._epochs: dict[int, int] = {}
+        #: ``(group, partition) -> bool``: a transactional commit waits for its marker (``txn_offsets``).
+        self.pending_transactional_offset: Callable[[str, TopicPartition], bool] = lambda group, tp: False
 
     def now_ms(self) -> int:
         return int(self.clock.seconds() * 1000)
@@ -214,11 +216,15 @@ class GroupMetadataManager:
                     partitions: list[TopicPartition] | None) -> dict[TopicPartition, OffsetFetchResult]:
         group = self.groups.get(group_id)
         if group is None or group.is_state(GroupState.DEAD):
-            return {tp: OffsetFetchResult() for tp in partitions or ()}
+            # A group known only by a transaction's pending offsets (after a load) has none stable yet.
+            return {tp: OffsetFetchResult(error=ErrorCode.UNSTABLE_OFFSET_COMMIT)
+                    if require_stable and self.pending_transactional_offset(group_id, tp) else OffsetFetchResult()
+                    for tp in partitions or ()}
         wanted = partitions if partitions is not None else list(group.offsets)
         result = {}
         for tp in wanted:
-            if require_stable and group.has_pending_offset_commits_for(tp):
+            if require_stable and (group.has_pending_offset_commits_for(tp)
+                                   or self.pending_transactional_offset(group_id, tp)):
                 result[tp] = OffsetFetchResult(error=ErrorCode.UNSTABLE_OFFSET_COMMIT)
                 continue
             value = group.offset(tp)

@@ -51,14 +51,16 @@ class CoordinatorWriter:
         self.topic = topic
 
     def append(self, partition_index: int, records: Sequence[tuple[bytes, bytes | None]],
-               timestamp_ms: int) -> Deferred:
+               timestamp_ms: int, *, producer_id: int = -1, producer_epoch: int = -1) -> Deferred:
         """Append ``(key, value)`` records as one batch; fires with the batch's base offset once
-        durable as acks=all requires, fails with ``KafkaError``."""
+        durable as acks=all requires, fails with ``KafkaError``.  With a ``producer_id`` the batch is
+        transactional, part of that producer's transaction (TxnOffsetCommit), without sequence numbers."""
         result: Deferred = Deferred()
         try:
             partition = self.replica_manager.leader_partition(self.topic, partition_index)
             batch = build_batch([(key, value, None, timestamp_ms) for key, value in records],
-                                compression=self.compression)
+                                compression=self.compression, producer_id=producer_id,
+                                producer_epoch=producer_epoch, transactional=producer_id >= 0)
             appended = self.replica_manager.append(partition, batch, None, -1, origin=AppendOrigin.COORDINATOR,
                                                    timeout_ms=self.timeout_ms)
         except KafkaError as exc:

@@ -1,4 +1,4 @@
-"""The transaction coordinator's part that exists today: producer ids for idempotent producers.
+"""The transaction coordinator (KIP-98) and the producer ids of idempotent and transactional producers.
 
 * ``producer_id_manager`` -- ``ProducerIdManager`` hands out producer ids
   (InitProducerId) from blocks that a ``ProducerIdBlockStore`` allocates
@@ -6,11 +6,14 @@
   single-node store is a small file in the first log dir
   (``FileProducerIdBlockStore``); a ZooKeeper cluster backs the same
   interface with Kafka's ``/latest_producer_id_block`` znode.
-* ``refusal`` -- ``TransactionRefusals``: transactions themselves (the
-  coordinator, ``__transaction_state``, markers) are not built and their
-  APIs are not advertised, so a transactional producer's FindCoordinator and
-  InitProducerId are refused with a code every client stops on at once, and
-  each refusal is logged (rate-limited).
+* ``log_records`` -- the key and value schemas of ``__transaction_state``.
+* ``metadata`` -- one transactional id's state machine.
+* ``coordinator`` -- ``TransactionCoordinator``: InitProducerId,
+  AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, timeouts, expiration, the
+  loading of its partitions.
+* ``markers`` / ``marker_writer`` -- the markers sent to partition leaders
+  (WriteTxnMarkers) and written by them.
+* ``service`` -- ``TransactionCoordinatorService``, the broker service.
 """
 
 from .producer_id_manager import (
@@ -21,7 +24,6 @@ from .producer_id_manager import (
     ProducerIdManager,
     ProducerIdsBlock,
 )
-from .refusal import REFUSAL_ERROR, REFUSAL_MESSAGE, TransactionRefusals
 
 __all__ = ["PRODUCER_ID_BLOCK_FILE", "PRODUCER_ID_BLOCK_SIZE", "FileProducerIdBlockStore", "ProducerIdBlockStore",
-           "ProducerIdManager", "ProducerIdsBlock", "REFUSAL_ERROR", "REFUSAL_MESSAGE", "TransactionRefusals"]
+           "ProducerIdManager", "ProducerIdsBlock"]

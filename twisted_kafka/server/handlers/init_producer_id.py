@@ -13,12 +13,15 @@ v2+ are flexible), as Kafka answers them:
   the new id; Java producers bump an idempotent epoch themselves and only
   ask when it is exhausted).  An id without an epoch, or an epoch without
   an id, is INVALID_REQUEST;
-* ``transactional_id`` given: transactions are not built (their APIs are
-  not advertised), so it is refused as FindCoordinator refuses the id:
-  TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which every client treats as final
-  (``coordinator/transaction/refusal.py`` says why this code), and a line
-  in the broker's log; an empty transactional id is INVALID_REQUEST, as in
-  Kafka.
+* ``transactional_id`` given: the transaction coordinator's answer
+  (``coordinator/transaction/coordinator.py``): the id's producer id with
+  its epoch bumped, which fences the previous producer of the id; an
+  ongoing transaction is aborted first (CONCURRENT_TRANSACTIONS, the
+  producer retries); KIP-360's producer id and epoch (v3+) let a producer
+  bump its own epoch after an error.  A timeout above
+  ``transaction.max.timeout.ms`` is INVALID_TRANSACTION_TIMEOUT;
+  PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v4, as in Kafka; an
+  empty transactional id is INVALID_REQUEST.
 
 A producer id block that cannot be allocated (the block file unreadable, the
 disk full) is COORDINATOR_LOAD_IN_PROGRESS, which clients retry -- Kafka's
@@ -33,7 +36,10 @@ WRITE on some topic (KIP-679; CLUSTER_AUTHORIZATION_FAILED otherwise).
 
 from __future__ import annotations
 
-from twisted_kafka.coordinator.transaction import REFUSAL_ERROR, ProducerIdManager, TransactionRefusals
+from twisted.internet.defer import ensureDeferred
+
+from twisted_kafka.coordinator.transaction import ProducerIdManager
+from twisted_kafka.coordinator.transaction.coordinator import TransactionCoordinator
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
@@ -51,10 +57,11 @@ NO_PRODUCER_EPOCH = -1
 class InitProducerIdHandler(ApiHandler):
     api_key = ApiKey.INIT_PRODUCER_ID
 
-    def __init__(self, producer_ids: ProducerIdManager, refusals: TransactionRefusals, *, authorization: Authorization):
+    def __init__(self, producer_ids: ProducerIdManager, transactions: TransactionCoordinator, *,
+                 authorization: Authorization):
         self.authorization = authorization
         self.producer_ids = producer_ids
-        self.refusals = refusals
+        self.transactions = transactions
 
     async def handle(self, request):
         body = request.body
@@ -74,8 +81,18 @@ class InitProducerIdHandler(ApiHandler):
         if body.transactional_id is not None:
             if not body.transactional_id:
                 return self.error_response(request, ErrorCode.INVALID_REQUEST)
-            self.refusals.refused("InitProducerId", request.context, [body.transactional_id])
-            return self.error_response(request, REFUSAL_ERROR)
+            expected = (body.producer_id, body.producer_epoch) \
+                if request.api_version >= 3 and body.producer_id != NO_PRODUCER_ID else None
+            d = ensureDeferred(self.transactions.init_producer_id(body.transactional_id,
+                                                                  body.transaction_timeout_ms, expected))
+            if not d.called:
+                request.mark_local_complete()
+            result = await d
+            error = result.error
+            if error is ErrorCode.PRODUCER_FENCED and request.api_version < 4:
+                error = ErrorCode.INVALID_PRODUCER_EPOCH
+            return R(throttle_time_ms=0, error_code=error, producer_id=result.producer_id,
+                     producer_epoch=result.producer_epoch)
         d = self.producer_ids.generate_producer_id()
         if not d.called:
             request.mark_local_complete()    # waiting for a producer id block to be written

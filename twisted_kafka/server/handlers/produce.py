@@ -22,6 +22,14 @@ partition, like every other error, with Kafka's message.  As in Kafka, a
 failed partition's answer carries the log start offset of the partition when
 this broker hosts it (a producer compares it with its own state).
 
+Transactional producers (KIP-98): a request whose batches are transactional
+needs a transactional id with WRITE on it (TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+otherwise, as Kafka's ``handleProduceRequest``).  As in Kafka before KIP-890,
+the leader does not ask the coordinator whether the partition was added to
+the transaction (``transaction.partition.verification.enable`` is not acted
+on): clients add a partition before their first batch to it, and the log
+keeps the transaction open until the coordinator's marker.
+
 Produce v0–v2 carry message format v0/v1, which Kafka 4 refuses (KIP-896)
 while still advertising them: librdkafka before 2.11.1 (kcat 1.7.1 runs
 2.0.2) compresses only when Produce v0 is inside the advertised range.  They
@@ -42,7 +50,7 @@ from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.records.batch import InvalidRecordBatch, parse_batch_header
 from twisted_kafka.protocol.registry import ApiKey
 
-from twisted_kafka.security.acl import AclOperation
+from twisted_kafka.security.acl import AclOperation, ResourceType
 
 from ..api_handler import NO_RESPONSE, ApiHandler, CloseConnection
 from ..authorization import TOPIC, Authorization
@@ -106,13 +114,13 @@ class ProduceHandler(ApiHandler):
                                        "Produce v0-v2 (message format v0/v1) is not supported")
         if body.acks not in (0, 1, -1):
             return self.error_response(request, ErrorCode.INVALID_REQUIRED_ACKS, f"Invalid acks: {body.acks}")
-        if body.transactional_id is not None:
-            return self.error_response(request, ErrorCode.TRANSACTIONAL_ID_NOT_FOUND,
-                                       "Transactions are not supported by this broker yet")
         if _has_transactional_records(body):
-            # Kafka's handleProduceRequest: transactional batches need a transactional id.
-            return self.error_response(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                       "Transactional records need a transactional id")
+            # Kafka's handleProduceRequest: transactional batches need a transactional id the client may WRITE.
+            tid = body.transactional_id
+            if tid is None or not self.authorization.allowed(request.context, AclOperation.WRITE,
+                                                             ResourceType.TRANSACTIONAL_ID, tid):
+                return self.error_response(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                           "Transactional records need a transactional id the client may write")
         replicas = self.replicas
         # One slot per partition, in request order: [topic, index, outcome], where the
         # outcome is a KafkaError, a LogAppendInfo, or a Failure once the append is done.

@@ -10,34 +10,12 @@ pure: the same input gives the same output, whatever the order of the maps.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-import uuid
-
-from ..consumer_member import Assignment
-
-
-@dataclass(frozen=True, slots=True)
-class MemberSpec:
-    subscribed: frozenset[uuid.UUID]
-    rack: str | None = None
-    current: Assignment = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class TopicSpec:
-    name: str
-    num_partitions: int
-    #: partition -> the racks of its replicas (empty when unknown)
-    racks: Mapping[int, frozenset[str]] = field(default_factory=dict)
-
-
-Assignor = Callable[[Mapping[str, MemberSpec], Mapping[uuid.UUID, TopicSpec]], dict[str, Assignment]]
+from .range import assign as range_assign
+from .spec import Assignor, MemberSpec, TopicSpec
+from .uniform import assign as uniform_assign
 
 
 def assignors() -> dict[str, Assignor]:
-    from .range import assign as range_assign
-    from .uniform import assign as uniform_assign
     return {"uniform": uniform_assign, "range": range_assign}
 
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 import uuid
 
 from ..consumer_member import Assignment, normalized
-from . import MemberSpec, TopicSpec
+from .spec import MemberSpec, TopicSpec
 
 
 def assign(members: Mapping[str, MemberSpec], topics: Mapping[uuid.UUID, TopicSpec]) -> dict[str, Assignment]:

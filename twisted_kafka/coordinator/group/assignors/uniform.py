@@ -22,7 +22,7 @@ import math
 import uuid
 
 from ..consumer_member import Assignment, normalized
-from . import MemberSpec, TopicSpec
+from .spec import MemberSpec, TopicSpec
 
 
 def _rack_match(member: MemberSpec, topic: TopicSpec, partition: int) -> bool:
