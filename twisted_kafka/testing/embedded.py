@@ -12,8 +12,9 @@ collide), keeps its logs in a temporary directory removed when it stops, and
 takes any broker key as an override.
 
 On top of Kafka's defaults it sets what makes a test broker quick
-(``TEST_DEFAULTS``): ``__consumer_offsets`` with one partition instead of 50
-(the first consumer group does not wait for 50 logs), no initial rebalance
+(``TEST_DEFAULTS``): ``__consumer_offsets`` and ``__transaction_state`` with one
+partition instead of 50 (the first consumer group or transactional producer does
+not wait for 50 logs), no initial rebalance
 delay (a group's first join completes at once instead of after 3 s), no
 ``__connection_events`` topic (a test sees only the topics it made) --
 overrides win over these.
@@ -57,6 +58,10 @@ TEST_DEFAULTS: Mapping[str, str] = {
     # The first consumer group creates __consumer_offsets: one partition, not 50.
     "offsets.topic.num.partitions": "1",
     "offsets.topic.replication.factor": "1",
+    # The first transactional producer creates __transaction_state: one partition, not 50.
+    "transaction.state.log.num.partitions": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
     # A new group's first rebalance completes once its members joined, not 3 s later.
     "group.initial.rebalance.delay.ms": "0",
     # No topic the test did not make (connection events are an operator's record: docs/operations.md).
