@@ -202,7 +202,9 @@ def test_a_transaction_past_its_timeout_is_aborted_and_read_committed_moves_on(d
     assert line
 
 
-def test_offsets_sent_to_a_transaction_commit_with_it(data_broker):
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_offsets_sent_to_a_transaction_commit_with_it(data_broker, protocol):
+    """Both rebalance protocols: in a KIP-848 group the consumer's metadata carries its member epoch."""
     source, sink = new_topic(data_broker, 1), new_topic(data_broker, 1)
     feeder = confluent_kafka.Producer({"bootstrap.servers": data_broker.bootstrap})
     for i in range(10):
@@ -221,8 +223,8 @@ def test_offsets_sent_to_a_transaction_commit_with_it(data_broker):
     def transform(count: int, commit: bool) -> None:
         consumer = confluent_kafka.Consumer({"bootstrap.servers": data_broker.bootstrap, "group.id": group,
                                              "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                                             "isolation.level": "read_committed"})
-        producer = ck_producer(data_broker, "tx-ctp")
+                                             "isolation.level": "read_committed", "group.protocol": protocol})
+        producer = ck_producer(data_broker, f"tx-ctp-{protocol}")
         producer.init_transactions(30)
         consumer.subscribe([source])
         taken = []

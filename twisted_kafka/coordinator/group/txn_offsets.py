@@ -14,7 +14,8 @@ pending again (``on_loaded``).
 
 KIP-447: from TxnOffsetCommit v3 the producer sends its consumer's
 generation and member id, checked against the group as OffsetCommit's are,
-so a zombie that lost its partitions in a rebalance cannot commit.
+so a zombie that lost its partitions in a rebalance cannot commit; in a
+group of the consumer protocol (KIP-848) the generation is the member epoch.
 """
 
 from __future__ import annotations
@@ -90,6 +91,8 @@ class TransactionalOffsets:
     def _validate(self, group: GroupMetadata, member_id: str, group_instance_id: str | None,
                   generation_id: int) -> ErrorCode | None:
         """Kafka's ``doTxnCommitOffsets`` checks."""
+        if self.coordinator.consumer.is_consumer_group(group.group_id):
+            return self._validate_consumer_group(group.group_id, member_id, generation_id)
         if group.is_state(GroupState.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if group_instance_id is not None:
@@ -100,6 +103,21 @@ class TransactionalOffsets:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if generation_id >= 0 and generation_id != group.generation_id:
             return ErrorCode.ILLEGAL_GENERATION
+        return None
+
+    def _validate_consumer_group(self, group_id: str, member_id: str, member_epoch: int) -> ErrorCode | None:
+        """A group of the consumer protocol (KIP-848; Kafka's ``ConsumerGroup.validateOffsetCommit`` for a
+        transactional commit): the generation field carries the member epoch, which must be the member's
+        current one (STALE_MEMBER_EPOCH; ILLEGAL_GENERATION for a classic member of the group); without a
+        member (epoch -1) only while the group has no members."""
+        group = self.coordinator.consumer.get(group_id)
+        if group is None or (member_epoch < 0 and not group.members):
+            return None
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member_epoch != member.member_epoch:
+            return ErrorCode.ILLEGAL_GENERATION if member.classic is not None else ErrorCode.STALE_MEMBER_EPOCH
         return None
 
     def complete(self, producer_id: int, offsets_partitions: set[int], commit: bool) -> int:
