@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.integration.groups.support import Group
+from support.groups import Group
 from support.cluster import Cluster
 from twisted_kafka.coordinator.group.topic import partition_for
 

@@ -35,7 +35,7 @@ from tests.integration.tools.support import ok
 from support.wait import wait_until
 
 from .conftest import create_topic
-from .support import Group, wait_for
+from support.groups import Group, wait_for
 
 BROKER_OVERRIDES = {
     "group.consumer.heartbeat.interval.ms": "1000", "group.consumer.min.heartbeat.interval.ms": "500",

@@ -371,6 +371,8 @@ def test_a_classic_group_converts_when_a_consumer_member_joins_and_back_when_it_
 
 
 def test_the_consumer_protocol_is_served_only_when_configured():
+    from types import SimpleNamespace
+
     from twisted_kafka.server.api_table import broker_handlers
     from twisted_kafka.server.authorization import ALLOW_ALL
 
@@ -381,6 +383,7 @@ def test_the_consumer_protocol_is_served_only_when_configured():
             advertised_keys=None, replica_manager=None, metadata_cache=None, admin_manager=None,  # type: ignore
             config_repository=None, dynamic_config=None, controller=None, controller_guard=None,  # type: ignore
             group_coordinator=coordinator, offsets_topic=None, producer_ids=None, clock=None,  # type: ignore
+            transactions=SimpleNamespace(coordinator=None, marker_writer=None),  # type: ignore
             authorization=ALLOW_ALL)}
 
     assert {68, 69} <= served(True)

@@ -105,7 +105,7 @@ def test_api_versions_entries_only_for_served_keys():
     entries = REGISTRY.api_versions_entries([18, 3, 0, 3])
     assert entries == [(0, 0, 10), (3, 0, 13), (18, 0, 4)]
     with pytest.raises(KeyError):
-        REGISTRY.api_versions_entries([18, 68])
+        REGISTRY.api_versions_entries([18, 71])
 
 
 def test_registry_covers_every_advertised_range():
