@@ -51,8 +51,10 @@ from __future__ import annotations
 import socket
 from functools import partial
 from time import perf_counter_ns
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from twisted.internet import tcp
 from twisted.internet.error import ConnectionDone
 from twisted.internet.interfaces import IHandshakeListener, IPushProducer
 from twisted.internet.protocol import Protocol
@@ -73,6 +75,7 @@ from twisted_kafka.protocol.registry import ApiKey
 from twisted_kafka.sasl.authenticator import SaslStep
 
 from .close_reasons import CloseReason
+from .direct_write import send_now, unsent_part
 from .connection_events import TLS_FAILURE_PREFIX
 from .tls import describe_failure
 from .request import (
@@ -172,6 +175,7 @@ class Processor(Protocol):
         self._process_again = False
         self._context: RequestContext | None = None
         self._has_room = partial(self.channel.has_room, connection_id=connection_id)
+        self._direct = False           # responses may be written to the socket directly (connectionMade)
 
     # -- what operators and the quotas see --------------------------------------------
 
@@ -236,6 +240,9 @@ class Processor(Protocol):
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
         self._flow = ResponseFlow(self)
         self.transport.registerProducer(self._flow, True)
+        # A plain TCP transport (not TLS, whose bytes must go through its TLS connection): responses
+        # are written to its socket directly when nothing is queued in it (see _write).
+        self._direct = isinstance(self.transport, tcp.Connection) and not self.transport.TLS
         fileno = getattr(self.transport, "fileno", None)
         fd = fileno() if fileno is not None else -1
         self._fd = fd if isinstance(fd, int) and fd >= 0 else None
@@ -588,15 +595,7 @@ class Processor(Protocol):
         request.response_dequeue_ns = perf_counter_ns()
         chunks = response.chunks if not isinstance(response, NoOpResponse) else ()
         if chunks and self.connected and not self.closing:
-            self.bytes_out += sum(len(chunk) for chunk in chunks)
-            if all(type(chunk) is bytes for chunk in chunks):
-                self.transport.writeSequence(chunks)
-            else:
-                # Twisted transports take only bytes; record chunks read from
-                # segments may be memoryviews, so join them once here rather
-                # than converting each (Twisted would join again).
-                self.transport.write(b"".join(chunks))
-            self.plane.wrote = True
+            self._write(chunks)
         if self.send_backlogged:
             # This response went over the transport's limit: it has left once the buffer drains.
             self._unsent = request
@@ -614,6 +613,41 @@ class Processor(Protocol):
             self._apply(response.update)
         if self.connected and not self.closing:
             self._process()
+
+    def _write(self, chunks: Sequence) -> None:
+        """Write a response: straight to the socket when the transport holds nothing unsent.
+
+        Twisted's ``write`` only buffers: the transport registers for
+        writability (an ``epoll_ctl``), the reactor polls once more, writes,
+        and unregisters (another ``epoll_ctl``) -- three system calls and a
+        reactor turn per response.  On a plain TCP transport with an empty
+        buffer the response goes out at once with one ``sendmsg`` (the chunks
+        as they are: no join, no copy of record chunks); only what the
+        socket does not take is handed to the transport, whose buffer and
+        producer (``ResponseFlow``) then pace the connection exactly as
+        before.  TLS transports, and any transport with bytes still queued
+        (so the order on the wire holds), take the Twisted path.
+        """
+        size = 0
+        for chunk in chunks:
+            size += len(chunk)
+        self.bytes_out += size
+        transport = self.transport
+        if self._direct and not transport.dataBuffer and not transport._tempDataLen:
+            sent = send_now(transport.socket, chunks)
+            if sent == size:
+                return
+            chunks = unsent_part(chunks, sent)
+        if len(chunks) == 1 and type(chunks[0]) is bytes:
+            transport.write(chunks[0])
+        elif all(type(chunk) is bytes for chunk in chunks):
+            transport.writeSequence(chunks)
+        else:
+            # Twisted transports take only bytes; record chunks read from
+            # segments may be memoryviews, so join them once here rather
+            # than converting each (Twisted would join again).
+            transport.write(b"".join(chunks))
+        self.plane.wrote = True    # bytes wait for the reactor to write them out
 
     def _apply(self, update: ConnectionUpdate) -> None:
         if update.sasl_handshake is not None:

@@ -1,0 +1,80 @@
+"""Responses written straight to a socket (``network/direct_write.py``), on a real socket pair."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from twisted_kafka.network.direct_write import IOV_MAX, send_now, unsent_part
+
+
+@pytest.fixture
+def pair():
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    b.setblocking(False)
+    yield a, b
+    a.close()
+    b.close()
+
+
+def read_all(sock: socket.socket) -> bytes:
+    out = bytearray()
+    while True:
+        try:
+            chunk = sock.recv(1 << 20)
+        except BlockingIOError:
+            return bytes(out)
+        if not chunk:
+            return bytes(out)
+        out += chunk
+
+
+def test_chunks_of_bytes_and_memoryviews_leave_in_order_in_one_call(pair):
+    a, b = pair
+    chunks = [b"\x00\x00\x00\x0b", memoryview(b"xxhello"), b" world"]
+    assert send_now(a, chunks) == 4 + 7 + 6
+    assert read_all(b) == b"\x00\x00\x00\x0bxxhello world"
+
+
+def test_more_chunks_than_sendmsg_takes_are_joined(pair):
+    a, b = pair
+    chunks = [bytes([i % 256]) for i in range(IOV_MAX + 5)]
+    assert send_now(a, chunks) == len(chunks)
+    assert read_all(b) == b"".join(chunks)
+
+
+def test_a_full_socket_takes_part_and_the_rest_is_what_follows(pair):
+    a, b = pair
+    a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    payload = [bytes(range(256)) * 64] * 64           # 1 MiB: more than the buffers hold
+    sent = send_now(a, payload)
+    assert 0 < sent < 1 << 20
+    assert send_now(a, payload) == 0                   # full: nothing taken, no exception
+    rest = unsent_part(payload, sent)
+    assert b"".join(payload)[sent:] == b"".join(rest)
+    received = bytearray(read_all(b))
+    for chunk in rest:                                 # the remainder, as a transport would send it
+        view = memoryview(chunk)
+        while view:
+            try:
+                n = a.send(view)
+            except BlockingIOError:
+                received += read_all(b)
+                continue
+            view = view[n:]
+    received += read_all(b)
+    assert bytes(received) == b"".join(payload)
+
+
+def test_a_closed_peer_is_left_to_the_transport(pair):
+    a, b = pair
+    b.close()
+    assert send_now(a, [b"abc", b"def"]) == 0
+
+
+def test_unsent_part_splits_inside_a_chunk():
+    assert unsent_part([b"abc", memoryview(b"defg"), b"h"], 5) == [b"fg", b"h"]
+    assert unsent_part([b"abc", b"d"], 3) == [b"d"]
+    assert unsent_part([b"abc"], 0) == [b"abc"]
