@@ -75,7 +75,7 @@ from twisted_kafka.protocol.registry import ApiKey
 from twisted_kafka.sasl.authenticator import SaslStep
 
 from .close_reasons import CloseReason
-from .direct_write import send_now, unsent_part
+from .direct_write import close_regions, has_regions, send_now, unsent_part
 from .connection_events import TLS_FAILURE_PREFIX
 from .tls import describe_failure
 from .request import (
@@ -625,19 +625,28 @@ class Processor(Protocol):
         as they are: no join, no copy of record chunks); only what the
         socket does not take is handed to the transport, whose buffer and
         producer (``ResponseFlow``) then pace the connection exactly as
-        before.  TLS transports, and any transport with bytes still queued
-        (so the order on the wire holds), take the Twisted path.
+        before.  Record batches a Fetch left in their segment file
+        (``FileRegion``) go with ``sendfile``.  TLS transports, and any
+        transport with bytes still queued (so the order on the wire holds),
+        take the Twisted path, with regions read into bytes first.
         """
         size = 0
         for chunk in chunks:
             size += len(chunk)
         self.bytes_out += size
         transport = self.transport
-        if self._direct and not transport.dataBuffer and not transport._tempDataLen:
-            sent = send_now(transport.socket, chunks)
-            if sent == size:
-                return
-            chunks = unsent_part(chunks, sent)
+        try:
+            if self._direct and not transport.dataBuffer and not transport._tempDataLen:
+                sent = send_now(transport.socket, chunks)
+                if sent == size:
+                    close_regions(chunks)
+                    return
+                chunks = unsent_part(chunks, sent)
+            elif has_regions(chunks):
+                chunks = unsent_part(chunks, 0)
+        except OSError as exc:     # a segment file could not give the bytes of a region it held
+            self.close(CloseReason.PROTOCOL_ERROR, f"cannot read the records of a response: {exc}")
+            return
         if len(chunks) == 1 and type(chunks[0]) is bytes:
             transport.write(chunks[0])
         elif all(type(chunk) is bytes for chunk in chunks):

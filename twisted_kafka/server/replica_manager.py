@@ -111,6 +111,8 @@ class FetchParams:
     min_bytes: int
     max_bytes: int                  # for the whole response (already capped by fetch.max.bytes)
     isolation: FetchIsolation
+    #: Records may be answered as ``FileRegion``s (a plaintext connection sends them with sendfile).
+    file_regions: bool = False
 
     @property
     def is_follower(self) -> bool:
@@ -407,10 +409,10 @@ class ReplicaManager(MultiService):
 
     def read(self, partition: Partition, fetch_offset: int, max_bytes: int, *,
              isolation: FetchIsolation = FetchIsolation.LOG_END, max_offset: int | None = None,
-             min_one_message: bool) -> Deferred:
+             min_one_message: bool, file_regions: bool = False) -> Deferred:
         """Read a hosted partition up to the bound of ``isolation`` (and ``max_offset``)."""
         return partition.log.read(fetch_offset, max_bytes, isolation=isolation, max_offset=max_offset,
-                                  min_one_message=min_one_message)
+                                  min_one_message=min_one_message, file_regions=file_regions)
 
     # -- fetching ----------------------------------------------------------------------------
 
@@ -470,7 +472,8 @@ class ReplicaManager(MultiService):
                 limit = min(fetch.max_bytes, remaining)
                 if limit > 0 or total == 0:
                     info = await self._read_partition(partition, fetch.fetch_offset, max(limit, 0),
-                                                      isolation=params.isolation, min_one_message=total == 0)
+                                                      isolation=params.isolation, min_one_message=total == 0,
+                                                      file_regions=params.file_regions)
                     if info.size:
                         result.records = info.records
                         total += info.size

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import socket
 
 import pytest
 
-from twisted_kafka.network.direct_write import IOV_MAX, send_now, unsent_part
+from twisted_kafka.network.direct_write import IOV_MAX, close_regions, send_now, unsent_part
+from twisted_kafka.protocol.records.file_region import FileRegion
 
 
 @pytest.fixture
@@ -78,3 +80,67 @@ def test_unsent_part_splits_inside_a_chunk():
     assert unsent_part([b"abc", memoryview(b"defg"), b"h"], 5) == [b"fg", b"h"]
     assert unsent_part([b"abc", b"d"], 3) == [b"d"]
     assert unsent_part([b"abc"], 0) == [b"abc"]
+
+
+class Released:
+    def __init__(self):
+        self.count = 0
+
+    def __call__(self):
+        self.count += 1
+
+
+@pytest.fixture
+def segment_file(tmp_path):
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(bytes(range(256)) * 4096)          # 1 MiB
+    fd = os.open(path, os.O_RDONLY)
+    yield fd
+    os.close(fd)
+
+
+def test_regions_go_with_sendfile_between_the_buffers_around_them(pair, segment_file):
+    a, b = pair
+    released = Released()
+    region = FileRegion(segment_file, 1000, 3000, released)
+    chunks = [b"head", region, b"tail"]
+    assert send_now(a, chunks) == 4 + 3000 + 4
+    close_regions(chunks)
+    assert read_all(b) == b"head" + (bytes(range(256)) * 4096)[1000:4000] + b"tail"
+    assert released.count == 1 and region.closed
+
+
+def test_what_the_socket_does_not_take_is_read_from_the_file_and_every_region_closed(pair, segment_file):
+    a, b = pair
+    a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    data = bytes(range(256)) * 4096
+    released = [Released(), Released()]
+    chunks = [b"head", FileRegion(segment_file, 0, 600_000, released[0]), b"mid",
+              FileRegion(segment_file, 600_000, 400_000, released[1]), b"tail"]
+    sent = send_now(a, chunks)
+    assert 0 < sent < 1_000_011
+    rest = unsent_part(chunks, sent)
+    assert all(type(chunk) is not FileRegion for chunk in rest)
+    assert [r.count for r in released] == [1, 1]
+    expected = b"head" + data[:600_000] + b"mid" + data[600_000:1_000_000] + b"tail"
+    assert b"".join(bytes(c) for c in rest) == expected[sent:]
+    received = bytearray(read_all(b))
+    for chunk in rest:
+        view = memoryview(chunk)
+        while view:
+            try:
+                n = a.send(view)
+            except BlockingIOError:
+                received += read_all(b)
+                continue
+            view = view[n:]
+    received += read_all(b)
+    assert bytes(received) == expected
+
+
+def test_a_region_past_the_end_of_its_file_fails_the_read_and_is_closed(pair, segment_file):
+    released = Released()
+    chunks = [FileRegion(segment_file, (1 << 20) - 10, 100, released)]
+    with pytest.raises(OSError):
+        unsent_part(chunks, 0)
+    assert released.count == 1
