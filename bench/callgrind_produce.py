@@ -9,7 +9,8 @@ work.  The broker is started the README way (``etc/server.properties``,
 ``valgrind --tool=callgrind --instr-atstart=no``: nothing is counted while it
 starts.  One connection then sends Produce v3 requests one at a time (acks=1,
 one 100-byte record to partition 0 of a one-partition topic, the request
-built once: ``tests/support/load.py``), and for the measured requests the
+built once: ``tests/support/load.py``; ``--depth D`` keeps D in flight, as a
+pipelining producer does), and for the measured requests the
 instrumentation is switched on around them only (``callgrind_control -i
 on`` / ``-i off``, then ``-d`` dumps and resets the counters):
 
@@ -47,11 +48,9 @@ from tests.support import load  # noqa: E402
 from twisted_kafka.testing.wire import AdminConnection  # noqa: E402
 from twisted_kafka.testing.process import BrokerProcess  # noqa: E402
 
-BASE_CONFIG = ROOT / "etc" / "server.properties"
 
 
-def _exchange(sock: socket.socket, frame: bytes, buf: bytearray) -> bytes:
-    sock.sendall(frame)
+def _read(sock: socket.socket, buf: bytearray) -> bytes:
     while len(buf) < 4 or len(buf) < 4 + struct.unpack_from(">i", buf)[0]:
         chunk = sock.recv(1 << 16)
         if not chunk:
@@ -83,6 +82,10 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=300)
     parser.add_argument("--api", default="produce", choices=sorted(load.API_KEYS))
     parser.add_argument("--keep", help="copy the callgrind output files here (for callgrind_annotate)")
+    parser.add_argument("--depth", type=int, default=1, help="requests kept in flight (1: one at a time; "
+                        "librdkafka pipelines up to 5)")
+    parser.add_argument("--root", type=Path, default=ROOT, help="the checkout whose broker is measured "
+                        "(another one, e.g. main's from `git archive`, for a before/after)")
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         sys.exit("valgrind is not installed (apt-get install valgrind)")
@@ -90,8 +93,9 @@ def main() -> None:
     out = os.path.join(tmp, "callgrind.out")
     launcher = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
                 sys.executable, "-m", "twisted_kafka.cli"]
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    broker = BrokerProcess(tmp, {"num.partitions": "1"}, base_config=BASE_CONFIG, launcher=launcher, env=env)
+    env = dict(os.environ, PYTHONPATH=str(args.root))
+    broker = BrokerProcess(tmp, {"num.partitions": "1"}, base_config=args.root / "etc" / "server.properties",
+                           launcher=launcher, env=env)
     counts = {}
     try:
         print("starting the broker under callgrind (a minute or two) ...", flush=True)
@@ -108,11 +112,18 @@ def main() -> None:
 
         def send(n: int) -> None:
             nonlocal correlation
-            for _ in range(n):
-                correlation += 1
-                response = _exchange(sock, load.request(args.api, correlation), buf)
-                if struct.unpack_from(">i", response)[0] != correlation:
+            expected = correlation + 1
+            first = min(args.depth, n)
+            sock.sendall(b"".join(load.request(args.api, correlation + 1 + i) for i in range(first)))
+            correlation += first
+            for i in range(n):
+                response = _read(sock, buf)
+                if struct.unpack_from(">i", response)[0] != expected:
                     raise RuntimeError("response out of order")
+                expected += 1
+                if i + first < n:
+                    correlation += 1
+                    sock.sendall(load.request(args.api, correlation))
 
         send(args.warmup)
         for label, n in (("half", args.requests // 2), ("full", args.requests)):

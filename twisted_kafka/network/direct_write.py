@@ -6,9 +6,11 @@ never joined) leave with ``sendmsg``, and its ``FileRegion``s -- record
 batches left in their segment file by a Fetch on a plaintext listener --
 with ``os.sendfile``, from the page cache to the socket without passing
 through the broker's memory (Kafka's ``FileRecords.writeTo``).  What the
-socket did not take goes to the transport's buffer as bytes
-(``unsent_part``): a region is read into memory only then, or when the
-connection cannot take it directly (TLS, bytes already queued).
+socket did not take of a response with regions waits, regions unread
+(``skip_sent``), until the socket takes more; the rest of a response
+without regions goes to the transport's buffer (``unsent_part``), which is
+also where a region is read into memory when the connection cannot take it
+directly (TLS, bytes already queued, a graceful close).
 
 A socket error is not handled here: the unsent bytes go to the transport,
 whose own write meets the error again and loses the connection the usual
@@ -92,6 +94,28 @@ def close_regions(chunks: Sequence) -> None:
             chunk.close()
 
 
+def skip_sent(chunks: Sequence, sent: int) -> list:
+    """What is left of ``chunks`` once their first ``sent`` bytes have gone, regions kept as regions
+    (a partly sent one moved past what left); the regions sent whole are closed."""
+    rest = []
+    for chunk in chunks:
+        size = len(chunk)
+        if sent >= size:
+            sent -= size
+            if type(chunk) is FileRegion:
+                chunk.close()
+            continue
+        if sent:
+            if type(chunk) is FileRegion:
+                chunk.position += sent
+                chunk.size -= sent
+            else:
+                chunk = chunk[sent:]
+            sent = 0
+        rest.append(chunk)
+    return rest
+
+
 def unsent_part(chunks: Sequence, sent: int) -> list:
     """What is left of ``chunks`` once their first ``sent`` bytes have gone, as bytes-like chunks: the
     regions are read (what is left of them) and closed.  Raises OSError when a region's file cannot
@@ -119,4 +143,4 @@ def unsent_part(chunks: Sequence, sent: int) -> list:
     return rest
 
 
-__all__ = ["send_now", "unsent_part", "close_regions", "has_regions", "IOV_MAX"]
+__all__ = ["send_now", "skip_sent", "unsent_part", "close_regions", "has_regions", "IOV_MAX"]

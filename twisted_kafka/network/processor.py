@@ -75,7 +75,7 @@ from twisted_kafka.protocol.registry import ApiKey
 from twisted_kafka.sasl.authenticator import SaslStep
 
 from .close_reasons import CloseReason
-from .direct_write import close_regions, has_regions, send_now, unsent_part
+from .direct_write import close_regions, has_regions, send_now, skip_sent, unsent_part
 from .connection_events import TLS_FAILURE_PREFIX
 from .tls import describe_failure
 from .request import (
@@ -171,6 +171,7 @@ class Processor(Protocol):
         self._flow: ResponseFlow | None = None   # registered with the transport as its producer
         self.send_backlogged = False   # the transport holds more unsent bytes than its limit
         self._unsent: Request | None = None   # the request whose response went over that limit
+        self._backlog: list | None = None     # what a direct write with file regions left to send
         self._processing = False
         self._process_again = False
         self._context: RequestContext | None = None
@@ -277,6 +278,15 @@ class Processor(Protocol):
             if abort:
                 self.transport.abortConnection()
             else:
+                if self._backlog is not None:
+                    # The rest of a response still to send leaves before the close, through the
+                    # transport's buffer (whose drain then lets the close go, as below).
+                    backlog, self._backlog = self._backlog, None
+                    try:
+                        self.transport.write(b"".join(unsent_part(backlog, 0)))
+                    except OSError:
+                        self.transport.abortConnection()
+                        return
                 # Responses already written leave first.  If the transport is over its
                 # limit, it waits for this producer: send_buffer_drained lets it go.
                 # Otherwise the producer goes now: a TLS transport would wait for it.
@@ -387,6 +397,9 @@ class Processor(Protocol):
         self.connection.close()
         self._flow = None
         self._watch(False)
+        if self._backlog is not None:
+            backlog, self._backlog = self._backlog, None
+            close_regions(backlog)
         if self._unsent is not None:
             # As Kafka does for responses in flight at a disconnect: their timing is recorded.
             self._record_unsent()
@@ -566,9 +579,11 @@ class Processor(Protocol):
         """
         if not self.send_backlogged:
             return
-        self.send_backlogged = False
         self.last_active = self.acceptor.reactor.seconds()
         self.acceptor.registry.touch(self)
+        if self._backlog is not None and not self._send_backlog():
+            return
+        self.send_backlogged = False
         if self._unsent is not None:
             self._record_unsent()
         if self.closing:
@@ -580,6 +595,38 @@ class Processor(Protocol):
             return
         if self.connected:
             self._process()
+
+    def _send_backlog(self) -> bool:
+        """Go on with a response whose file regions the socket did not take at once; True once all
+        of it has left (or the connection is gone), False while the socket is still full."""
+        backlog = self._backlog
+        assert backlog is not None
+        if not self.connected or self.closing:
+            self._backlog = None
+            close_regions(backlog)
+            return True
+        try:
+            sent = send_now(self.transport.socket, backlog)
+            backlog = skip_sent(backlog, sent)
+        except OSError as exc:
+            self._backlog = None
+            close_regions(backlog)
+            self.close(CloseReason.PROTOCOL_ERROR, f"cannot read the records of a response: {exc}")
+            return True
+        if backlog:
+            self._backlog = backlog
+            self._await_writable()
+            return False
+        self._backlog = None
+        return True
+
+    def _await_writable(self) -> None:
+        """Have the transport tell this connection (``ResponseFlow.resumeProducing``) once its socket
+        can take more: a transport with nothing buffered, asked to write, finds its buffer empty
+        and resumes its paused producer -- Twisted's own path for a drained buffer."""
+        transport = self.transport
+        transport.producerPaused = True
+        transport.startWriting()
 
     def _record_unsent(self) -> None:
         request, self._unsent = self._unsent, None
@@ -643,6 +690,14 @@ class Processor(Protocol):
                 sent = send_now(transport.socket, chunks)
                 if sent == size:
                     close_regions(chunks)
+                    return
+                if has_regions(chunks):
+                    # The socket is full before the records are out: the rest waits for it here,
+                    # regions unread, and leaves with sendfile when the socket takes more.
+                    self._backlog = skip_sent(chunks, sent)
+                    self.send_buffer_full()
+                    self._await_writable()
+                    self.plane.wrote = True
                     return
                 chunks = unsent_part(chunks, sent)
             elif has_regions(chunks):

@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from twisted_kafka.network.direct_write import IOV_MAX, close_regions, send_now, unsent_part
+from twisted_kafka.network.direct_write import IOV_MAX, close_regions, send_now, skip_sent, unsent_part
 from twisted_kafka.protocol.records.file_region import FileRegion
 
 
@@ -144,3 +144,14 @@ def test_a_region_past_the_end_of_its_file_fails_the_read_and_is_closed(pair, se
     with pytest.raises(OSError):
         unsent_part(chunks, 0)
     assert released.count == 1
+
+
+def test_skip_sent_keeps_regions_unread_and_moves_a_partly_sent_one(segment_file):
+    released = [Released(), Released()]
+    first, second = FileRegion(segment_file, 0, 100, released[0]), FileRegion(segment_file, 100, 50, released[1])
+    rest = skip_sent([b"head", first, b"mid", second], 4 + 100 + 1)
+    assert first.closed and released[0].count == 1            # sent whole: unpinned
+    assert rest == [b"id", second] and not second.closed
+    rest = skip_sent(rest, 2 + 20)
+    assert rest == [second] and (second.position, second.size) == (120, 30)
+    assert second.read() == (bytes(range(256)) * 4096)[120:150]
