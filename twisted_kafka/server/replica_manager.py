@@ -64,6 +64,7 @@ from twisted_kafka.controller.interface import INTERNAL_TOPICS
 from twisted_kafka.log import AppendOrigin, FetchIsolation, LogConfig, LogStore
 from twisted_kafka.metrics import MetricsRegistry
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
+from twisted_kafka.protocol.records.file_region import FileRegion
 from twisted_kafka.purgatory import Purgatory
 
 from .broker_epoch import BrokerEpoch
@@ -141,6 +142,15 @@ class FetchPartitionResult:
     records: Any = b""              # never null: an empty record set when there is nothing
     # read_committed: the (producer id, first offset) of each transaction aborted in what was read
     aborted_transactions: list[tuple[int, int]] = field(default_factory=list)
+
+
+def _close_regions(results: list[FetchPartitionResult]) -> None:
+    """Unpin the segment files of answers that will not be sent (``file_regions`` reads)."""
+    for result in results:
+        records = result.records
+        for chunk in records if isinstance(records, list) else ():
+            if isinstance(chunk, FileRegion):
+                chunk.close()
 
 
 class LeadershipListener(Protocol):
@@ -437,6 +447,8 @@ class ReplicaManager(MultiService):
         results, total, partitions, failed = await self._read_for_fetch(params, fetches)
         if not fetches or params.max_wait_ms <= 0 or failed or total >= params.min_bytes:
             return results
+        _close_regions(results)    # read again when the wait ends: nothing stays pinned meanwhile
+        del results
         if on_wait is not None:
             on_wait()
         delayed = DelayedFetch(max_wait_ms=params.max_wait_ms, min_bytes=params.min_bytes,
