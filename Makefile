@@ -19,7 +19,7 @@ PYTEST_ARGS ?=
 # generators wait on sockets much of the time.  PYTEST_PARALLEL= runs it serially.
 PYTEST_PARALLEL ?= -n 3 --dist loadfile
 
-.PHONY: run cluster lint test test-examples test-slow bench-codec bench-embedded bench-failed-logins bench-fuzz bench-log bench-network bench-planes bench-produce bench-groups bench-tls system-deps clean
+.PHONY: run cluster lint test test-examples test-slow bench-codec bench-embedded bench-failed-logins bench-fuzz bench-log bench-network bench-planes bench-produce bench-groups bench-tls bench-peers bench-callgrind system-deps clean
 
 run: $(VENV)/.base-installed
 	bin/twisted-kafka-server-start $(CONFIG) $(ARGS)
@@ -70,6 +70,12 @@ bench-planes: $(VENV)/.test-installed
 
 bench-produce: $(VENV)/.test-installed
 	$(BIN)/python bench/produce_consume.py
+
+bench-peers: $(VENV)/.test-installed
+	$(BIN)/python bench/peers.py
+
+bench-callgrind: $(VENV)/.test-installed
+	$(BIN)/python bench/callgrind_produce.py
 
 bench-groups: $(VENV)/.test-installed
 	$(BIN)/python bench/groups.py

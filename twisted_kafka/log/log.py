@@ -210,6 +210,27 @@ def _whole_batches_prefix(segment: LogSegment, position: int, data, limit: int) 
     return cut, next_offset
 
 
+def _whole_batches_extent(segment: LogSegment, position: int, size: int, limit: int,
+                          nowait: bool) -> tuple[int, int]:
+    """``_whole_batches_prefix`` for bytes left in the file: (bytes, next offset) of the whole batches
+    from ``position`` within ``size`` bytes whose last offset is below ``limit``, reading only their
+    headers (from the last indexed batch inside the span whose base offset is at most ``limit``)."""
+    start = position
+    next_offset = -1
+    if size > INDEX_JUMP_MIN_BYTES and segment.offset_index.loaded:
+        entry = segment.offset_index.floor_entry(limit, position + size)
+        if entry is not None and entry[1] > position:
+            start = entry[1]
+            next_offset = entry[0]
+    end = start
+    for batch_position, header in segment.iter_headers(start, position + size, nowait=nowait):
+        if header.last_offset >= limit:
+            break
+        end = batch_position + header.size
+        next_offset = header.last_offset + 1
+    return end - position, next_offset
+
+
 SegmentDeleter = Callable[["Log", list[LogSegment]], None]
 
 
@@ -837,7 +858,7 @@ class Log:
                              f"of {self.topic}-{self.partition}")
 
     def read(self, fetch_offset: int, max_bytes: int, *, max_offset: int | None = None,
-             min_one_message: bool = True, nowait: bool = False) -> FetchDataInfo:
+             min_one_message: bool = True, nowait: bool = False, regions: bool = False) -> FetchDataInfo:
         """Whole batches from the one holding ``fetch_offset``, up to ``max_bytes``.
 
         ``max_offset`` (exclusive; the high watermark for consumers) stops
@@ -848,7 +869,10 @@ class Log:
         (data or index not in memory) — ``UnifiedLog.read`` then retries in
         the thread pool.  Safe to call on a pool thread.  A read stops before
         damaged data; one that starts in it raises CORRUPT_MESSAGE (see
-        ``segment.DamagedRange``).
+        ``segment.DamagedRange``).  ``regions``: the chunks of undamaged
+        segments are ``FileRegion``s (the bytes left in the file, for
+        ``sendfile``; only the batch headers are read), to be closed by whoever
+        sends them.
         """
         self._check_in_range(fetch_offset)
         leo = self._leo
@@ -891,12 +915,18 @@ class Log:
                 want = max(want, header.size)
             if header.size > want:
                 break
-            data = segment.read(position, min(want, end - position), nowait=nowait)
-            cut, after = _whole_batches_prefix(segment, position, data, limit)
-            if cut == 0:
-                break
+            if regions and not segment.damaged:
+                cut, after = _whole_batches_extent(segment, position, min(want, end - position), limit, nowait)
+                if cut == 0:
+                    break
+                chunks.append(segment.region(position, cut))
+            else:
+                data = segment.read(position, min(want, end - position), nowait=nowait)
+                cut, after = _whole_batches_prefix(segment, position, data, limit)
+                if cut == 0:
+                    break
+                chunks.append(data if cut == len(data) else memoryview(data)[:cut])
             next_offset = after
-            chunks.append(data if cut == len(data) else memoryview(data)[:cut])
             if first_offset < 0:
                 first_offset = header.base_offset
             remaining -= cut

@@ -117,9 +117,10 @@ class FetchDataInfo:
     """What a read returned.
 
     ``records`` are bytes-like chunks holding whole batches back to back (a
-    read may span segments); ``first_offset`` is the base offset of the first
-    batch, which is below ``fetch_offset`` when the fetch offset falls inside
-    a batch (clients skip the earlier records, as with Kafka).
+    read may span segments), or ``FileRegion``s for a ``file_regions`` read;
+    ``first_offset`` is the base offset of the first batch, which is below
+    ``fetch_offset`` when the fetch offset falls inside a batch (clients skip
+    the earlier records, as with Kafka).
     ``aborted_transactions`` (a ``FetchIsolation.TXN_COMMITTED`` read only,
     else None): the transactions aborted in what the read returned, oldest
     first -- what a read_committed Fetch answers with the records.
@@ -310,7 +311,8 @@ class PartitionLog(ABC):
 
     @abstractmethod
     def read(self, fetch_offset: int, max_bytes: int, *, isolation: FetchIsolation = FetchIsolation.LOG_END,
-             max_offset: int | None = None, min_one_message: bool = True) -> Deferred[FetchDataInfo]:
+             max_offset: int | None = None, min_one_message: bool = True,
+             file_regions: bool = False) -> Deferred[FetchDataInfo]:
         """Whole batches from the one holding ``fetch_offset``, up to ``max_bytes``.
 
         Reads stop before the bound of ``isolation`` and, when given, before
@@ -322,6 +324,9 @@ class PartitionLog(ABC):
         ``max_bytes`` (KIP-74).
         Fails with ``KafkaError``: OFFSET_OUT_OF_RANGE outside [log start,
         log end], CORRUPT_MESSAGE for damaged data, KAFKA_STORAGE_ERROR.
+        ``file_regions``: records the page cache holds may come as
+        ``FileRegion``s (left in the segment file, for ``sendfile``; the
+        caller closes them) rather than bytes.
         """
 
     @abstractmethod

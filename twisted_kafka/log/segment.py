@@ -51,6 +51,7 @@ from twisted_kafka.log.layout import (
 )
 from twisted_kafka.log.log_config import LogConfig
 from twisted_kafka.log.txn_index import TransactionIndex
+from twisted_kafka.protocol.records.file_region import FileRegion
 import contextlib
 
 log = Logger()
@@ -287,6 +288,13 @@ class LogSegment:
             return b"".join(parts)
         finally:
             file.release()
+
+    def region(self, position: int, size: int) -> FileRegion:
+        """``size`` bytes from ``position`` left in the file, for ``sendfile`` (zero-copy Fetch): the
+        descriptor stays pinned until the region is closed."""
+        file = self.file
+        fd = file.acquire()
+        return FileRegion(fd, position, size, file.release)
 
     def iter_headers(self, position: int = 0, end: int | None = None, *,
                      nowait: bool = False) -> Iterator[tuple[int, RecordBatchHeader]]:

@@ -446,7 +446,7 @@ class UnifiedLog(PartitionLog):
     # -- reads -------------------------------------------------------------
 
     def read(self, fetch_offset: int, max_bytes: int, *, isolation: FetchIsolation = FetchIsolation.LOG_END,
-             max_offset: int | None = None, min_one_message: bool = True) -> Deferred:
+             max_offset: int | None = None, min_one_message: bool = True, file_regions: bool = False) -> Deferred:
         """``Log.read`` without stalling the reactor on the disk.
 
         The bound of ``isolation`` is taken now: the high watermark, the last
@@ -457,7 +457,11 @@ class UnifiedLog(PartitionLog):
 
         The read is tried on the reactor with ``nowait`` (page cache only:
         ~0.1 ms for 1 MiB); if data or index would have to come from the
-        disk it is redone in the thread pool.  Fires with a ``FetchDataInfo``;
+        disk it is redone in the thread pool.  ``file_regions``: a read on
+        the reactor returns its records as ``FileRegion``s (sent with
+        ``sendfile``: the headers it read show the file is in the page cache);
+        one redone in the pool returns bytes, so a socket never waits for the
+        disk on the reactor.  Fires with a ``FetchDataInfo``;
         fails with ``KafkaError(OFFSET_OUT_OF_RANGE)`` like ``Log.read``, and with
         ``KafkaError(KAFKA_STORAGE_ERROR)`` when no descriptor can be had to
         open a segment file (the process is out of them).
@@ -469,7 +473,7 @@ class UnifiedLog(PartitionLog):
             max_offset = bound if max_offset is None else min(bound, max_offset)
         try:
             info = local.read(fetch_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message,
-                              nowait=True)
+                              nowait=True, regions=file_regions)
             return succeed(self._with_aborted(info) if committed else info)
         except WouldBlock:
             d = self._blocking(local.read, fetch_offset, max_bytes, max_offset=max_offset,

@@ -51,8 +51,10 @@ from __future__ import annotations
 import socket
 from functools import partial
 from time import perf_counter_ns
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from twisted.internet import tcp
 from twisted.internet.error import ConnectionDone
 from twisted.internet.interfaces import IHandshakeListener, IPushProducer
 from twisted.internet.protocol import Protocol
@@ -73,6 +75,7 @@ from twisted_kafka.protocol.registry import ApiKey
 from twisted_kafka.sasl.authenticator import SaslStep
 
 from .close_reasons import CloseReason
+from .direct_write import close_regions, has_regions, send_now, skip_sent, unsent_part
 from .connection_events import TLS_FAILURE_PREFIX
 from .tls import describe_failure
 from .request import (
@@ -168,10 +171,12 @@ class Processor(Protocol):
         self._flow: ResponseFlow | None = None   # registered with the transport as its producer
         self.send_backlogged = False   # the transport holds more unsent bytes than its limit
         self._unsent: Request | None = None   # the request whose response went over that limit
+        self._backlog: list | None = None     # what a direct write with file regions left to send
         self._processing = False
         self._process_again = False
         self._context: RequestContext | None = None
         self._has_room = partial(self.channel.has_room, connection_id=connection_id)
+        self._direct = False           # responses may be written to the socket directly (connectionMade)
 
     # -- what operators and the quotas see --------------------------------------------
 
@@ -236,6 +241,9 @@ class Processor(Protocol):
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
         self._flow = ResponseFlow(self)
         self.transport.registerProducer(self._flow, True)
+        # A plain TCP transport (not TLS, whose bytes must go through its TLS connection): responses
+        # are written to its socket directly when nothing is queued in it (see _write).
+        self._direct = isinstance(self.transport, tcp.Connection) and not self.transport.TLS
         fileno = getattr(self.transport, "fileno", None)
         fd = fileno() if fileno is not None else -1
         self._fd = fd if isinstance(fd, int) and fd >= 0 else None
@@ -270,6 +278,15 @@ class Processor(Protocol):
             if abort:
                 self.transport.abortConnection()
             else:
+                if self._backlog is not None:
+                    # The rest of a response still to send leaves before the close, through the
+                    # transport's buffer (whose drain then lets the close go, as below).
+                    backlog, self._backlog = self._backlog, None
+                    try:
+                        self.transport.write(b"".join(unsent_part(backlog, 0)))
+                    except OSError:
+                        self.transport.abortConnection()
+                        return
                 # Responses already written leave first.  If the transport is over its
                 # limit, it waits for this producer: send_buffer_drained lets it go.
                 # Otherwise the producer goes now: a TLS transport would wait for it.
@@ -380,6 +397,9 @@ class Processor(Protocol):
         self.connection.close()
         self._flow = None
         self._watch(False)
+        if self._backlog is not None:
+            backlog, self._backlog = self._backlog, None
+            close_regions(backlog)
         if self._unsent is not None:
             # As Kafka does for responses in flight at a disconnect: their timing is recorded.
             self._record_unsent()
@@ -559,9 +579,11 @@ class Processor(Protocol):
         """
         if not self.send_backlogged:
             return
-        self.send_backlogged = False
         self.last_active = self.acceptor.reactor.seconds()
         self.acceptor.registry.touch(self)
+        if self._backlog is not None and not self._send_backlog():
+            return
+        self.send_backlogged = False
         if self._unsent is not None:
             self._record_unsent()
         if self.closing:
@@ -573,6 +595,38 @@ class Processor(Protocol):
             return
         if self.connected:
             self._process()
+
+    def _send_backlog(self) -> bool:
+        """Go on with a response whose file regions the socket did not take at once; True once all
+        of it has left (or the connection is gone), False while the socket is still full."""
+        backlog = self._backlog
+        assert backlog is not None
+        if not self.connected or self.closing:
+            self._backlog = None
+            close_regions(backlog)
+            return True
+        try:
+            sent = send_now(self.transport.socket, backlog)
+            backlog = skip_sent(backlog, sent)
+        except OSError as exc:
+            self._backlog = None
+            close_regions(backlog)
+            self.close(CloseReason.PROTOCOL_ERROR, f"cannot read the records of a response: {exc}")
+            return True
+        if backlog:
+            self._backlog = backlog
+            self._await_writable()
+            return False
+        self._backlog = None
+        return True
+
+    def _await_writable(self) -> None:
+        """Have the transport tell this connection (``ResponseFlow.resumeProducing``) once its socket
+        can take more: a transport with nothing buffered, asked to write, finds its buffer empty
+        and resumes its paused producer -- Twisted's own path for a drained buffer."""
+        transport = self.transport
+        transport.producerPaused = True
+        transport.startWriting()
 
     def _record_unsent(self) -> None:
         request, self._unsent = self._unsent, None
@@ -588,15 +642,7 @@ class Processor(Protocol):
         request.response_dequeue_ns = perf_counter_ns()
         chunks = response.chunks if not isinstance(response, NoOpResponse) else ()
         if chunks and self.connected and not self.closing:
-            self.bytes_out += sum(len(chunk) for chunk in chunks)
-            if all(type(chunk) is bytes for chunk in chunks):
-                self.transport.writeSequence(chunks)
-            else:
-                # Twisted transports take only bytes; record chunks read from
-                # segments may be memoryviews, so join them once here rather
-                # than converting each (Twisted would join again).
-                self.transport.write(b"".join(chunks))
-            self.plane.wrote = True
+            self._write(chunks)
         if self.send_backlogged:
             # This response went over the transport's limit: it has left once the buffer drains.
             self._unsent = request
@@ -614,6 +660,61 @@ class Processor(Protocol):
             self._apply(response.update)
         if self.connected and not self.closing:
             self._process()
+
+    def _write(self, chunks: Sequence) -> None:
+        """Write a response: straight to the socket when the transport holds nothing unsent.
+
+        Twisted's ``write`` only buffers: the transport registers for
+        writability (an ``epoll_ctl``), the reactor polls once more, writes,
+        and unregisters (another ``epoll_ctl``) -- three system calls and a
+        reactor turn per response.  On a plain TCP transport with an empty
+        buffer the response goes out at once with one ``sendmsg`` (the chunks
+        as they are: no join, no copy of record chunks); only what the
+        socket does not take is handed to the transport, whose buffer and
+        producer (``ResponseFlow``) then pace the connection exactly as
+        before.  A client that pipelines (bytes of its next request are
+        already buffered here) gets the Twisted path too: its answers, taken
+        in the same slice as follow-ups, leave together in one write.  Record batches a Fetch left in their segment file
+        (``FileRegion``) go with ``sendfile``.  TLS transports, and any
+        transport with bytes still queued (so the order on the wire holds),
+        take the Twisted path, with regions read into bytes first.
+        """
+        size = 0
+        for chunk in chunks:
+            size += len(chunk)
+        self.bytes_out += size
+        transport = self.transport
+        try:
+            if (self._direct and not transport.dataBuffer and not transport._tempDataLen
+                    and not self.connection.buffered_bytes):
+                sent = send_now(transport.socket, chunks)
+                if sent == size:
+                    close_regions(chunks)
+                    return
+                if has_regions(chunks):
+                    # The socket is full before the records are out: the rest waits for it here,
+                    # regions unread, and leaves with sendfile when the socket takes more.
+                    self._backlog = skip_sent(chunks, sent)
+                    self.send_buffer_full()
+                    self._await_writable()
+                    self.plane.wrote = True
+                    return
+                chunks = unsent_part(chunks, sent)
+            elif has_regions(chunks):
+                chunks = unsent_part(chunks, 0)
+        except OSError as exc:     # a segment file could not give the bytes of a region it held
+            self.close(CloseReason.PROTOCOL_ERROR, f"cannot read the records of a response: {exc}")
+            return
+        if len(chunks) == 1 and type(chunks[0]) is bytes:
+            transport.write(chunks[0])
+        elif all(type(chunk) is bytes for chunk in chunks):
+            transport.writeSequence(chunks)
+        else:
+            # Twisted transports take only bytes; record chunks read from
+            # segments may be memoryviews, so join them once here rather
+            # than converting each (Twisted would join again).
+            transport.write(b"".join(chunks))
+        self.plane.wrote = True    # bytes wait for the reactor to write them out
 
     def _apply(self, update: ConnectionUpdate) -> None:
         if update.sasl_handshake is not None:

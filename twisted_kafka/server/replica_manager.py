@@ -64,6 +64,7 @@ from twisted_kafka.controller.interface import INTERNAL_TOPICS
 from twisted_kafka.log import AppendOrigin, FetchIsolation, LogConfig, LogStore
 from twisted_kafka.metrics import MetricsRegistry
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
+from twisted_kafka.protocol.records.file_region import FileRegion
 from twisted_kafka.purgatory import Purgatory
 
 from .broker_epoch import BrokerEpoch
@@ -111,6 +112,8 @@ class FetchParams:
     min_bytes: int
     max_bytes: int                  # for the whole response (already capped by fetch.max.bytes)
     isolation: FetchIsolation
+    #: Records may be answered as ``FileRegion``s (a plaintext connection sends them with sendfile).
+    file_regions: bool = False
 
     @property
     def is_follower(self) -> bool:
@@ -139,6 +142,15 @@ class FetchPartitionResult:
     records: Any = b""              # never null: an empty record set when there is nothing
     # read_committed: the (producer id, first offset) of each transaction aborted in what was read
     aborted_transactions: list[tuple[int, int]] = field(default_factory=list)
+
+
+def _close_regions(results: list[FetchPartitionResult]) -> None:
+    """Unpin the segment files of answers that will not be sent (``file_regions`` reads)."""
+    for result in results:
+        records = result.records
+        for chunk in records if isinstance(records, list) else ():
+            if isinstance(chunk, FileRegion):
+                chunk.close()
 
 
 class LeadershipListener(Protocol):
@@ -407,10 +419,10 @@ class ReplicaManager(MultiService):
 
     def read(self, partition: Partition, fetch_offset: int, max_bytes: int, *,
              isolation: FetchIsolation = FetchIsolation.LOG_END, max_offset: int | None = None,
-             min_one_message: bool) -> Deferred:
+             min_one_message: bool, file_regions: bool = False) -> Deferred:
         """Read a hosted partition up to the bound of ``isolation`` (and ``max_offset``)."""
         return partition.log.read(fetch_offset, max_bytes, isolation=isolation, max_offset=max_offset,
-                                  min_one_message=min_one_message)
+                                  min_one_message=min_one_message, file_regions=file_regions)
 
     # -- fetching ----------------------------------------------------------------------------
 
@@ -435,6 +447,8 @@ class ReplicaManager(MultiService):
         results, total, partitions, failed = await self._read_for_fetch(params, fetches)
         if not fetches or params.max_wait_ms <= 0 or failed or total >= params.min_bytes:
             return results
+        _close_regions(results)    # read again when the wait ends: nothing stays pinned meanwhile
+        del results
         if on_wait is not None:
             on_wait()
         delayed = DelayedFetch(max_wait_ms=params.max_wait_ms, min_bytes=params.min_bytes,
@@ -470,7 +484,8 @@ class ReplicaManager(MultiService):
                 limit = min(fetch.max_bytes, remaining)
                 if limit > 0 or total == 0:
                     info = await self._read_partition(partition, fetch.fetch_offset, max(limit, 0),
-                                                      isolation=params.isolation, min_one_message=total == 0)
+                                                      isolation=params.isolation, min_one_message=total == 0,
+                                                      file_regions=params.file_regions)
                     if info.size:
                         result.records = info.records
                         total += info.size

@@ -214,3 +214,22 @@ def test_topic_ids_from_v13(node):
         FT(topic_id=topic_id, partitions=[FP(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])])
     [topic] = node.call(request, 13).responses
     assert topic.topic_id == topic_id and values(topic.partitions[0]) == [(0, b"a")]
+
+
+def test_a_plaintext_fetch_answers_file_regions_and_a_long_poll_pins_nothing_while_it_waits(node):
+    from twisted_kafka.protocol.records.file_region import FileRegion
+
+    node.create_topic("t")
+    node.produce("t", 0, b"some")
+    file = node.replica_manager.partition("t", 0).log.local_log._segments[0].file
+    pins = file.pins
+    request, pending = node.pending(fetch({"t": {0: 0}}, max_wait_ms=500, min_bytes=1_000_000), 12)
+    assert not pending.called and file.pins == pins      # what it read before waiting is not held
+    node.reactor.advance(0.5)
+    response = result_of(pending)
+    regions = [c for c in response.chunks if isinstance(c, FileRegion)]
+    assert regions and file.pins == pins + len(regions)  # the answer's records: left in the file, pinned
+    assert values(partitions(decode(request, response))[("t", 0)]) == [(0, b"some")]
+    for region in regions:
+        region.close()
+    assert file.pins == pins

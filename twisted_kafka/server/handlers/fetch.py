@@ -40,6 +40,9 @@ from ..metadata_cache import MetadataCache
 from ..replica_manager import FetchParams, PartitionFetch, ReplicaManager
 
 READ_COMMITTED = 1
+#: Listeners whose records go from the segment file to the socket with sendfile (Kafka's
+#: FileRecords.writeTo); on SSL and SASL_SSL listeners the bytes must pass through TLS.
+PLAINTEXT_PROTOCOLS = frozenset({"PLAINTEXT", "SASL_PLAINTEXT"})
 
 
 class FetchHandler(ApiHandler):
@@ -89,7 +92,8 @@ class FetchHandler(ApiHandler):
         params = FetchParams(
             replica_id=body.replica_id, max_wait_ms=0 if refused else body.max_wait_ms, min_bytes=body.min_bytes,
             max_bytes=min(body.max_bytes if version >= 3 else 2**31 - 1, self.config["fetch.max.bytes"]),
-            isolation=FetchIsolation.of(follower=follower, read_committed=read_committed))
+            isolation=FetchIsolation.of(follower=follower, read_committed=read_committed),
+            file_regions=request.context.security_protocol in PLAINTEXT_PROTOCOLS)
         results = iter(await self.replicas.fetch_messages(params, fetches, on_wait=request.mark_local_complete))
         answers = iter(wanted)
         topics = []

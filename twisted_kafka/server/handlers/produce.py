@@ -47,12 +47,13 @@ from twisted.python.failure import Failure
 from twisted_kafka.network.close_reasons import CloseReason
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
+from twisted_kafka.protocol.produce_response import encode_produce_success
 from twisted_kafka.protocol.records.batch import InvalidRecordBatch, parse_batch_header
 from twisted_kafka.protocol.registry import ApiKey
 
 from twisted_kafka.security.acl import AclOperation, ResourceType
 
-from ..api_handler import NO_RESPONSE, ApiHandler, CloseConnection
+from ..api_handler import NO_RESPONSE, ApiHandler, CloseConnection, Encoded
 from ..authorization import TOPIC, Authorization
 from ..replica_manager import ReplicaManager
 
@@ -97,6 +98,18 @@ def _has_transactional_records(body) -> bool:
 def _error_response(index: int, error: KafkaError, log_start_offset: int = -1):
     return _partition_response(index, error.code, error.message, record_errors=error.record_errors,
                                log_start_offset=log_start_offset)
+
+
+def _encoded_success(request, slots: list[list]) -> Encoded:
+    """Every partition appended (the common case): the response encoded at once, without message objects."""
+    topics: dict[str, list] = {}
+    for topic, index, info in slots:
+        entries = topics.get(topic)
+        if entries is None:
+            entries = topics[topic] = []
+        entries.append((index, info.first_offset, info.log_append_time, info.log_start_offset))
+    return Encoded(encode_produce_success(request.correlation_id, request.api_version, list(topics.items())),
+                   {ErrorCode.NONE: len(slots)})
 
 
 class ProduceHandler(ApiHandler):
@@ -152,6 +165,8 @@ class ProduceHandler(ApiHandler):
         request.mark_local_complete()
         for d in unfinished:
             await d
+        if body.acks != 0 and not any(isinstance(slot[2], (KafkaError, Failure)) for slot in slots):
+            return _encoded_success(request, slots)
         responses: dict[str, list] = {}
         failed = []
         for topic, index, outcome in slots:
