@@ -16,14 +16,14 @@ from __future__ import annotations
 import socket
 import struct
 
-from support.raw_client import RawClient
+from support.raw_client import RawClient, auto_create_topic
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.codec import decode_response, encode_request
 from twisted_kafka.protocol.records.batch import iter_batch_headers, verify_crc
 from twisted_kafka.protocol.records.builder import build_batch
 from twisted_kafka.protocol.records.record import iter_records
 
-from .helpers import auto_create_topic, fetch_request, produce_request
+from .helpers import fetch_request, produce_request
 
 BROKER_OVERRIDES = {"num.partitions": "1", "socket.send.buffer.bytes": "8192"}
 TOPIC = "zero-copy"
