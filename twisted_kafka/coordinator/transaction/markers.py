@@ -83,7 +83,8 @@ class TxnMarkerChannel:
                     retry.add(tp)
                 else:
                     by_leader.setdefault(state.leader, []).append(tp)
-            rounds = [self._send_to(leader, tps, producer_id, producer_epoch, commit, coordinator_epoch)
+            rounds = [self._watch(leader, tps, still_valid,
+                                  self._send_to(leader, tps, producer_id, producer_epoch, commit, coordinator_epoch))
                       for leader, tps in by_leader.items()]
             for _, answer in (await DeferredList(rounds)) if rounds else ():
                 for tp, error in answer.items():
@@ -104,6 +105,37 @@ class TxnMarkerChannel:
             if remaining:
                 await deferLater(self.clock, RETRY_BACKOFF, lambda: None)
         return True
+
+    def _watch(self, leader: int, partitions: list[TopicPartition], still_valid: Callable[[], bool],
+               sending: Deferred) -> Deferred:
+        """Stop waiting for another broker once it no longer leads one of ``partitions`` (it died: the
+        inter-broker channel would retry it until it returns) or the sending is no longer valid: the
+        request is cancelled and its partitions are tried again at their new leaders (Kafka's channel
+        manager re-enqueues a disconnected broker's markers the same way)."""
+        if leader == self.broker_id:
+            return sending
+        check = None
+
+        def moved() -> None:
+            nonlocal check
+            check = None
+            if sending.called:
+                return
+            leaders = [self.metadata_cache.partition(*tp) for tp in partitions]
+            if not still_valid() or any(state is None or state.leader != leader for state in leaders):
+                log.info("Broker {broker} no longer leads {partitions}: its transaction markers go to the new "
+                         "leaders", broker=leader, partitions=partitions)
+                sending.cancel()
+                return
+            check = self.clock.callLater(RETRY_BACKOFF, moved)
+
+        def done(result):
+            if check is not None and check.active():
+                check.cancel()
+            return result
+
+        check = self.clock.callLater(RETRY_BACKOFF, moved)
+        return sending.addBoth(done)
 
     def _send_to(self, leader: int, partitions: list[TopicPartition], producer_id: int, producer_epoch: int,
                  commit: bool, coordinator_epoch: int) -> Deferred:
