@@ -16,6 +16,11 @@ The names and meanings are those of Spark's Kafka source and sink
   was told exist, default 120000);
 * ``kafka.<name>``: passed to the librdkafka client as ``<name>``
   (``kafka.bootstrap.servers`` is required);
+* ``kafka.isolation.level``: ``read_uncommitted`` (the default, as Spark's
+  Kafka source, whose Java consumer defaults to it) or ``read_committed``
+  (only committed transactions' records; ranges end at the last stable
+  offset). librdkafka's own default would be read_committed, so the source
+  sets it;
 * sink: ``topic`` (overrides a ``topic`` column).
 
 Spark passes option names case-insensitively; the values keep their case.
@@ -209,6 +214,11 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         if _get(options, name) is not None:
             raise OptionError(f"Option '{name}' of Spark's Kafka source is not supported by twisted_kafka")
     client = _client_options(options)
+    isolation = client.setdefault("isolation.level", "read_uncommitted").strip().lower()
+    if isolation not in ("read_uncommitted", "read_committed"):
+        raise OptionError(f"Option 'kafka.isolation.level' must be read_uncommitted or read_committed, "
+                          f"not {client['isolation.level']!r}")
+    client["isolation.level"] = isolation
     subscription = _subscription(options)
     starting = _offsets(options, "startingOffsets", LATEST if streaming else EARLIEST)
     ending = _offsets(options, "endingOffsets", None if streaming else LATEST)
