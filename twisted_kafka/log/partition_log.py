@@ -380,6 +380,10 @@ class PartitionLog(ABC):
         of its last marker, the first offset of its open transaction), if anything."""
 
     @abstractmethod
+    def active_producers(self) -> list[ProducerStateEntry]:
+        """Every producer the log knows (DescribeProducers, KIP-664), by producer id."""
+
+    @abstractmethod
     def remove_expired_producers(self, now_ms: int) -> int:
         """Forget producers idle for ``producer.id.expiration.ms`` (never one whose transaction
         is open); how many were forgotten."""

@@ -231,6 +231,10 @@ class UnifiedLog(PartitionLog):
     def producer_state_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self.local_log.producer_state.entry(producer_id)
 
+    def active_producers(self) -> list[ProducerStateEntry]:
+        producers = self.local_log.producer_state.producers
+        return [producers[pid] for pid in sorted(producers)]
+
     def remove_expired_producers(self, now_ms: int) -> int:
         return self.local_log.producer_state.remove_expired(now_ms)
 

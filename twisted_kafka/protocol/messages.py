@@ -39,6 +39,11 @@ from kafka.protocol.admin import (
     ListGroupsRequest, ListGroupsResponse,
     ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
 )
+from kafka.protocol.admin.transactions import (
+    DescribeProducersRequest, DescribeProducersResponse,
+    DescribeTransactionsRequest, DescribeTransactionsResponse,
+    ListTransactionsRequest, ListTransactionsResponse,
+)
 from kafka.protocol.admin.client_quotas import (
     AlterClientQuotasRequest, AlterClientQuotasResponse,
     DescribeClientQuotasRequest, DescribeClientQuotasResponse,
@@ -201,6 +206,9 @@ MESSAGE_CLASSES: dict[int, tuple[type[ApiMessage], type[ApiMessage]]] = {
         (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
         (DescribeClusterRequest, DescribeClusterResponse),
         (AlterPartitionRequest, AlterPartitionResponse),
+        (DescribeProducersRequest, DescribeProducersResponse),
+        (DescribeTransactionsRequest, DescribeTransactionsResponse),
+        (ListTransactionsRequest, ListTransactionsResponse),
     )
 }
 

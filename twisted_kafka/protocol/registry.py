@@ -65,6 +65,18 @@ most); the broker answers the one offset v1 would.
 DescribeLogDirs is advertised 0-4 (v4: a directory's total and usable
 bytes); v5's cordoned directories (KIP-1066) do not exist here.
 
+The transactional APIs (KIP-98): AddPartitionsToTxn, AddOffsetsToTxn,
+EndTxn and TxnOffsetCommit are advertised 0-3.  aiokafka has v0 structs
+only (hence the minimum 0), kafka-python and librdkafka take the highest
+version both sides share; v3 is flexible, and TxnOffsetCommit v3 carries
+KIP-447's generation and member id.  AddPartitionsToTxn v4+ is KIP-890's
+broker-to-coordinator form and EndTxn/TxnOffsetCommit v5 transaction
+version 2, neither built.  WriteTxnMarkers, sent by coordinators to partition
+leaders only, has v1 (Kafka 4 removed v0; v2 adds transaction version 2).
+DescribeProducers and DescribeTransactions have v0 only; ListTransactions 0-1 (v1: the duration
+filter; v2's transactional id pattern is a Java regular expression, not
+served).
+
 ACLs are advertised 0-3: kafka-python sends up to v3, aiokafka picks its
 highest struct inside the range (DescribeAcls v2, Create/DeleteAcls v1) and
 librdkafka uses v0-v1.
@@ -143,6 +155,12 @@ class ApiKey(IntEnum):
     ENVELOPE = 58
     FETCH_SNAPSHOT = 59
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
+    BROKER_REGISTRATION = 62
+    BROKER_HEARTBEAT = 63
+    UNREGISTER_BROKER = 64
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
 
 
 #: Advertised (min, max) per API key; see the module docstring for the reasons.
@@ -196,6 +214,9 @@ ADVERTISED_RANGES: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.ALTER_PARTITION: (0, 1),
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+    ApiKey.LIST_TRANSACTIONS: (0, 1),
 }
 
 #: APIs whose requests are exchanged between the controller and brokers only.

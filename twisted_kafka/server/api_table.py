@@ -42,6 +42,7 @@ from .handlers.delete_topics import DeleteTopicsHandler
 from .handlers.client_quotas import AlterClientQuotasHandler, DescribeClientQuotasHandler
 from .handlers.describe_cluster import DescribeClusterHandler
 from .handlers.describe_configs import DescribeConfigsHandler
+from .handlers.describe_producers import DescribeProducersHandler
 from .handlers.describe_log_dirs import DescribeLogDirsHandler
 from .handlers.alter_partition import AlterPartitionHandler
 from .handlers.elect_leaders import ElectLeadersHandler
@@ -56,6 +57,7 @@ from .handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
 from .handlers.offsets import OffsetCommitHandler, OffsetDeleteHandler, OffsetFetchHandler
 from .handlers.produce import ProduceHandler
 from .handlers.reassignments import AlterPartitionReassignmentsHandler, ListPartitionReassignmentsHandler
+from .handlers.transaction_admin import DescribeTransactionsHandler, ListTransactionsHandler
 from .handlers.transactions import (
     AddOffsetsToTxnHandler, AddPartitionsToTxnHandler, EndTxnHandler, TxnOffsetCommitHandler,
 )
@@ -90,8 +92,11 @@ def broker_handlers(*, advertised_keys: Callable[[RequestContext], list[int]], r
         AddPartitionsToTxnHandler(txn, metadata_cache, authorization=auth),
         AddOffsetsToTxnHandler(txn, groups, authorization=auth),
         EndTxnHandler(txn, authorization=auth),
-        WriteTxnMarkersHandler(transactions.marker_writer, authorization=auth),
+        WriteTxnMarkersHandler(transactions.marker_writer, controller_guard, authorization=auth),
         TxnOffsetCommitHandler(groups, metadata_cache, clock, authorization=auth),
+        DescribeProducersHandler(replica_manager, authorization=auth),
+        DescribeTransactionsHandler(txn, authorization=auth),
+        ListTransactionsHandler(txn, authorization=auth),
         FetchHandler(replica_manager, metadata_cache, dynamic_config, authorization=auth),
         ListOffsetsHandler(replica_manager, authorization=auth),
         OffsetForLeaderEpochHandler(replica_manager, authorization=auth),

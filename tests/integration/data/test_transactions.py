@@ -7,8 +7,9 @@ sees every committed record once and no aborted one, a read_uncommitted
 consumer sees both.  A second producer with the same transactional id fences
 the first; a transaction left open past its timeout is aborted by the
 coordinator and a read_committed consumer blocked at the LSO moves on;
-offsets sent to a transaction (consume-transform-produce) are committed with
-it or not at all.
+offsets sent to a transaction (consume-transform-produce, and each Python
+client's ``send_offsets_to_transaction``) are committed with it or not at
+all.
 
 These replace the refusal checks of the time before the coordinator: each
 client's ``init_transactions()`` must also be prompt (PROMPT seconds, far
@@ -26,7 +27,14 @@ import confluent_kafka
 import pytest
 from aiokafka import AIOKafkaProducer
 from confluent_kafka.admin import AdminClient, NewTopic
+from aiokafka.structs import TopicPartition as AioPartition
 from kafka import KafkaProducer
+from kafka import TopicPartition as KpPartition
+from kafka.structs import OffsetAndMetadata
+
+from tests.support.raw_client import RawClient
+from twisted_kafka.protocol import messages as m
+from twisted_kafka.protocol.errors import ErrorCode
 
 BROKER_OVERRIDES = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200",
                     "transaction.state.log.num.partitions": "5", "group.initial.rebalance.delay.ms": "0"}
@@ -265,3 +273,57 @@ def consume_one_partition(broker, topic: str) -> list[bytes]:
     finally:
         consumer.close()
     return values
+
+
+def test_kafka_python_and_aiokafka_send_offsets_to_a_transaction(data_broker):
+    """TxnOffsetCommit as each Python client sends it (kafka-python v3 with its generation, aiokafka v0):
+    the offsets are the group's once the transaction commits, and not before."""
+    topic = new_topic(data_broker, 1)
+
+    def committed(group: str) -> int:
+        consumer = confluent_kafka.Consumer({"bootstrap.servers": data_broker.bootstrap, "group.id": group})
+        try:
+            (tp,) = consumer.committed([confluent_kafka.TopicPartition(topic, 0)], timeout=10)
+            return tp.offset
+        finally:
+            consumer.close()
+
+    def raw_fetch(group: str, require_stable: bool) -> tuple[int, int]:
+        F = m.OffsetFetchRequest
+        with RawClient(data_broker.data_port) as client:
+            body = client.request(F(group_id=group, topics=[F.OffsetFetchRequestTopic(
+                name=topic, partition_indexes=[0])], require_stable=require_stable), 7)
+        (p,) = body.topics[0].partitions
+        return p.error_code, p.committed_offset
+
+    producer = KafkaProducer(bootstrap_servers=data_broker.bootstrap, transactional_id="tx-kp-offsets")
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(topic, b"x", partition=0)
+        producer.send_offsets_to_transaction({KpPartition(topic, 0): OffsetAndMetadata(7, "", -1)}, "kp-group")
+        producer.flush()
+        # pending: require_stable (KIP-447) is told UNSTABLE_OFFSET_COMMIT -- librdkafka's committed() would
+        # retry that until its timeout -- and a plain fetch sees no offset yet
+        assert raw_fetch("kp-group", require_stable=True) == (ErrorCode.UNSTABLE_OFFSET_COMMIT, -1)
+        assert raw_fetch("kp-group", require_stable=False) == (ErrorCode.NONE, -1)
+        producer.commit_transaction()
+    finally:
+        producer.close(timeout=5)
+    assert committed("kp-group") == 7
+
+    async def aio() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=data_broker.bootstrap, transactional_id="tx-aio-offsets")
+        await producer.start()
+        try:
+            async with producer.transaction():
+                await producer.send_and_wait(topic, b"y", partition=0)
+                await producer.send_offsets_to_transaction({AioPartition(topic, 0): 9}, "aio-group")
+            await producer.begin_transaction()
+            await producer.send_offsets_to_transaction({AioPartition(topic, 0): 20}, "aio-group")
+            await producer.abort_transaction()
+        finally:
+            await producer.stop()
+
+    asyncio.run(aio())
+    assert committed("aio-group") == 9

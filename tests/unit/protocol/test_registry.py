@@ -21,7 +21,8 @@ def test_api_key_names_match_kafka():
     assert (ApiKey.DESCRIBE_ACLS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS) == (29, 30, 31)
     assert (ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS) == (33, 44)
     assert (ApiKey.DELETE_RECORDS, ApiKey.OFFSET_FOR_LEADER_EPOCH) == (21, 23)
-    assert [k.value for k in ApiKey] == list(range(61))
+    assert (ApiKey.DESCRIBE_PRODUCERS, ApiKey.DESCRIBE_TRANSACTIONS, ApiKey.LIST_TRANSACTIONS) == (61, 65, 66)
+    assert [k.value for k in ApiKey] == list(range(67))
 
 
 def test_advertised_ranges():
@@ -30,6 +31,8 @@ def test_advertised_ranges():
         0: (0, 10), 1: (4, 12), 2: (0, 7), 3: (0, 13), 8: (2, 9), 9: (1, 9), 10: (0, 6), 11: (0, 7), 12: (0, 4),
         13: (0, 5), 14: (0, 5), 15: (0, 6), 16: (0, 5), 17: (0, 1), 18: (0, 4), 19: (0, 7), 20: (0, 6), 22: (0, 4),
         23: (2, 4), 32: (0, 4), 36: (0, 2), 37: (0, 3), 42: (0, 2), 21: (0, 2), 60: (0, 2),
+        # Transactions (KIP-98, KIP-664): v0 for aiokafka's structs; WriteTxnMarkers between brokers only.
+        24: (0, 3), 25: (0, 3), 26: (0, 3), 27: (1, 1), 28: (0, 3), 61: (0, 0), 65: (0, 0), 66: (0, 1),
         # Controller APIs: from the first version carrying a broker epoch (KIP-380).
         4: (2, 7), 5: (1, 4), 6: (5, 8), 7: (2, 3),
     }

@@ -270,3 +270,73 @@ def test_scram_credential_apis_need_describe_and_alter_on_the_cluster(node):
     grant(node, allow(CLUSTER, "kafka-cluster", Op.ALTER))           # implies DESCRIBE
     assert [r.error_code for r in node.call(alter, 0, principal=ALICE).results] == [ErrorCode.NONE]
     assert node.call(describe, 0, principal=ALICE).error_code == ErrorCode.NONE
+
+
+def test_transactions_need_describe_and_write_on_the_transactional_id(node):
+    TXN = ResourceType.TRANSACTIONAL_ID
+    FC, IP = m.FindCoordinatorRequest, m.InitProducerIdRequest
+    find = FC(key_type=1, coordinator_keys=["tx"])
+    assert [c.error_code for c in node.call(find, 4, principal=ALICE).coordinators] == [
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED]
+    grant(node, allow(TXN, "tx", Op.DESCRIBE))
+    assert [c.error_code for c in node.call(find, 4, principal=ALICE).coordinators] == [ErrorCode.NONE]
+    init = IP(transactional_id="tx", transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1)
+    assert node.call(init, 4, principal=ALICE).error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    grant(node, allow(TXN, "tx", Op.WRITE))
+    body = node.call(init, 4, principal=ALICE)
+    assert body.error_code == ErrorCode.NONE
+    pid = body.producer_id
+    APT = m.AddPartitionsToTxnRequest
+    add = APT(v3_and_below_transactional_id="tx", v3_and_below_producer_id=pid, v3_and_below_producer_epoch=0,
+              v3_and_below_topics=[APT.AddPartitionsToTxnTopic(name=n, partitions=[0]) for n in ("t", "secret")])
+    errors = {t.name: t.results_by_partition[0].partition_error_code
+              for t in node.call(add, 3, principal=ALICE).results_by_topic_v3_and_below}
+    assert errors == {"t": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "secret": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+    grant(node, allow(TOPIC, "t", Op.WRITE))
+    errors = {t.name: t.results_by_partition[0].partition_error_code
+              for t in node.call(add, 3, principal=ALICE).results_by_topic_v3_and_below}
+    assert errors == {"t": ErrorCode.OPERATION_NOT_ATTEMPTED, "secret": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+    txn = records(b"x", producer_id=pid, producer_epoch=0, base_sequence=0, transactional=True)
+    assert answers(node.call(produce({"t": {0: txn}}, transactional_id="other"), 9, principal=ALICE)) == {
+        ("t", 0): (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1)}
+    end = m.EndTxnRequest(transactional_id="tx", producer_id=pid, producer_epoch=0, committed=True)
+    assert node.call(end, 3, principal=BOB).error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+def test_write_txn_markers_needs_cluster_action(node):
+    W = m.WriteTxnMarkersRequest
+    request = W(markers=[W.WritableTxnMarker(producer_id=1, producer_epoch=0, transaction_result=True, topics=[
+        W.WritableTxnMarker.WritableTxnMarkerTopic(name="t", partition_indexes=[0])], coordinator_epoch=0)])
+    body = node.call(request, 1, principal=ALICE)
+    assert [p.error_code for mk in body.markers for t in mk.topics for p in t.partitions] == [
+        ErrorCode.CLUSTER_AUTHORIZATION_FAILED]
+    assert node.log("t", 0).log_end_offset == 0                        # nothing written
+    body = node.call(request, 1, principal=ADMIN)
+    assert [p.error_code for mk in body.markers for t in mk.topics for p in t.partitions] == [ErrorCode.NONE]
+    assert node.log("t", 0).log_end_offset == 1
+    # the brokers' own inter-broker principal passes without an ACL, as for the controller APIs
+    body = node.call(request, 1, principal=node.own_principal)
+    assert [p.error_code for mk in body.markers for t in mk.topics for p in t.partitions] == [ErrorCode.NONE]
+
+
+def test_describe_and_list_transactions_show_only_ids_the_client_may_describe(node):
+    TXN = ResourceType.TRANSACTIONAL_ID
+    for tid in ("tx-a", "tx-b"):
+        node.call(m.FindCoordinatorRequest(key_type=1, coordinator_keys=[tid]), 4, principal=ADMIN)
+        assert node.call(m.InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=60000, producer_id=-1,
+                                                 producer_epoch=-1), 4, principal=ADMIN).error_code == ErrorCode.NONE
+    grant(node, allow(TXN, "tx-a", Op.DESCRIBE))
+    body = node.call(m.DescribeTransactionsRequest(transactional_ids=["tx-a", "tx-b"]), 0, principal=ALICE)
+    assert [(s.transactional_id, s.error_code, s.transaction_state) for s in body.transaction_states] == [
+        ("tx-a", ErrorCode.NONE, "Empty"), ("tx-b", ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "")]
+    listed = node.call(m.ListTransactionsRequest(state_filters=[], producer_id_filters=[]), 0, principal=ALICE)
+    assert [s.transactional_id for s in listed.transaction_states] == ["tx-a"]
+
+
+def test_describe_producers_needs_read_on_the_topic(node):
+    D = m.DescribeProducersRequest
+    request = D(topics=[D.TopicRequest(name=n, partition_indexes=[0]) for n in ("t", "secret")])
+    grant(node, allow(TOPIC, "t", Op.READ))
+    body = node.call(request, 0, principal=ALICE)
+    assert {t.name: t.partitions[0].error_code for t in body.topics} == {
+        "t": ErrorCode.NONE, "secret": ErrorCode.TOPIC_AUTHORIZATION_FAILED}

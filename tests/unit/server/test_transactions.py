@@ -213,3 +213,96 @@ def test_a_restarted_coordinator_completes_a_prepared_transaction(tmp_path, node
     node.transaction_coordinator.on_leader(replica)
     assert state(node).state is TransactionState.COMPLETE_COMMIT
     assert node.log("t", 0).last_stable_offset == node.log("t", 0).log_end_offset == 2
+
+
+def txn_offset_commit(node, pid, epoch, offset, *, generation=-1, member="", version=3, group="g"):
+    T = m.TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+    body = node.call(m.TxnOffsetCommitRequest(
+        transactional_id=TID, group_id=group, producer_id=pid, producer_epoch=epoch, generation_id=generation,
+        member_id=member, group_instance_id=None, topics=[T(name="t", partitions=[T.TxnOffsetCommitRequestPartition(
+            partition_index=0, committed_offset=offset, committed_leader_epoch=-1, committed_metadata="")])]),
+        version)
+    return [p.error_code for t in body.topics for p in t.partitions][0]
+
+
+def fetch_offset(node, require_stable=True, group="g"):
+    F = m.OffsetFetchRequest
+    body = node.call(F(group_id=group, topics=[F.OffsetFetchRequestTopic(name="t", partition_indexes=[0])],
+                       require_stable=require_stable), 7)
+    (p,) = body.topics[0].partitions
+    return p.error_code, p.committed_offset
+
+
+def test_kip_447_the_member_and_generation_are_checked(node):
+    assert node.call(m.FindCoordinatorRequest(key="g", key_type=0), 3).error_code == ErrorCode.NONE
+    pid = init(node).producer_id
+    node.call(m.AddOffsetsToTxnRequest(transactional_id=TID, producer_id=pid, producer_epoch=0, group_id="g"), 3)
+    assert txn_offset_commit(node, pid, 0, 5, generation=3) == ErrorCode.ILLEGAL_GENERATION
+    assert txn_offset_commit(node, pid, 0, 5, member="ghost") == ErrorCode.UNKNOWN_MEMBER_ID
+    assert txn_offset_commit(node, pid, 0, 5, generation=3, version=2) == ErrorCode.NONE   # v2: not checked
+
+
+def test_pending_transactional_offsets_survive_a_reload_and_a_marker_then_decides_them(node):
+    assert node.call(m.FindCoordinatorRequest(key="g", key_type=0), 3).error_code == ErrorCode.NONE
+    pid = init(node).producer_id
+    node.call(m.AddOffsetsToTxnRequest(transactional_id=TID, producer_id=pid, producer_epoch=0, group_id="g"), 3)
+    assert txn_offset_commit(node, pid, 0, 42) == ErrorCode.NONE
+    groups = node.group_coordinator.coordinator
+    partition = groups.partition_for("g")
+    groups.on_resignation(partition, None)
+    assert groups.transactional_offsets.pending == {}
+    replica = node.replica_manager.partition("__consumer_offsets", partition)
+    replica.leader_epoch += 1
+    node.group_coordinator.on_leader(replica)            # replays the transactional batch: pending again
+    assert fetch_offset(node) == (ErrorCode.UNSTABLE_OFFSET_COMMIT, -1)
+    assert end(node, pid, 0, True) == ErrorCode.NONE
+    assert fetch_offset(node) == (ErrorCode.NONE, 42)
+    # and once more from the log: the COMMIT marker follows the batch
+    groups.on_resignation(partition, None)
+    replica.leader_epoch += 1
+    node.group_coordinator.on_leader(replica)
+    assert fetch_offset(node) == (ErrorCode.NONE, 42)
+
+
+def test_describe_and_list_transactions(node):
+    pid = init(node).producer_id
+    add_partitions(node, pid, 0, {"t": [1, 0]})
+    init(node, tid="tx-2")
+    body = node.call(m.DescribeTransactionsRequest(transactional_ids=[TID, "unknown"]), 0)
+    described = {s.transactional_id: s for s in body.transaction_states}
+    one = described[TID]
+    assert (one.error_code, one.transaction_state, one.producer_id, one.producer_epoch,
+            [(t.topic, list(t.partitions)) for t in one.topics]) == (ErrorCode.NONE, "Ongoing", pid, 0, [("t", [0, 1])])
+    assert described["unknown"].error_code in (ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, ErrorCode.NOT_COORDINATOR)
+    L = m.ListTransactionsRequest
+    listed = node.call(L(state_filters=[], producer_id_filters=[]), 0)
+    assert sorted((s.transactional_id, s.transaction_state) for s in listed.transaction_states) == [
+        (TID, "Ongoing"), ("tx-2", "Empty")]
+    ongoing = node.call(L(state_filters=["Ongoing", "Bogus"], producer_id_filters=[]), 0)
+    assert [s.transactional_id for s in ongoing.transaction_states] == [TID]
+    assert list(ongoing.unknown_state_filters) == ["Bogus"]
+    node.reactor.advance(0.3)
+    assert [s.transactional_id for s in node.call(L(state_filters=[], producer_id_filters=[], duration_filter=200),
+                                                   1).transaction_states] == [TID]
+    assert node.call(L(state_filters=[], producer_id_filters=[], duration_filter=10_000), 1).transaction_states == []
+
+
+def test_describe_producers_shows_an_open_transaction(node):
+    pid = init(node).producer_id
+    add_partitions(node, pid, 0, {"t": [0]})
+    node.call(produce({"t": {0: txn_records(pid, 0, 0, b"a", b"b")}}, acks=-1, transactional_id=TID), 9)
+    D = m.DescribeProducersRequest
+
+    def describe():
+        body = node.call(D(topics=[D.TopicRequest(name="t", partition_indexes=[0, 7]),
+                                   D.TopicRequest(name="nope", partition_indexes=[0])]), 0)
+        return {(t.name, p.partition_index): (p.error_code, [
+            (s.producer_id, s.producer_epoch, s.last_sequence, s.coordinator_epoch, s.current_txn_start_offset)
+            for s in p.active_producers]) for t in body.topics for p in t.partitions}
+
+    assert describe() == {("t", 0): (ErrorCode.NONE, [(pid, 0, 1, -1, 0)]),
+                          ("t", 7): (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, []),
+                          ("nope", 0): (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, [])}
+    assert end(node, pid, 0, False) == ErrorCode.NONE
+    (error, [(_, epoch, _, coordinator_epoch, txn_start)]) = describe()[("t", 0)]
+    assert (error, epoch, coordinator_epoch, txn_start) == (ErrorCode.NONE, 0, 0, -1)

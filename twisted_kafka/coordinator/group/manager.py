@@ -216,7 +216,10 @@ class GroupMetadataManager:
                     partitions: list[TopicPartition] | None) -> dict[TopicPartition, OffsetFetchResult]:
         group = self.groups.get(group_id)
         if group is None or group.is_state(GroupState.DEAD):
-            return {tp: OffsetFetchResult() for tp in partitions or ()}
+            # A group known only by a transaction's pending offsets (after a load) has none stable yet.
+            return {tp: OffsetFetchResult(error=ErrorCode.UNSTABLE_OFFSET_COMMIT)
+                    if require_stable and self.pending_transactional_offset(group_id, tp) else OffsetFetchResult()
+                    for tp in partitions or ()}
         wanted = partitions if partitions is not None else list(group.offsets)
         result = {}
         for tp in wanted:

@@ -454,5 +454,21 @@ class TransactionCoordinator:
         txn = self.transactions.get(transactional_id)
         return (ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, None) if txn is None else (ErrorCode.NONE, txn)
 
+    def list(self, states: set[TransactionState] | None, producer_ids: set[int] | None,
+             min_duration_ms: int) -> tuple[ErrorCode, list[TransactionMetadata]]:
+        """The transactions this broker coordinates (Kafka's ``listTransactionStates``):
+        COORDINATOR_LOAD_IN_PROGRESS while a partition loads."""
+        if not self.active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+        if self.loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, []
+        now = self.now_ms()
+        found = [txn for tid, txn in sorted(self.transactions.items())
+                 if (states is None or txn.state in states)
+                 and (producer_ids is None or txn.producer_id in producer_ids)
+                 and (min_duration_ms < 0 or (txn.state is S.ONGOING
+                                              and now - txn.txn_start_timestamp >= min_duration_ms))]
+        return ErrorCode.NONE, found
+
 
 __all__ = ["InitPidResult", "TransactionConfig", "TransactionCoordinator"]

@@ -14,11 +14,20 @@ authenticated as this broker.  As in Kafka:
   request that could not be sent are tried again after ``RETRY_BACKOFF``
   seconds, with the leader looked up again;
 * a partition of a topic that no longer exists is dropped (logged);
+* any other error (CLUSTER_AUTHORIZATION_FAILED: the brokers' principal
+  lacks CLUSTER_ACTION) is retried as well, logged once per transaction:
+  completing the transaction without the marker would leave that
+  partition's transaction open for good;
 * INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED mean a newer
   coordinator or producer epoch took over: the sending stops and the
   transaction is left to it;
 * the sending also stops when this broker stops coordinating the
-  transaction (``still_valid``): the next coordinator sends them again.
+  transaction (``still_valid``): the next coordinator sends them again;
+* a leader that has not answered within ``request.timeout.ms`` (the
+  ``InterBrokerSender`` keeps retrying an unreachable broker) does not hold
+  the round: its partitions are tried again with their leader looked up
+  again, so a partition whose leader moved away from a dead broker gets its
+  marker from the new leader (its late answer is ignored).
 """
 
 from __future__ import annotations
@@ -46,13 +55,17 @@ _RETRIABLE = frozenset({
     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.UNKNOWN_SERVER_ERROR,
 })
 _FENCED = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED})
+#: Kafka skips these partitions (the marker cannot be written there, ever).
+_SKIPPED = frozenset({ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, ErrorCode.UNSUPPORTED_VERSION})
 
 _Marker = m.WriteTxnMarkersRequest.WritableTxnMarker
 _MarkerTopic = _Marker.WritableTxnMarkerTopic
 
 
 class TxnMarkerChannel:
-    def __init__(self, *, broker_id: int, metadata_cache, local: TxnMarkerWriter, sender, clock):
+    def __init__(self, *, broker_id: int, metadata_cache, local: TxnMarkerWriter, sender, clock,
+                 timeout_ms: int = 30000):
+        self.timeout = timeout_ms / 1000.0
         self.broker_id = broker_id
         self.metadata_cache = metadata_cache
         self.local = local
@@ -68,6 +81,7 @@ class TxnMarkerChannel:
 
     async def _send(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
                     coordinator_epoch: int, remaining: set[TopicPartition], still_valid: Callable[[], bool]) -> bool:
+        warned: set[ErrorCode] = set()
         while remaining:
             if not still_valid():
                 return False
@@ -95,12 +109,17 @@ class TxnMarkerChannel:
                                  "epoch took over, the transaction is left to it", tid=transactional_id,
                                  topic=tp[0], partition=tp[1], error=error.name)
                         return False
-                    if error in _RETRIABLE:
-                        retry.add(tp)
-                    else:
+                    if error in _SKIPPED:
                         log.warn("The marker of {tid} cannot be written to {topic}-{partition} ({error}); "
                                  "it is skipped", tid=transactional_id, topic=tp[0], partition=tp[1],
                                  error=error.name)
+                        continue
+                    retry.add(tp)
+                    if error not in _RETRIABLE and error not in warned:
+                        warned.add(error)
+                        log.warn("The marker of {tid} was refused by the leader of {topic}-{partition} ({error}); "
+                                 "retrying until it is written", tid=transactional_id, topic=tp[0],
+                                 partition=tp[1], error=error.name)
             remaining = retry
             if remaining:
                 await deferLater(self.clock, RETRY_BACKOFF, lambda: None)
@@ -162,7 +181,23 @@ class TxnMarkerChannel:
             return result
 
         d.addCallbacks(answered, self._failed, errbackArgs=(leader, partitions))
-        return d
+        result: Deferred = Deferred()
+
+        def timed_out() -> None:
+            log.info("Broker {broker} did not answer WriteTxnMarkers within {timeout:g} s; looking its partitions' "
+                     "leaders up again", broker=leader, timeout=self.timeout)
+            result.callback(dict.fromkeys(partitions, ErrorCode.REQUEST_TIMED_OUT))
+
+        timer = self.clock.callLater(self.timeout, timed_out)
+
+        def deliver(answer):
+            if timer.active():
+                timer.cancel()
+            if not result.called:
+                result.callback(answer)
+
+        d.addCallback(deliver)
+        return result
 
     @staticmethod
     def _failed(failure: Failure, leader: int, partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:

@@ -89,7 +89,7 @@ class TransactionCoordinatorService(Service):
         self.marker_writer = TxnMarkerWriter(replica_manager, group_coordinator, clock=reactor,
                                              timeout_ms=self.config.request_timeout_ms)
         markers = TxnMarkerChannel(broker_id=broker_id, metadata_cache=metadata_cache, local=self.marker_writer,
-                                   sender=sender, clock=reactor)
+                                   sender=sender, clock=reactor, timeout_ms=self.config.request_timeout_ms)
         self.coordinator = TransactionCoordinator(config=self.config, writer=writer, producer_ids=producer_ids,
                                                   markers=markers, clock=reactor, broker_id=broker_id)
         replica_manager.add_leadership_listener(self)

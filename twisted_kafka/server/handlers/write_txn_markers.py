@@ -2,7 +2,11 @@
 partitions it leads.
 
 Broker-to-broker only (the coordinator's ``TxnMarkerChannel`` over the
-``InterBrokerSender``): it needs CLUSTER_ACTION on the cluster, as in Kafka.
+``InterBrokerSender``): the sender needs CLUSTER_ACTION on the cluster, as
+in Kafka, or to be this broker's own inter-broker principal -- the rule of
+the controller APIs (``ControllerRequestGuard.authorize``), since the
+brokers of a cluster share that principal; CLUSTER_AUTHORIZATION_FAILED
+otherwise, before anything is written.
 Each marker is appended with acks=all by the ``TxnMarkerWriter`` (a
 partition this broker does not lead is NOT_LEADER_OR_FOLLOWER, one it does
 not host UNKNOWN_TOPIC_OR_PARTITION: the coordinator looks the leader up
@@ -17,10 +21,10 @@ from twisted_kafka.coordinator.transaction.marker_writer import TxnMarkerWriter
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.registry import ApiKey
-from twisted_kafka.security.acl import AclOperation
 
 from ..api_handler import ApiHandler
 from ..authorization import Authorization
+from ..controller_requests import ControllerRequestGuard
 
 R = m.WriteTxnMarkersResponse
 _Result = R.WritableTxnMarkerResult
@@ -30,13 +34,14 @@ _PartitionResult = _TopicResult.WritableTxnMarkerPartitionResult
 
 class WriteTxnMarkersHandler(ApiHandler):
     api_key = ApiKey.WRITE_TXN_MARKERS
-    cluster_operation = AclOperation.CLUSTER_ACTION
 
-    def __init__(self, writer: TxnMarkerWriter, *, authorization: Authorization):
+    def __init__(self, writer: TxnMarkerWriter, guard: ControllerRequestGuard, *, authorization: Authorization):
         self.authorization = authorization
         self.writer = writer
+        self.guard = guard
 
     async def handle(self, request):
+        self.guard.authorize(request.context)          # CLUSTER_AUTHORIZATION_FAILED for the whole request
         results = []
         for marker in request.body.markers:
             partitions = [(t.name, p) for t in marker.topics for p in t.partition_indexes]
