@@ -27,14 +27,19 @@ authenticated as this broker.  As in Kafka:
   ``InterBrokerSender`` keeps retrying an unreachable broker) does not hold
   the round: its partitions are tried again with their leader looked up
   again, so a partition whose leader moved away from a dead broker gets its
-  marker from the new leader (its late answer is ignored).
+  marker from the new leader (its late answer is ignored);
+* sooner than that, a request to a broker that no longer leads one of its
+  partitions (the controller moved them away from a dead broker) is
+  cancelled within ``RETRY_BACKOFF``, and its partitions go to their new
+  leaders.  Both take the request out of the inter-broker channel's queue,
+  so it never reaches the old broker when it returns.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from twisted.internet.defer import Deferred, DeferredList, ensureDeferred
+from twisted.internet.defer import CancelledError, Deferred, DeferredList, ensureDeferred
 from twisted.internet.task import deferLater
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -181,12 +186,15 @@ class TxnMarkerChannel:
             return result
 
         d.addCallbacks(answered, self._failed, errbackArgs=(leader, partitions))
-        result: Deferred = Deferred()
+        # Cancelling the round's Deferred (the leader moved: _watch) cancels the channel's request, which
+        # then answers every partition retriable through _failed.
+        result: Deferred = Deferred(lambda _: d.cancel())
 
         def timed_out() -> None:
             log.info("Broker {broker} did not answer WriteTxnMarkers within {timeout:g} s; looking its partitions' "
                      "leaders up again", broker=leader, timeout=self.timeout)
             result.callback(dict.fromkeys(partitions, ErrorCode.REQUEST_TIMED_OUT))
+            d.cancel()          # out of the channel's queue: never sent to that broker later
 
         timer = self.clock.callLater(self.timeout, timed_out)
 
@@ -201,6 +209,8 @@ class TxnMarkerChannel:
 
     @staticmethod
     def _failed(failure: Failure, leader: int, partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        if failure.check(CancelledError):
+            return dict.fromkeys(partitions, ErrorCode.REQUEST_TIMED_OUT)     # _watch or the timeout said why
         log.info("Writing transaction markers at broker {broker} failed ({error}); retrying", broker=leader,
                  error=failure.getErrorMessage())
         return dict.fromkeys(partitions, ErrorCode.REQUEST_TIMED_OUT)
