@@ -21,7 +21,8 @@ The names and meanings are those of Spark's Kafka source and sink
   (only committed transactions' records; ranges end at the last stable
   offset). librdkafka's own default would be read_committed, so the source
   sets it;
-* sink: ``topic`` (overrides a ``topic`` column).
+* sink: ``topic`` (overrides a ``topic`` column); ``kafka.transactional.id``
+  is refused (the sink does not run transactions).
 
 Spark passes option names case-insensitively; the values keep their case.
 Options of Spark's Kafka source this data source does not implement are
@@ -261,7 +262,12 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     topic = _get(options, "topic")
     if topic is not None and not topic.strip():
         raise OptionError("Option 'topic' must not be empty")
-    return SinkOptions(client=_client_options(options), topic=topic.strip() if topic else None)
+    client = _client_options(options)
+    if "transactional.id" in client:
+        raise OptionError("Kafka option 'transactional.id' is not supported by the sink: it writes at-least-once, "
+                          "as Spark's Kafka sink does, and does not run transactions (a librdkafka producer with a "
+                          "transactional id refuses every record until init_transactions)")
+    return SinkOptions(client=client, topic=topic.strip() if topic else None)
 
 
 def _tps(tps) -> str:
