@@ -19,7 +19,7 @@ PYTEST_ARGS ?=
 # generators wait on sockets much of the time.  PYTEST_PARALLEL= runs it serially.
 PYTEST_PARALLEL ?= -n 3 --dist loadfile
 
-.PHONY: run cluster lint test test-examples test-slow bench-codec bench-embedded bench-failed-logins bench-fuzz bench-log bench-network bench-planes bench-produce bench-groups bench-tls bench-peers bench-callgrind system-deps clean
+.PHONY: run cluster lint test test-examples test-slow bench-codec bench-embedded bench-failed-logins bench-fuzz bench-log bench-network bench-planes bench-produce bench-groups bench-transactions bench-tls bench-peers bench-callgrind system-deps clean
 
 run: $(VENV)/.base-installed
 	bin/twisted-kafka-server-start $(CONFIG) $(ARGS)
@@ -79,6 +79,9 @@ bench-callgrind: $(VENV)/.test-installed
 
 bench-groups: $(VENV)/.test-installed
 	$(BIN)/python bench/groups.py
+
+bench-transactions: $(VENV)/.test-installed
+	$(BIN)/python bench/transactions.py
 
 bench-tls: $(VENV)/.test-installed
 	$(BIN)/python bench/tls.py

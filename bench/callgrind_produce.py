@@ -9,7 +9,7 @@ work.  The broker is started the README way (``etc/server.properties``,
 ``valgrind --tool=callgrind --instr-atstart=no``: nothing is counted while it
 starts.  One connection then sends Produce v3 requests one at a time (acks=1,
 one 100-byte record to partition 0 of a one-partition topic, the request
-built once: ``tests/support/load.py``; ``--depth D`` keeps D in flight, as a
+built once: ``support/load.py``; ``--depth D`` keeps D in flight, as a
 pipelining producer does), and for the measured requests the
 instrumentation is switched on around them only (``callgrind_control -i
 on`` / ``-i off``, then ``-d`` dumps and resets the counters):

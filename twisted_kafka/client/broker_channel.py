@@ -73,12 +73,21 @@ class BrokerChannel:
 
         It fails only when the channel is closed first, or when the broker's
         answer breaks the protocol (``ProtocolViolationError``); connection
-        failures are retried.
+        failures are retried.  Cancelling it takes the request out of the
+        queue (one already sent is not sent again; its answer is dropped): a
+        caller that learns the broker is gone -- a partition's leadership
+        moved -- stops waiting for it.
         """
-        d: Deferred = Deferred()
-        self._queue.append(_Pending(version, request, d))
+        entries: list[_Pending] = []
+        d: Deferred = Deferred(lambda _: self._cancelled(entries[0]))
+        entries.append(_Pending(version, request, d))
+        self._queue.append(entries[0])
         self._pump()
         return d
+
+    def _cancelled(self, pending: _Pending) -> None:
+        if pending in self._queue:
+            self._queue.remove(pending)
 
     @property
     def pending(self) -> int:
@@ -128,6 +137,9 @@ class BrokerChannel:
         if pending is not self._inflight:
             return
         self._inflight = None
+        if pending.deferred.called:
+            self._pump()    # cancelled: never sent again
+            return
         if failure.check(ConnectionLost) and not failure.check(ProtocolViolationError):
             # Sent again first on the next connection (which _disconnected schedules): order is kept.
             self._queue.appendleft(pending)

@@ -6,8 +6,11 @@ librdkafka insists on is never used — positions it at the range's start and
 reads until the end offset. Records come back as ``pyarrow.RecordBatch``
 in the source's schema (``schema.py``), at most ``batch_rows`` per batch.
 
-Offsets inside a range can be missing for two reasons: compaction (or
-transaction markers), which is normal, and records removed by retention or
+Offsets inside a range can be missing for two reasons: compaction,
+transaction markers and (read_committed) aborted transactions, which is
+normal -- librdkafka never delivers a marker, so a range whose last offsets
+are markers ends when the consumer reports the end of the partition past
+them -- and records removed by retention or
 DeleteRecords after the query planned the range. The second is data loss:
 the partition's log start offset has moved past the next offset to read.
 It fails the task when ``failOnDataLoss`` is true; otherwise the reader
@@ -48,12 +51,14 @@ _CONSUMER_DEFAULTS = {
 #: librdkafka keeps fetching ahead until this many records wait locally; it does not know
 #: where the range ends, so this bounds what it fetches past the end (queued.min.messages).
 _PREFETCH_RECORDS = 20_000
-#: Settings the reader relies on (no group, no commits, out-of-range is reported, not reset).
+#: Settings the reader relies on (no group, no commits, out-of-range is reported, not reset, and the end
+#: of the partition is reported: its offset is the fetch position, past transaction markers and aborted
+#: records that are never delivered).
 _CONSUMER_FIXED = {
     "enable.auto.commit": False,
     "enable.auto.offset.store": False,
     "auto.offset.reset": "error",
-    "enable.partition.eof": False,
+    "enable.partition.eof": True,
 }
 _UNUSED_GROUP = "twisted-kafka-spark-assign-only"
 
@@ -170,6 +175,12 @@ def _read(consumer: Consumer, rng: OffsetRange, schema: pa.Schema, include_heade
                         consumer.assign([TopicPartition(topic, partition, next_offset)])
                     break
                 if code == KafkaError._PARTITION_EOF:
+                    # The fetch reached the end of the log (the LSO for read_committed): offsets below it
+                    # that were not delivered are markers or aborted records, not data loss.
+                    reached = message.offset()
+                    if reached is not None and reached >= end:
+                        next_offset = end
+                        break
                     continue
                 raise KafkaException(error)
             offset = message.offset()

@@ -16,7 +16,13 @@ The names and meanings are those of Spark's Kafka source and sink
   was told exist, default 120000);
 * ``kafka.<name>``: passed to the librdkafka client as ``<name>``
   (``kafka.bootstrap.servers`` is required);
-* sink: ``topic`` (overrides a ``topic`` column).
+* ``kafka.isolation.level``: ``read_uncommitted`` (the default, as Spark's
+  Kafka source, whose Java consumer defaults to it) or ``read_committed``
+  (only committed transactions' records; ranges end at the last stable
+  offset). librdkafka's own default would be read_committed, so the source
+  sets it;
+* sink: ``topic`` (overrides a ``topic`` column); ``kafka.transactional.id``
+  is refused (the sink does not run transactions).
 
 Spark passes option names case-insensitively; the values keep their case.
 Options of Spark's Kafka source this data source does not implement are
@@ -209,6 +215,11 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         if _get(options, name) is not None:
             raise OptionError(f"Option '{name}' of Spark's Kafka source is not supported by twisted_kafka")
     client = _client_options(options)
+    isolation = client.setdefault("isolation.level", "read_uncommitted").strip().lower()
+    if isolation not in ("read_uncommitted", "read_committed"):
+        raise OptionError(f"Option 'kafka.isolation.level' must be read_uncommitted or read_committed, "
+                          f"not {client['isolation.level']!r}")
+    client["isolation.level"] = isolation
     subscription = _subscription(options)
     starting = _offsets(options, "startingOffsets", LATEST if streaming else EARLIEST)
     ending = _offsets(options, "endingOffsets", None if streaming else LATEST)
@@ -251,7 +262,12 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     topic = _get(options, "topic")
     if topic is not None and not topic.strip():
         raise OptionError("Option 'topic' must not be empty")
-    return SinkOptions(client=_client_options(options), topic=topic.strip() if topic else None)
+    client = _client_options(options)
+    if "transactional.id" in client:
+        raise OptionError("Kafka option 'transactional.id' is not supported by the sink: it writes at-least-once, "
+                          "as Spark's Kafka sink does, and does not run transactions (a librdkafka producer with a "
+                          "transactional id refuses every record until init_transactions)")
+    return SinkOptions(client=client, topic=topic.strip() if topic else None)
 
 
 def _tps(tps) -> str:

@@ -12,10 +12,11 @@ The columns are those of Spark's Kafka sink:
 Other columns are ignored. Each Spark task produces its rows with a
 librdkafka producer (confluent-kafka) and waits until every record is
 acknowledged; a delivery error fails the task, and Spark runs it again.
-That is at-least-once: a task that fails after some of its records were
-acknowledged writes them again when it is retried. Exactly-once per batch
-would need the idempotent or transactional producer (InitProducerId), which
-twisted_kafka brokers do not offer yet.
+That is at-least-once, as Spark's Kafka sink: a task that fails after some
+of its records were acknowledged writes them again when it is retried.  The
+sink does not run transactions (``kafka.transactional.id`` is refused):
+exactly-once per batch would need a transaction spanning Spark's tasks,
+which neither this sink nor Spark's offers.
 """
 
 from __future__ import annotations

@@ -12,6 +12,10 @@
 * A tombstone stays for ``delete.retention.ms`` after the cleaning that
   first saw it, so consumers can see the delete, and is removed by a later
   cleaning.
+* Transactions (KIP-98): the cleaning keeps committed data only -- a
+  read_uncommitted consumer no longer sees an aborted record -- and the
+  COMMIT/ABORT markers whose transactions have no data left go
+  ``delete.retention.ms`` after the cleaning that emptied them.
 """
 
 from __future__ import annotations
@@ -67,9 +71,11 @@ def produce(bootstrap: str, topic: str, pairs, **config) -> None:
 
 
 def read_confluent(bootstrap: str, topic: str, start: int | None = None) -> list[tuple[int, bytes, bytes | None]]:
-    """(offset, key, value) of every record from ``start`` (default: the log start) to the end."""
+    """(offset, key, value) of every record from ``start`` (default: the log start) to the end, aborted
+    transactions' records included (read_uncommitted; librdkafka's default is read_committed)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "compaction-reader",
-                         "enable.auto.commit": False, "enable.partition.eof": True})
+                         "enable.auto.commit": False, "enable.partition.eof": True,
+                         "isolation.level": "read_uncommitted"})
     try:
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=15)
         consumer.assign([TopicPartition(topic, 0, low if start is None else start)])
@@ -338,3 +344,70 @@ def test_an_idempotent_producer_goes_on_after_cleaning_and_a_kill(broker_factory
     assert not [e for e in errors if e.fatal() or e.code() == KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER], errors
     assert len(acked) == 22_000 and len(set(acked)) == 22_000
     check_compacted_read(read_confluent(broker.bootstrap, topic), expected)
+
+
+def test_compaction_keeps_committed_transactions_only_and_removes_markers_after_delete_retention(broker_factory):
+    """KIP-98 on a compacted topic: transaction A commits every key, B (aborted) writes every key and keys of
+    its own, C commits every key again.  The cleaner removes B's records whatever their keys (they never
+    shadow a committed value), then A's records (C's are newer); once a cleaning finds no data of A or B, their
+    markers get a delete horizon and go ``delete.retention.ms`` later.  C's marker stays with C's records."""
+    broker = broker_factory({"log.cleaner.backoff.ms": "100", "transaction.state.log.num.partitions": "2",
+                             "offsets.topic.num.partitions": "2"})
+    topic = "compacted-transactions"
+    retention_ms = 5000
+    create_topic(broker.bootstrap, topic, **{"segment.bytes": "16384", "min.cleanable.dirty.ratio": "0.01",
+                                             "delete.retention.ms": str(retention_ms)})
+    keys = [b"k%02d" % i for i in range(50)]
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "compacted-txn",
+                         "batch.size": 2048, "linger.ms": 5, "log_level": 0})
+    producer.init_transactions(30)
+    for outcome, tag in (("commit", b"A"), ("abort", b"B"), ("commit", b"C")):
+        producer.begin_transaction()
+        for key in keys:
+            producer.produce(topic, tag + b"-" + key.ljust(100, b"."), key, partition=0)
+        if tag == b"B":
+            for i in range(50):
+                producer.produce(topic, b"B-only", b"aborted-only-%02d" % i, partition=0)
+        producer.flush(30)
+        if outcome == "commit":
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+    aborted_seen = [v for _, _, v in read_confluent(broker.bootstrap, topic) if v is not None and v[:1] == b"B"]
+    assert len(aborted_seen) == 100, "read_uncommitted sees the aborted records before the cleaning"
+    filler = iter(range(1_000_000))
+
+    def roll() -> None:
+        """Records of another key, enough to roll the active segment (only finished segments are cleaned)."""
+        produce(broker.bootstrap, topic, [(b"filler", (b"%08d" % next(filler)).ljust(200, b"."))
+                                          for _ in range(100)], **{"batch.size": 2048})
+
+    expected = {key: b"C-" + key.ljust(100, b".") for key in keys}
+
+    def committed_only():
+        roll()
+        records = read_confluent(broker.bootstrap, topic)
+        keyed = {key: value for _, key, value in records if key != b"filler"}
+        counts = [key for _, key, _ in records if key != b"filler"]
+        return keyed == expected and len(counts) == len(keys)
+
+    wait_until(committed_only, 60, "the cleaning to leave C's records only", interval=0.3)
+
+    def controls() -> list:
+        return [h for _, _, h in stored_batches(broker, topic, 0) if h.is_control]
+
+    assert len(controls()) >= 2, "the markers stay for delete.retention.ms after the cleaning that emptied them"
+
+    def markers_gone():
+        roll()
+        return len(controls()) == 1
+
+    wait_until(markers_gone, 60, "the markers of A and B to be removed", interval=0.5)
+    (left,) = controls()
+    records = read_confluent(broker.bootstrap, topic)
+    assert left.base_offset > max(offset for offset, key, _ in records if key in expected), "C's marker stays"
+    assert {key: value for _, key, value in records if key != b"filler"} == expected
+    # kafka-python (read_uncommitted by default) reads the same transactional records (the cleaner may have
+    # removed more fillers meanwhile)
+    assert [r for r in read_kafka_python(broker.bootstrap, topic) if r[1] != b"filler"] == [
+        r for r in records if r[1] != b"filler"]

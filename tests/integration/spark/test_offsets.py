@@ -68,7 +68,11 @@ def test_source_options_follow_sparks_rules():
     options = parse_source_options({**BOOTSTRAP, "subscribePattern": "ev.*", "maxOffsetsPerTrigger": "5",
                                     "kafka.fetch.wait.max.ms": "10"}, streaming=True)
     assert options.starting == "latest" and options.ending is None and options.fail_on_data_loss
-    assert options.client == {"bootstrap.servers": "127.0.0.1:9092", "fetch.wait.max.ms": "10"}
+    assert options.client == {"bootstrap.servers": "127.0.0.1:9092", "fetch.wait.max.ms": "10",
+                              "isolation.level": "read_uncommitted"}       # Spark's default, not librdkafka's
+    committed = parse_source_options({**BOOTSTRAP, "subscribe": "a", "kafka.isolation.level": "READ_COMMITTED"},
+                                     streaming=False)
+    assert committed.client["isolation.level"] == "read_committed"
     assert parse_source_options({**BOOTSTRAP, "subscribe": "a"}, streaming=False).ending == "latest"
     refused = [
         ({"subscribe": "a"}, True, "kafka.bootstrap.servers"),
@@ -81,6 +85,7 @@ def test_source_options_follow_sparks_rules():
         ({**BOOTSTRAP, "subscribe": "a", "maxOffsetsPerTrigger": "0"}, True, "positive integer"),
         ({**BOOTSTRAP, "subscribe": "a", "startingTimestamp": "1"}, True, "not supported"),
         ({**BOOTSTRAP, "assign": "[0]"}, True, "assign"),
+        ({**BOOTSTRAP, "subscribe": "a", "kafka.isolation.level": "snapshot"}, False, "read_uncommitted or"),
     ]
     for given, streaming, match in refused:
         with pytest.raises(OptionError, match=match):
@@ -90,3 +95,5 @@ def test_source_options_follow_sparks_rules():
 def test_sink_options():
     assert parse_sink_options({**BOOTSTRAP, "topic": "out"}).topic == "out"
     assert parse_sink_options(BOOTSTRAP).topic is None
+    with pytest.raises(OptionError, match="'transactional.id' is not supported by the sink"):
+        parse_sink_options({**BOOTSTRAP, "kafka.transactional.id": "t"})

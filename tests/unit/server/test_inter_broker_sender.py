@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 
 import pytest
+from twisted.internet.defer import CancelledError
 from twisted.logger import LogLevel, formatEvent, globalLogPublisher
 
 from twisted_kafka.client.broker_channel import RECONNECT_BACKOFF_SECONDS
@@ -150,3 +151,16 @@ def test_stopping_fails_what_is_unanswered_closes_the_connections_and_refuses_la
     assert broker.lost and sender.destinations == {}
     assert failure_of(send(sender, 3)).check(ConnectionError)
     assert brokers.attempts() == []
+
+
+def test_a_cancelled_request_is_taken_out_of_the_queue_and_never_sent(parts, brokers):
+    """The transaction coordinator cancels markers for a broker that died (its partitions moved)."""
+    sender, cache = parts
+    cancelled = send(sender, 1)                            # broker 2 is not known: queued
+    kept = send(sender, 2)
+    cancelled.cancel()
+    assert failure_of(cancelled).check(CancelledError)
+    announce(cache, 2, 9093)
+    brokers.reactor.advance(RECONNECT_BACKOFF_SECONDS)
+    brokers.accept()
+    assert result_of(kept).error_code == 2 and epochs(brokers) == [2]

@@ -27,14 +27,19 @@ authenticated as this broker.  As in Kafka:
   ``InterBrokerSender`` keeps retrying an unreachable broker) does not hold
   the round: its partitions are tried again with their leader looked up
   again, so a partition whose leader moved away from a dead broker gets its
-  marker from the new leader (its late answer is ignored).
+  marker from the new leader (its late answer is ignored);
+* sooner than that, a request to a broker that no longer leads one of its
+  partitions (the controller moved them away from a dead broker) is
+  cancelled within ``RETRY_BACKOFF``, and its partitions go to their new
+  leaders.  Both take the request out of the inter-broker channel's queue,
+  so it never reaches the old broker when it returns.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from twisted.internet.defer import Deferred, DeferredList, ensureDeferred
+from twisted.internet.defer import CancelledError, Deferred, DeferredList, ensureDeferred
 from twisted.internet.task import deferLater
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -97,7 +102,8 @@ class TxnMarkerChannel:
                     retry.add(tp)
                 else:
                     by_leader.setdefault(state.leader, []).append(tp)
-            rounds = [self._send_to(leader, tps, producer_id, producer_epoch, commit, coordinator_epoch)
+            rounds = [self._watch(leader, tps, still_valid,
+                                  self._send_to(leader, tps, producer_id, producer_epoch, commit, coordinator_epoch))
                       for leader, tps in by_leader.items()]
             for _, answer in (await DeferredList(rounds)) if rounds else ():
                 for tp, error in answer.items():
@@ -124,6 +130,37 @@ class TxnMarkerChannel:
                 await deferLater(self.clock, RETRY_BACKOFF, lambda: None)
         return True
 
+    def _watch(self, leader: int, partitions: list[TopicPartition], still_valid: Callable[[], bool],
+               sending: Deferred) -> Deferred:
+        """Stop waiting for another broker once it no longer leads one of ``partitions`` (it died: the
+        inter-broker channel would retry it until it returns) or the sending is no longer valid: the
+        request is cancelled and its partitions are tried again at their new leaders (Kafka's channel
+        manager re-enqueues a disconnected broker's markers the same way)."""
+        if leader == self.broker_id:
+            return sending
+        check = None
+
+        def moved() -> None:
+            nonlocal check
+            check = None
+            if sending.called:
+                return
+            leaders = [self.metadata_cache.partition(*tp) for tp in partitions]
+            if not still_valid() or any(state is None or state.leader != leader for state in leaders):
+                log.info("Broker {broker} no longer leads {partitions}: its transaction markers go to the new "
+                         "leaders", broker=leader, partitions=partitions)
+                sending.cancel()
+                return
+            check = self.clock.callLater(RETRY_BACKOFF, moved)
+
+        def done(result):
+            if check is not None and check.active():
+                check.cancel()
+            return result
+
+        check = self.clock.callLater(RETRY_BACKOFF, moved)
+        return sending.addBoth(done)
+
     def _send_to(self, leader: int, partitions: list[TopicPartition], producer_id: int, producer_epoch: int,
                  commit: bool, coordinator_epoch: int) -> Deferred:
         """``{partition: ErrorCode}`` from one leader (every partition retriable if it could not be asked)."""
@@ -149,12 +186,15 @@ class TxnMarkerChannel:
             return result
 
         d.addCallbacks(answered, self._failed, errbackArgs=(leader, partitions))
-        result: Deferred = Deferred()
+        # Cancelling the round's Deferred (the leader moved: _watch) cancels the channel's request, which
+        # then answers every partition retriable through _failed.
+        result: Deferred = Deferred(lambda _: d.cancel())
 
         def timed_out() -> None:
             log.info("Broker {broker} did not answer WriteTxnMarkers within {timeout:g} s; looking its partitions' "
                      "leaders up again", broker=leader, timeout=self.timeout)
             result.callback(dict.fromkeys(partitions, ErrorCode.REQUEST_TIMED_OUT))
+            d.cancel()          # out of the channel's queue: never sent to that broker later
 
         timer = self.clock.callLater(self.timeout, timed_out)
 
@@ -169,6 +209,8 @@ class TxnMarkerChannel:
 
     @staticmethod
     def _failed(failure: Failure, leader: int, partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        if failure.check(CancelledError):
+            return dict.fromkeys(partitions, ErrorCode.REQUEST_TIMED_OUT)     # _watch or the timeout said why
         log.info("Writing transaction markers at broker {broker} failed ({error}); retrying", broker=leader,
                  error=failure.getErrorMessage())
         return dict.fromkeys(partitions, ErrorCode.REQUEST_TIMED_OUT)
