@@ -22,19 +22,19 @@ answered then, while their connections are still open.
 
 from __future__ import annotations
 
-from typing import Any
 
 from twisted.application.service import Service
-from twisted.internet.defer import Deferred, ensureDeferred
+from twisted.internet.defer import ensureDeferred
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
 from twisted_kafka.controller.interface import NewTopic
-from twisted_kafka.protocol.errors import ErrorCode, KafkaError
+from twisted_kafka.protocol.errors import ErrorCode
 
 from .config import ConsumerGroupConfig, GroupConfig, OffsetConfig
 from .consumer_coordinator import TopicInfo
 from .coordinator import GroupCoordinator
+from .internal_topic import InternalTopic
 from .loader import read_partition
 from .topic import OFFSETS_TOPIC, offsets_topic_configs
 from .writer import CoordinatorWriter
@@ -58,7 +58,9 @@ class GroupCoordinatorService(Service):
         replica_manager.add_leadership_listener(self)
         admin_manager.register_internal_topic(OFFSETS_TOPIC, self.offsets_topic_spec)
         self._expiration: LoopingCall | None = None
-        self._creating: Deferred | None = None
+        self._offsets_topic = InternalTopic(OFFSETS_TOPIC, spec=self.offsets_topic_spec,
+                                            exists=self.offsets_topic_exists, admin_manager=admin_manager,
+                                            timeout_ms=self.offset_config.commit_timeout_ms)
 
     # -- Service -------------------------------------------------------------------------------
 
@@ -143,40 +145,6 @@ class GroupCoordinatorService(Service):
     async def ensure_offsets_topic(self) -> ErrorCode:
         """Create ``__consumer_offsets`` unless it exists; NONE once it does (concurrent callers
         share one creation)."""
-        if self.offsets_topic_exists():
-            return ErrorCode.NONE
-        creating = self._creating
-        if creating is None:
-            creating = self._creating = Deferred()
-            ensureDeferred(self._create_offsets_topic()).addBoth(self._created, creating)
-        d: Deferred = Deferred()
-        creating.addBoth(_pass_on, d)
-        return await d
-
-    def _created(self, result: Any, creating: Deferred) -> None:
-        if self._creating is creating:
-            self._creating = None
-        creating.callback(result)
-
-    async def _create_offsets_topic(self) -> ErrorCode:
-        topic = self.offsets_topic_spec()
-        try:
-            (result,) = await self.admin_manager.create_topics([topic], timeout_ms=self.offset_config.commit_timeout_ms)
-        except KafkaError as exc:
-            log.warn("Cannot create {topic}: {error}", topic=OFFSETS_TOPIC, error=exc)
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        except Exception:
-            log.failure("Creating {topic} failed", topic=OFFSETS_TOPIC)
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if result.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
-            log.warn("Cannot create {topic}: {error} {message}", topic=OFFSETS_TOPIC, error=result.error.name,
-                     message=result.message or "")
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        log.info("Created {topic} with {n} partition(s), replication factor {factor}", topic=OFFSETS_TOPIC,
-                 n=topic.num_partitions, factor=topic.replication_factor)
-        return ErrorCode.NONE if self.offsets_topic_exists() else ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return await self._offsets_topic.ensure()
 
 
-def _pass_on(result: Any, d: Deferred) -> Any:
-    d.callback(result)
-    return result

@@ -22,18 +22,18 @@
 
 from __future__ import annotations
 
-from typing import Any
 
 from twisted.application.service import Service
-from twisted.internet.defer import Deferred, ensureDeferred
+from twisted.internet.defer import ensureDeferred
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
 from twisted_kafka.controller.interface import NewTopic
+from twisted_kafka.coordinator.group.internal_topic import InternalTopic
 from twisted_kafka.coordinator.group.loader import batches_of
 from twisted_kafka.coordinator.group.writer import CoordinatorWriter
 from twisted_kafka.log import FetchIsolation, PartitionLog
-from twisted_kafka.protocol.errors import ErrorCode, KafkaError
+from twisted_kafka.protocol.errors import ErrorCode
 
 from .coordinator import TransactionConfig, TransactionCoordinator
 from .log_records import TransactionLogValue, decode_key, decode_value
@@ -95,7 +95,8 @@ class TransactionCoordinatorService(Service):
         replica_manager.add_leadership_listener(self)
         admin_manager.register_internal_topic(TRANSACTION_STATE_TOPIC, self.topic_spec)
         self._loops: list[LoopingCall] = []
-        self._creating: Deferred | None = None
+        self._topic = InternalTopic(TRANSACTION_STATE_TOPIC, spec=self.topic_spec, exists=self.topic_exists,
+                                    admin_manager=admin_manager, timeout_ms=self.config.request_timeout_ms)
 
     def startService(self) -> None:
         super().startService()
@@ -157,38 +158,7 @@ class TransactionCoordinatorService(Service):
 
     async def ensure_topic(self) -> ErrorCode:
         """Create ``__transaction_state`` unless it exists; NONE once it does (callers share one creation)."""
-        if self.topic_exists():
-            return ErrorCode.NONE
-        creating = self._creating
-        if creating is None:
-            creating = self._creating = Deferred()
-            ensureDeferred(self._create_topic()).addBoth(self._created, creating)
-        d: Deferred = Deferred()
-        creating.addBoth(_pass_on, d)
-        return await d
-
-    def _created(self, result: Any, creating: Deferred) -> None:
-        if self._creating is creating:
-            self._creating = None
-        creating.callback(result)
-
-    async def _create_topic(self) -> ErrorCode:
-        topic = self.topic_spec()
-        try:
-            (result,) = await self.admin_manager.create_topics([topic], timeout_ms=self.config.request_timeout_ms)
-        except KafkaError as exc:
-            log.warn("Cannot create {topic}: {error}", topic=TRANSACTION_STATE_TOPIC, error=exc)
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        except Exception:
-            log.failure("Creating {topic} failed", topic=TRANSACTION_STATE_TOPIC)
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if result.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
-            log.warn("Cannot create {topic}: {error} {message}", topic=TRANSACTION_STATE_TOPIC,
-                     error=result.error.name, message=result.message or "")
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        log.info("Created {topic} with {n} partition(s), replication factor {factor}", topic=TRANSACTION_STATE_TOPIC,
-                 n=topic.num_partitions, factor=topic.replication_factor)
-        return ErrorCode.NONE if self.topic_exists() else ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return await self._topic.ensure()
 
 
 def _stopped(failure, what: str) -> None:
@@ -202,9 +172,6 @@ def _guarded(task, what: str) -> None:
         log.failure("{what} failed", what=what)
 
 
-def _pass_on(result: Any, d: Deferred) -> Any:
-    d.callback(result)
-    return result
 
 
 __all__ = ["TRANSACTION_STATE_TOPIC", "TransactionCoordinatorService", "read_transaction_log"]
