@@ -68,6 +68,27 @@ def _unreadable(handler: ApiHandler, request, topics) -> set[str]:
     return names - auth.allowed_names(request.context, AclOperation.READ, TOPIC, names)
 
 
+def offsets_to_commit(handler: ApiHandler, cache: MetadataCache, request, now: int, *, with_leader_epoch: bool,
+                      expire: int = _NO_TIMESTAMP):
+    """The partitions of an OffsetCommit or TxnOffsetCommit: ``(errors, offsets)``, the refused ones
+    with their error (READ on the topic, a partition the metadata knows) and the others' offsets."""
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    denied = _unreadable(handler, request, request.body.topics)
+    for topic in request.body.topics:
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            if topic.name in denied:
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif not _known(cache, topic.name, p.partition_index):
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                offsets[tp] = OffsetAndMetadata(
+                    offset=p.committed_offset, metadata=p.committed_metadata or "", commit_timestamp=now,
+                    leader_epoch=p.committed_leader_epoch if with_leader_epoch else -1, expire_timestamp=expire)
+    return errors, offsets
+
+
 class OffsetCommitHandler(ApiHandler):
     api_key = ApiKey.OFFSET_COMMIT
     group_operation = AclOperation.READ
@@ -85,21 +106,8 @@ class OffsetCommitHandler(ApiHandler):
         now = int(self.clock.seconds() * 1000)
         retention = body.retention_time_ms if 2 <= version <= 4 else -1
         expire = now + retention if retention != -1 else _NO_TIMESTAMP
-        errors: dict[tuple[str, int], ErrorCode] = {}
-        offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
-        denied = _unreadable(self, request, body.topics)
-        for topic in body.topics:
-            for p in topic.partitions:
-                tp = (topic.name, p.partition_index)
-                if topic.name in denied:
-                    errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                    continue
-                if not _known(self.cache, topic.name, p.partition_index):
-                    errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    continue
-                offsets[tp] = OffsetAndMetadata(
-                    offset=p.committed_offset, metadata=p.committed_metadata or "", commit_timestamp=now,
-                    leader_epoch=p.committed_leader_epoch if version >= 6 else -1, expire_timestamp=expire)
+        errors, offsets = offsets_to_commit(self, self.cache, request, now, with_leader_epoch=version >= 6,
+                                            expire=expire)
         if offsets:
             d = self.coordinator.commit_offsets(body.group_id, body.member_id,
                                                 body.group_instance_id if version >= 7 else None,

@@ -26,7 +26,6 @@ from __future__ import annotations
 from twisted.internet.defer import ensureDeferred
 
 from twisted_kafka.coordinator.group.coordinator import GroupCoordinator
-from twisted_kafka.coordinator.group.group import OffsetAndMetadata
 from twisted_kafka.coordinator.group.topic import OFFSETS_TOPIC
 from twisted_kafka.coordinator.transaction.coordinator import TransactionCoordinator
 from twisted_kafka.protocol import messages as m
@@ -37,7 +36,7 @@ from twisted_kafka.security.acl import AclOperation, ResourceType
 from ..api_handler import ApiHandler
 from ..authorization import TOPIC, Authorization
 from ..metadata_cache import MetadataCache
-from .offsets import _known, _unreadable
+from .offsets import _known, offsets_to_commit
 
 
 def fenced_for(error: ErrorCode, version: int, first_version: int = 2) -> ErrorCode:
@@ -164,20 +163,7 @@ class TxnOffsetCommitHandler(ApiHandler):
         if not _may_write(self, request, body.transactional_id):
             return self.error_response(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         now = int(self.clock.seconds() * 1000)
-        errors: dict[tuple[str, int], ErrorCode] = {}
-        offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
-        denied = _unreadable(self, request, body.topics)
-        for topic in body.topics:
-            for p in topic.partitions:
-                tp = (topic.name, p.partition_index)
-                if topic.name in denied:
-                    errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                elif not _known(self.cache, *tp):
-                    errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                else:
-                    offsets[tp] = OffsetAndMetadata(
-                        offset=p.committed_offset, metadata=p.committed_metadata or "", commit_timestamp=now,
-                        leader_epoch=p.committed_leader_epoch if version >= 2 else -1)
+        errors, offsets = offsets_to_commit(self, self.cache, request, now, with_leader_epoch=version >= 2)
         if offsets:
             v3 = version >= 3
             d = self.groups.transactional_offsets.commit(
