@@ -1,6 +1,6 @@
 """What TLS costs: produce/consume throughput and connection (handshake) rate, TLS next to plaintext, one run.
 
-Run with ``.venv/bin/python bench/tls.py`` (``--quick`` for a smoke run,
+Run with ``.venv/bin/python bench/tls.py [--key-type ecdsa|rsa] [--only connect]`` (``--quick`` for a smoke run,
 ``--scale 2`` for longer cases).  One broker is started the README way
 (``bin/twisted-kafka-server-start``, ``etc/server.properties``) with two
 data-plane listeners on loopback -- PLAINTEXT and SSL (a CA and a broker
@@ -23,7 +23,15 @@ machine load.
   (OpenSSL, as librdkafka) so the client's per-connection cost is that of
   OpenSSL and not of starting a librdkafka instance (several threads).
   Reported: connections/s, broker CPU per connection, client CPU per
-  connection.
+  connection, and handshakes per second of broker CPU (the broker serves
+  every connection on its one reactor thread: one core's capacity);
+* resumed connections (``tls-resumed``): the same, each connection offering
+  the session of the one before (the TLS 1.3 ticket the broker sent), as a
+  reconnecting client does; the run fails unless every connection after the
+  first resumed.
+
+``--key-type ecdsa`` (the default: P-256, trustme's) or ``rsa`` (2048 bits)
+chooses the certificates' keys; ``--only connect`` skips produce/consume.
 
 Every case also runs at N/2 (C/2) first, and the N-scaling check reports
 time(N) / time(N/2) (about 2 when the figure measures the work;
@@ -58,6 +66,8 @@ MESSAGE = b"x" * 1024
 _REQUEST = struct.pack(">hhih", 18, 0, 1, 5) + b"bench"
 API_VERSIONS = struct.pack(">i", len(_REQUEST)) + _REQUEST
 STALL_SECONDS = 15.0
+#: plaintext; TLS with a full handshake each; TLS resuming the previous connection's session (ticket)
+TRANSPORTS = ("plaintext", "tls", "tls-resumed")
 
 
 @dataclass
@@ -162,16 +172,27 @@ def read_exactly(sock, n: int) -> bytes:
 
 
 def connections(transport: str, broker: BrokerProcess, pki: Pki, count: int, broker_cpu: BrokerCpu) -> Figure:
+    """``count`` connections one after another.  ``tls-resumed``: each offers the session (the TLS 1.3
+    ticket) of the one before, as a reconnecting client does; every one after the first must resume."""
     context = ssl.create_default_context(cafile=pki.ca_file)
-    port = broker.port("SSL") if transport == "tls" else broker.data_port
+    port = broker.port("SSL") if transport.startswith("tls") else broker.data_port
+    session: list = [None]
+    resumed = [0]
 
     def one() -> None:
         raw = socket.create_connection(("127.0.0.1", port), timeout=10)
-        sock = context.wrap_socket(raw, server_hostname="localhost") if transport == "tls" else raw
+        if transport == "plaintext":
+            sock = raw
+        else:
+            sock = context.wrap_socket(raw, server_hostname="localhost",
+                                       session=session[0] if transport == "tls-resumed" else None)
         try:
             sock.sendall(API_VERSIONS)
             size = struct.unpack(">i", read_exactly(sock, 4))[0]
             read_exactly(sock, size)
+            if transport == "tls-resumed":
+                resumed[0] += sock.session_reused
+                session[0] = sock.session        # the ticket arrived with (before) the answer
         finally:
             sock.close()
 
@@ -179,21 +200,29 @@ def connections(transport: str, broker: BrokerProcess, pki: Pki, count: int, bro
         for _ in range(count):
             one()
 
-    return measure(transport, "connect", count, broker_cpu, run)
+    figure = measure(transport, "connect", count, broker_cpu, run)
+    if transport == "tls-resumed" and resumed[0] < count - 1:
+        raise RuntimeError(f"only {resumed[0]} of {count} connections resumed their TLS session")
+    return figure
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--quick", action="store_true", help="small counts: a smoke run")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply the counts")
+    parser.add_argument("--key-type", choices=("ecdsa", "rsa"), default="ecdsa",
+                        help="the certificates' keys: ECDSA P-256 or RSA 2048")
+    parser.add_argument("--only", default="produce,consume,connect",
+                        help="comma-separated phases (produce and consume run together)")
     parser.add_argument("--repeat", type=int, default=2,
                         help="run every case this many times and keep the fastest (the machine is shared)")
     args = parser.parse_args()
+    phases = set(args.only.split(","))
     messages = int((20_000 if args.quick else 200_000) * args.scale)
     conns = int((100 if args.quick else 1_000) * args.scale)
 
     with tempfile.TemporaryDirectory(prefix="bench-tls-") as tmp:
-        pki = Pki(os.path.join(tmp, "pki"))
+        pki = Pki(os.path.join(tmp, "pki"), key_type=args.key_type)
         overrides = tls_overrides(pki, pki.server_keystore("localhost", "127.0.0.1"))
         overrides["connection.events.enable"] = "false"      # one record per connection would be measured too
         overrides["max.connection.creation.rate"] = str(2**31 - 1)
@@ -207,35 +236,48 @@ def main() -> int:
                 if key not in figures or figure.seconds < figures[key].seconds:
                     figures[key] = figure
 
-            for transport in ("plaintext", "tls"):
+            for transport in TRANSPORTS:
                 connections(transport, broker, pki, 20, broker_cpu)          # warm-up, not reported
             for run in range(args.repeat):
-                for transport in ("plaintext", "tls"):     # alternating: both see the same moments' load
-                    for n in (messages // 2, messages):
-                        for figure in produce_consume(transport, broker, pki, n, broker_cpu,
-                                                      f"bench-{transport}-{n}-{run}"):
-                            keep((transport, figure.phase, n), figure)
-                    for c in (conns // 2, conns):
-                        keep((transport, "connect", c), connections(transport, broker, pki, c, broker_cpu))
+                for transport in TRANSPORTS:     # alternating: all see the same moments' load
+                    if transport != "tls-resumed" and phases & {"produce", "consume"}:
+                        for n in (messages // 2, messages):
+                            for figure in produce_consume(transport, broker, pki, n, broker_cpu,
+                                                          f"bench-{transport}-{n}-{run}"):
+                                keep((transport, figure.phase, n), figure)
+                    if "connect" in phases:
+                        for c in (conns // 2, conns):
+                            keep((transport, "connect", c), connections(transport, broker, pki, c, broker_cpu))
         finally:
             status = broker.stop()
         if status != 0:
             print(f"broker exited with status {status}")
             return 1
 
-    print(f"\nTLS vs plaintext (one broker, loopback; {len(MESSAGE)} B messages, 1 partition, acks=1)")
+    print(f"\nTLS vs plaintext (one broker, loopback; {args.key_type.upper()} certificates; {len(MESSAGE)} B "
+          "messages, 1 partition, acks=1)")
     print(f"{'transport':9} {'phase':9} {'count':>8} {'per second':>12} {'MB/s':>8} "
           f"{'broker µs/op':>14} {'client µs/op':>14}  N-ratio")
     checks = []
     for phase, unit, full in (("produce", "msg", messages), ("consume", "msg", messages), ("connect", "conn", conns)):
-        for transport in ("plaintext", "tls"):
+        if phase not in phases and not (phase == "consume" and "produce" in phases):
+            continue
+        transports = TRANSPORTS if phase == "connect" else TRANSPORTS[:2]
+        for transport in transports:
             figure, half = figures[(transport, phase, full)], figures[(transport, phase, full // 2)]
             check = scaling_check(f"{transport} {phase}", half.seconds, figure.seconds)
             checks.append(check)
             print(f"{figure.row(unit)}  {ratio_cell(check)}")
-        plain, tls = figures[("plaintext", phase, full)], figures[("tls", phase, full)]
-        print(f"{'':9} {phase:9} TLS/plaintext: rate x{tls.rate / plain.rate:.2f}, "
-              f"broker CPU per op x{(tls.broker_cpu / tls.count) / max(plain.broker_cpu / plain.count, 1e-12):.2f}")
+        plain = figures[("plaintext", phase, full)]
+        for transport in transports[1:]:
+            tls = figures[(transport, phase, full)]
+            print(f"{'':9} {phase:9} {transport}/plaintext: rate x{tls.rate / plain.rate:.2f}, broker CPU per op "
+                  f"x{(tls.broker_cpu / tls.count) / max(plain.broker_cpu / plain.count, 1e-12):.2f}")
+        if phase == "connect":
+            for transport in transports[1:]:
+                tls = figures[(transport, phase, full)]
+                print(f"{'':9} {phase:9} {transport}: {tls.count / tls.broker_cpu:,.0f} handshakes per second of "
+                      "broker CPU (one core: the broker handles every connection on its reactor thread)")
     report_scaling(checks)
     return 0
 

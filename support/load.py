@@ -199,8 +199,11 @@ def pipeline(host: str, port: int, connections: int, depth: int, duration: float
             "total_seconds": time.monotonic() - start}
 
 
-def accept(host: str, port: int, concurrency: int, duration: float) -> dict:
-    """Connect, ApiVersions, read the answer, close; ``concurrency`` at a time, for ``duration`` seconds."""
+def accept(host: str, port: int, concurrency: int, duration: float, count: int | None = None,
+           stall: float = 30.0) -> dict:
+    """Connect, ApiVersions, read the answer, close; ``concurrency`` at a time, for ``duration`` seconds --
+    or, with ``count``, until ``count`` connections have been opened and finished (``duration`` unused; a
+    phase that completes nothing for ``stall`` seconds raises)."""
     selector = selectors.DefaultSelector()
     probe = request("api_versions", 1)
     completed = failed = 0
@@ -218,16 +221,20 @@ def accept(host: str, port: int, concurrency: int, duration: float) -> dict:
         selector.register(sock, selectors.EVENT_WRITE, [sock, "connecting", bytearray()])
         return True
 
-    active = 0
+    active = opened = 0
+    progress = start
     while True:
         now = time.monotonic()
-        while now < deadline and active < concurrency:
+        while active < concurrency and (opened < count if count is not None else now < deadline):
+            opened += 1
             if open_one():
                 active += 1
             else:
                 failed += 1
         if active == 0:
             break
+        if count is not None and now - progress > stall:
+            raise RuntimeError(f"accept: no connection finished for {stall:g} s ({completed} of {count} done)")
         for key, _ in selector.select(timeout=0.05):
             state = key.data
             sock = state[0]
@@ -264,7 +271,8 @@ def accept(host: str, port: int, concurrency: int, duration: float) -> dict:
                 selector.unregister(sock)
                 sock.close()
                 active -= 1
-        if time.monotonic() > deadline + 30:
+                progress = time.monotonic()
+        if count is None and time.monotonic() > deadline + 30:
             break
     elapsed = time.monotonic() - start
     selector.close()

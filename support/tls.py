@@ -27,11 +27,13 @@ class ClientCert:
 
 
 class Pki:
-    def __init__(self, directory: Path, name: str = "ca"):
+    def __init__(self, directory: Path, name: str = "ca", key_type: str = "ecdsa"):
+        """``key_type``: "ecdsa" (P-256, trustme's default) or "rsa" (2048 bits), for the CA and every certificate."""
         self.dir = Path(directory)
+        self.key_type = trustme.KeyType[key_type.upper()]
         self.dir.mkdir(parents=True, exist_ok=True)
         self.name = name
-        self.ca = trustme.CA(organization_name=f"twisted_kafka test {name}")
+        self.ca = trustme.CA(organization_name=f"twisted_kafka test {name}", key_type=self.key_type)
         self.ca_file = str(self.dir / f"{name}.pem")
         self.ca.cert_pem.write_to_path(self.ca_file)
         self._serial = 0
@@ -39,7 +41,7 @@ class Pki:
     def server_keystore(self, *hosts: str, filename: str | None = None, common_name: str = "broker") -> str:
         """Write a PEM key store (key + chain) for ``hosts``; returns its path."""
         cert = self.ca.issue_cert(*(hosts or ("localhost", "127.0.0.1")), common_name=common_name,
-                                    organization_unit_name="brokers")
+                                    organization_unit_name="brokers", key_type=self.key_type)
         self._serial += 1
         path = self.dir / (filename or f"{self.name}-server-{self._serial}.pem")
         path.write_bytes(cert.private_key_pem.bytes() + b"".join(blob.bytes() for blob in cert.cert_chain_pems))
@@ -47,7 +49,7 @@ class Pki:
 
     def client(self, common_name: str, organization_unit: str = "clients") -> ClientCert:
         cert = self.ca.issue_cert(f"{common_name}.clients.test", common_name=common_name,
-                                  organization_unit_name=organization_unit)
+                                  organization_unit_name=organization_unit, key_type=self.key_type)
         base = self.dir / f"{self.name}-client-{common_name}"
         cert_path, key_path, both = f"{base}.crt", f"{base}.key", f"{base}.pem"
         Path(cert_path).write_bytes(b"".join(blob.bytes() for blob in cert.cert_chain_pems))

@@ -403,6 +403,10 @@ def build_context(settings: TlsSettings, *, server: bool, config_key: Callable[[
         store.add_cert(crypto.X509.from_cryptography(cert))
     if server:
         # Sessions are resumable only on this listener (OpenSSL refuses resumption without an id context).
+        # A reconnecting client resumes with the session ticket (RFC 5077, RFC 8446 4.6.1) this context
+        # issued -- OpenSSL's default, never switched off here (no OP_NO_TICKET): its key lives as long as
+        # the context, so a reload of the listener's TLS settings (a new context) makes the next
+        # connection of each client a full handshake again.
         context.set_session_id(hashlib.sha256(settings.listener.encode()).digest()[:32])
         if settings.client_auth in ("required", "requested"):
             mode = SSL.VERIFY_PEER

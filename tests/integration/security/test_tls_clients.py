@@ -129,3 +129,35 @@ def test_aiokafka(pki, ssl_bootstrap):
         return values
 
     assert asyncio.run(run()) == MESSAGES
+
+
+@pytest.mark.parametrize("version", [ssl.TLSVersion.TLSv1_3, ssl.TLSVersion.TLSv1_2], ids=["TLSv1.3", "TLSv1.2"])
+def test_reconnecting_client_resumes_its_session(pki, tls_broker, version):
+    """A client offering the session (ticket) of its last connection resumes it instead of a full handshake."""
+    import socket
+    import struct
+
+    from support.raw_client import api_versions_frame
+
+    context = ssl.create_default_context(cafile=pki.ca_file)
+    context.minimum_version = context.maximum_version = version
+    api_versions = api_versions_frame(correlation_id=1)
+
+    def connect(session):
+        raw = socket.create_connection(("127.0.0.1", tls_broker.port("SSL")), timeout=10)
+        with context.wrap_socket(raw, server_hostname="localhost", session=session) as sock:
+            sock.sendall(api_versions)
+            answer = b""
+            while len(answer) < 4 or len(answer) < 4 + struct.unpack_from(">i", answer)[0]:
+                chunk = sock.recv(65536)
+                assert chunk, "the broker closed the connection"
+                answer += chunk
+            assert struct.unpack_from(">ih", answer, 4) == (1, 0)      # correlation id, error code
+            return sock.session, sock.session_reused, sock.version()
+
+    session, reused, negotiated = connect(None)
+    assert not reused and negotiated == version.name.replace("_", ".")
+    assert session is not None and session.has_ticket
+    for _ in range(2):
+        session, reused, _ = connect(session)
+        assert reused

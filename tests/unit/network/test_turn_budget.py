@@ -467,3 +467,52 @@ def test_a_follow_up_left_over_goes_to_the_back_of_the_queue():
     channel.serving = None
     channel.requeue_follow_up()
     assert [channel.poll_request().correlation_id for _ in range(2)] == [1, 2]
+
+
+class _PollTable:
+    """What ``SocketServer._read_now`` asks of a poll-style reactor (Twisted's epoll and poll reactors)."""
+
+    _POLL_IN, _POLL_DISCONNECTED = 1, 0x18
+
+    def __init__(self, clock):
+        self.clock = clock
+        self._selectables: dict = {}
+        self._reads: set = set()
+        self.handled: list = []
+
+    def __getattr__(self, name):
+        return getattr(self.clock, name)
+
+    def _doReadOrWrite(self, selectable, fd, event):
+        self.handled.append((selectable, fd, event))
+        selectable.recv(100)
+
+
+@pytest.mark.skipif(not hasattr(socket, "socketpair") or sys.platform == "win32", reason="select.poll")
+def test_a_control_plane_connection_with_bytes_waiting_is_read_at_once_between_data_plane_requests():
+    stack = Stack()
+    table = _PollTable(stack.clock)
+    stack.server.reactor = table
+    server_side, client_side = socket.socketpair()
+    try:
+        fd = server_side.fileno()
+        table._selectables[fd] = server_side
+        table._reads.add(fd)
+        stack.plane("control").readiness.watch(fd)
+        assert not stack.server.control_plane_waiting()
+        client_side.send(b"x")
+        # Asked while a data-plane answer is being written (the channel's follow-up): not read here.
+        stack.channel().serving = "data-connection"
+        assert stack.server.control_plane_waiting()
+        assert table.handled == []
+        stack.channel().serving = None
+        assert not stack.server.control_plane_waiting(), "read here: nothing waits for the reactor"
+        assert table.handled == [(server_side, fd, table._POLL_IN)]
+        client_side.close()
+        assert not stack.server.control_plane_waiting()
+        assert len(table.handled) == 2 and table.handled[-1][2] & table._POLL_IN, "the end of stream is read too"
+        stack.server.reactor = stack.clock      # a reactor without a descriptor table: the slice gives way
+        assert stack.server.control_plane_waiting()
+    finally:
+        server_side.close()
+        client_side.close()

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import json
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from twisted.internet.defer import Deferred
 from twisted.internet.testing import MemoryReactorClock
 from twisted.logger import LogLevel, globalLogPublisher
@@ -242,3 +245,24 @@ def test_the_broker_writes_connection_events_unless_the_key_says_not(tmp_path):
     assert "ConnectionEventLog" not in [type(child).__name__ for child in disabled]
     assert disabled.socket_server.connection_events._subscribers == [disabled.socket_server.connection_stats]
     assert disabled.admin_manager.internal_topic_spec(TOPIC) is None
+
+
+_text = st.text(max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(kind=st.sampled_from(list(ConnectionEventKind)), timestamp=st.integers(0, 2**62), broker=st.integers(0, 2**31),
+       listener=_text, plane=st.sampled_from(["data", "control"]), ip=_text, port=st.integers(0, 65535),
+       connection_id=_text, principal=_text, reason=st.none() | _text)
+def test_encoded_value_is_the_json_encoders_output(kind, timestamp, broker, listener, plane, ip, port, connection_id,
+                                                  principal, reason):
+    """The hand-formatted value is byte for byte ``json.dumps`` of the documented layout, whatever the strings hold."""
+    event = ConnectionEvent(kind=kind, timestamp_ms=timestamp, listener=listener, plane=plane, ip=ip, port=port,
+                            connection_id=connection_id, principal=principal, reason=reason)
+    expected = {"version": 1, "kind": kind.value, "timestamp": timestamp, "broker": broker, "listener": listener,
+                "plane": plane, "ip": ip, "port": port, "connection_id": connection_id, "principal": principal,
+                "reason": reason}
+    key, value = encode_event(event, broker)
+    assert value == json.dumps(expected, separators=(",", ":")).encode()
+    assert decode_event(value) == expected
+    assert key == f"{listener}/{ip}".encode()
