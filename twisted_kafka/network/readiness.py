@@ -7,8 +7,6 @@ rest of the slice (see ``server.request_handler``).  A ``select.poll`` object
 holds the descriptors of the plane's connections that are being read (a
 muted connection is not watched: its unread bytes are not waiting for the
 reactor), and ``ready()`` polls it without waiting: one system call.
-``ready_descriptors()`` says which, so the socket server can read them at once
-(``SocketServer.control_plane_waiting``).
 """
 
 from __future__ import annotations
@@ -34,10 +32,6 @@ class ReadinessWatch:
     def ready(self) -> bool:
         """Whether a watched connection has bytes (or an end of stream) waiting to be read."""
         return bool(self._watched) and bool(self._poller.poll(0))
-
-    def ready_descriptors(self) -> list[tuple[int, int]]:
-        """The watched descriptors with something to read, and their ``select.POLL*`` events."""
-        return self._poller.poll(0) if self._watched else []
 
     def __len__(self) -> int:
         return len(self._watched)

@@ -30,7 +30,6 @@ thread does all socket I/O (see docs/architecture.md).
 
 from __future__ import annotations
 
-import select
 from dataclasses import dataclass
 from typing import Protocol
 from collections.abc import Callable, Iterable, Mapping
@@ -40,7 +39,6 @@ from twisted.internet.defer import Deferred, DeferredList, gatherResults, inline
 from twisted.internet.error import CannotListenError
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
-from twisted.python.log import callWithLogger
 
 from twisted_kafka.config import ConfigError, StartupError
 from twisted_kafka.metrics import MetricName, MetricsRegistry
@@ -290,64 +288,19 @@ class SocketServer(Service):
 
     def control_plane_waiting(self) -> bool:
         """Whether the control plane waits for the reactor: a control-plane connection has bytes
-        to read that could not be read here, or a control-plane response was written (into its
-        transport's buffer) since the last call.
+        to read, or a control-plane response was written since the last call.
 
         The data plane's handler pool asks before a slice (and lets the
         reactor poll once first: Twisted reads requests and writes responses
         out on a poll) and between requests of a slice (and ends it).
-
-        A control-plane connection with bytes waiting is read here and now
-        (``_read_now``), its request handled by the control plane's pool the
-        moment it is read and its answer written straight to the socket, so
-        it does not wait for the reactor's next poll -- which first reads
-        every data-plane connection ready in the same poll, in the kernel's
-        order (a flood of 40 pipelining connections made that 1-2 ms).  Only
-        what still waits for the reactor afterwards -- an answer left in a
-        transport's buffer (TLS, a full socket), bytes a reactor without a
-        descriptor table could not read -- makes the data plane give way.
         """
         plane = self.control_plane
         if plane is None:
             return False
-        readiness = plane.readiness
-        if readiness is not None:
-            ready = readiness.ready_descriptors()
-            # Read only between two data-plane requests, never nested inside the answer of one (the
-            # data plane's channel asks while it writes an answer whether to take that connection's
-            # next request at once): then the slice ends and the reactor reads it, as before.
-            if ready and (self.data_plane.channel.serving is not None or not self._read_now(ready)):
-                plane.wrote = False
-                return True
         if plane.wrote:
             plane.wrote = False
             return True
-        return False
-
-    def _read_now(self, ready: list[tuple[int, int]]) -> bool:
-        """Read the control-plane connections ``ready`` ((descriptor, poll events)) as the reactor's
-        poll would; False if this reactor cannot be asked to (not a poll-style reactor).
-
-        Twisted's poll and epoll reactors keep their descriptors' selectables
-        in ``_selectables`` and handle an event with ``_doReadOrWrite``
-        (a read, or the connection's loss with its reason); that is what runs
-        here, for the one kind of descriptor this plane watches: connections
-        being read.
-        """
-        reactor = self.reactor
-        selectables = getattr(reactor, "_selectables", None)
-        handle = getattr(reactor, "_doReadOrWrite", None)
-        reads = getattr(reactor, "_reads", None)
-        if selectables is None or handle is None or reads is None:
-            return False
-        for fd, events in ready:
-            selectable = selectables.get(fd)
-            if selectable is None or fd not in reads:
-                continue        # no longer read by the reactor (closing, or muted since the poll)
-            event = (reactor._POLL_IN if events & select.POLLIN else 0) | \
-                (reactor._POLL_DISCONNECTED if events & (select.POLLHUP | select.POLLERR) else 0)
-            callWithLogger(selectable, handle, selectable, fd, event)
-        return True
+        return plane.readiness is not None and plane.readiness.ready()
 
     def close_idle_connections(self) -> int:
         """Close connections idle longer than ``connections.max.idle.ms``; returns how many."""
