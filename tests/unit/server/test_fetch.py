@@ -201,7 +201,7 @@ def test_a_replica_fetch_from_a_broker_that_is_not_a_replica_is_refused(node, ve
     assert body.error_code == ErrorCode.NONE
 
 
-def test_incremental_sessions_are_not_offered(node):
+def test_an_unknown_fetch_session_is_refused(node):
     node.create_topic("t")
     body = node.call(fetch({"t": {0: 0}}, session_id=5, session_epoch=1), 12)
     assert (body.error_code, body.session_id, body.responses) == (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, 0, [])
