@@ -45,6 +45,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from twisted_kafka.metrics import MetricName, MetricsRegistry
 from twisted_kafka.protocol.errors import ErrorCode
 
 INVALID_SESSION_ID = 0
@@ -158,7 +159,8 @@ class FetchSessionCache:
         self.eviction_ms = eviction_ms
         self.clock = clock
         self.sessions: dict[int, FetchSession] = {}
-        self.evictions = 0      # Kafka's IncrementalFetchSessionEvictionsPerSec, as a count
+        self.evictions = 0
+        self.evictions_meter = None     # IncrementalFetchSessionEvictionsPerSec, once registered
 
     def now_ms(self) -> int:
         return int(self.clock.seconds() * 1000)
@@ -215,6 +217,16 @@ class FetchSessionCache:
     def _evict(self, session: FetchSession) -> None:
         del self.sessions[session.id]
         self.evictions += 1
+        if self.evictions_meter is not None:
+            self.evictions_meter.mark()
+
+    def register_metrics(self, metrics: MetricsRegistry) -> None:
+        """Kafka's ``kafka.server:type=FetchSessionCache`` metrics."""
+        def name(metric: str) -> MetricName:
+            return MetricName("kafka.server", "FetchSessionCache", metric)
+        metrics.gauge(name("NumIncrementalFetchSessions"), lambda: len(self.sessions))
+        metrics.gauge(name("NumIncrementalFetchPartitionsCached"), lambda: self.num_partitions)
+        self.evictions_meter = metrics.meter(name("IncrementalFetchSessionEvictionsPerSec"))
 
 
 class FetchContext:
