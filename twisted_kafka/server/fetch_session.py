@@ -45,7 +45,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from twisted_kafka.metrics import MetricName, MetricsRegistry
+from twisted_kafka.metrics import Meter, MetricName, MetricsRegistry
 from twisted_kafka.protocol.errors import ErrorCode
 
 INVALID_SESSION_ID = 0
@@ -160,7 +160,7 @@ class FetchSessionCache:
         self.clock = clock
         self.sessions: dict[int, FetchSession] = {}
         self.evictions = 0
-        self.evictions_meter = None     # IncrementalFetchSessionEvictionsPerSec, once registered
+        self.evictions_meter: Meter | None = None     # IncrementalFetchSessionEvictionsPerSec, once registered
 
     def now_ms(self) -> int:
         return int(self.clock.seconds() * 1000)
