@@ -90,9 +90,9 @@ class CachedPartition:
         self.log_start_offset = other.log_start_offset
 
     def must_respond(self, entry: Any) -> bool:
-        """Whether the answer ``entry`` (a ``PartitionData``) goes into an incremental response; its
+        """Whether the answer ``entry`` (a ``FetchPartitionResult``) goes into an incremental response; its
         offsets are remembered as told."""
-        respond = bool(entry.error_code) or _has_records(entry.records)
+        respond = bool(entry.error) or _has_records(entry.records)
         if entry.high_watermark != self.high_watermark:
             self.high_watermark = entry.high_watermark
             respond = True
@@ -237,7 +237,7 @@ class FetchContext:
     partitions: Sequence[CachedPartition] = ()
 
     def respond(self, entries: list[Any]) -> tuple[int, list[tuple[CachedPartition, Any]]]:
-        """``entries``: one ``PartitionData`` per partition of ``partitions``, in order.  Returns the
+        """``entries``: one ``FetchPartitionResult`` per partition of ``partitions``, in order.  Returns the
         answer's session id and the (partition, entry) pairs it carries."""
         return INVALID_SESSION_ID, list(zip(self.partitions, entries, strict=True))
 

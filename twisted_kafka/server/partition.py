@@ -167,6 +167,8 @@ class Partition:
         state.log_end_offset = fetch_offset
         state.last_fetch_leader_leo = leader_leo
         state.last_fetch_ms = now_ms
+        if self.log.high_watermark >= leader_leo:
+            return False        # already at the committed end, the most it can be
         return self.maybe_increase_high_watermark()
 
     def maybe_increase_high_watermark(self) -> bool:

@@ -131,6 +131,22 @@ class PartitionFetch:
     current_leader_epoch: int = -1  # KIP-320 fencing; -1: not checked
 
 
+class FetchTarget(Protocol):
+    """What ``fetch_messages`` reads of a partition to fetch: a ``PartitionFetch``, or a fetch session's
+    ``CachedPartition`` (server/fetch_session.py) named by topic name."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def fetch_offset(self) -> int: ...
+    @property
+    def max_bytes(self) -> int: ...
+    @property
+    def current_leader_epoch(self) -> int: ...
+
+
 @dataclass(slots=True)
 class FetchPartitionResult:
     """What one partition of a Fetch answers (Kafka's ``FetchPartitionData``); offsets -1 when unknown."""
@@ -426,7 +442,7 @@ class ReplicaManager(MultiService):
 
     # -- fetching ----------------------------------------------------------------------------
 
-    async def fetch_messages(self, params: FetchParams, fetches: Sequence[PartitionFetch], *,
+    async def fetch_messages(self, params: FetchParams, fetches: Sequence[FetchTarget], *,
                              on_wait: Callable[[], None] | None = None) -> list[FetchPartitionResult]:
         """Fetch (Kafka's ``fetchMessages``): one result per entry of ``fetches``, in order.
 
@@ -457,12 +473,12 @@ class ReplicaManager(MultiService):
         self.fetch_purgatory.try_complete_else_watch(delayed, delayed.keys)
         return await delayed.result
 
-    async def _answer_fetch(self, params: FetchParams, fetches: Sequence[PartitionFetch]
+    async def _answer_fetch(self, params: FetchParams, fetches: Sequence[FetchTarget]
                             ) -> list[FetchPartitionResult]:
         results, _, _, _ = await self._read_for_fetch(params, fetches)
         return results
 
-    async def _read_for_fetch(self, params: FetchParams, fetches: Sequence[PartitionFetch]):
+    async def _read_for_fetch(self, params: FetchParams, fetches: Sequence[FetchTarget]):
         """One pass over ``fetches``: (results, bytes read, the partitions read, whether any failed)."""
         remaining = params.max_bytes
         follower = params.replica_id if params.is_follower else None
@@ -470,17 +486,30 @@ class ReplicaManager(MultiService):
         failed = False
         results: list[FetchPartitionResult] = []
         partitions: list[Partition] = []
+        isolation = params.isolation
+        # An offset at the end of what the fetch may read answers no records without reading (an idle
+        # partition: most of a follower's, round after round); a transactional read still goes to the log
+        # for its aborted transactions.
+        quick = isolation is not FetchIsolation.TXN_COMMITTED
+        log_end = isolation is FetchIsolation.LOG_END
         for fetch in fetches:
             result = FetchPartitionResult()
             try:
                 partition = self.leader_partition(fetch.topic, fetch.partition)
                 partitions.append(partition)
                 partition.check_leader_epoch(fetch.current_leader_epoch)
+                offset = fetch.fetch_offset
                 if follower is not None:
-                    self.follower_fetched(partition, follower, fetch.fetch_offset)
-                result.high_watermark = partition.high_watermark
+                    self.follower_fetched(partition, follower, offset)
+                result.high_watermark = high_watermark = partition.high_watermark
                 result.last_stable_offset = partition.last_stable_offset
-                result.log_start_offset = partition.log_start_offset
+                result.log_start_offset = log_start = partition.log_start_offset
+                if quick and log_start <= offset:
+                    log = partition.log
+                    end = log.log_end_offset
+                    if (end if log_end else high_watermark) <= offset <= end and not log.deleted:
+                        results.append(result)
+                        continue
                 limit = min(fetch.max_bytes, remaining)
                 if limit > 0 or total == 0:
                     info = await self._read_partition(partition, fetch.fetch_offset, max(limit, 0),

@@ -12,6 +12,8 @@ from twisted_kafka.server.fetch_session import (
     MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS, CachedPartition, FetchManager, FetchSessionCache, next_epoch,
 )
 
+from twisted_kafka.server.replica_manager import FetchPartitionResult
+
 from .test_fetch import fetch, partitions, values
 
 F = m.FetchRequest
@@ -79,10 +81,9 @@ def test_no_slots_no_sessions():
     assert (session_id, len(carried), len(cache)) == (0, 2, 0)
 
 
-def _entry(hw=0, records=b"", error=0):
-    from twisted_kafka.protocol.fetch_response import PartitionData
-    return PartitionData(partition_index=0, error_code=error, high_watermark=hw, last_stable_offset=hw,
-                         log_start_offset=0, records=records)
+def _entry(hw=0, records=b"", error=ErrorCode.NONE):
+    return FetchPartitionResult(error=error, high_watermark=hw, last_stable_offset=hw, log_start_offset=0,
+                                records=records)
 
 
 def test_the_context_rules():

@@ -40,7 +40,7 @@ from ..authorization import CLUSTER, TOPIC, Authorization
 from ..dynamic_config import DynamicBrokerConfig
 from ..fetch_session import CachedPartition, FetchManager, FetchSessionCache
 from ..metadata_cache import MetadataCache
-from ..replica_manager import FetchParams, PartitionFetch, ReplicaManager
+from ..replica_manager import FetchParams, FetchPartitionResult, FetchTarget, PartitionFetch, ReplicaManager
 
 READ_COMMITTED = 1
 #: Listeners whose records go from the segment file to the socket with sendfile (Kafka's
@@ -84,13 +84,12 @@ class FetchHandler(ApiHandler):
         partitions = context.partitions
         read_committed = version >= 4 and body.isolation_level == READ_COMMITTED
         auth = self.authorization
-        # Every partition of the fetch, in order: what to read, or the error it is refused with.
-        wanted: list[PartitionFetch | ErrorCode] = []
+        # Every partition of the fetch, in order: what to read (the session's partition itself when it is
+        # named by topic name), or the error it is refused with.
+        wanted: list[FetchTarget | ErrorCode] = []
         denied: dict[str, bool] = {}
-        names: list[str | None] = []
         for p in partitions:
             name = self.metadata_cache.topic_name(p.topic) if ids else p.topic
-            names.append(name)
             if name is None:
                 wanted.append(ErrorCode.UNKNOWN_TOPIC_ID)
                 continue
@@ -101,48 +100,40 @@ class FetchHandler(ApiHandler):
                     request.context, AclOperation.READ, TOPIC, name)
             if refused:
                 wanted.append(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-            else:
+            elif ids:
                 wanted.append(PartitionFetch(name, p.partition, p.fetch_offset, p.max_bytes, p.current_leader_epoch))
-        fetches = [w for w in wanted if isinstance(w, PartitionFetch)]
+            else:
+                wanted.append(p)
+        fetches = [w for w in wanted if not isinstance(w, ErrorCode)]
         refused_any = len(fetches) < len(wanted)
         params = FetchParams(
             replica_id=body.replica_id, max_wait_ms=0 if refused_any else body.max_wait_ms, min_bytes=body.min_bytes,
             max_bytes=min(body.max_bytes if version >= 3 else 2**31 - 1, self.config["fetch.max.bytes"]),
             isolation=FetchIsolation.of(follower=follower, read_committed=read_committed),
             file_regions=request.context.security_protocol in PLAINTEXT_PROTOCOLS)
-        results = iter(await self.replicas.fetch_messages(params, fetches, on_wait=request.mark_local_complete))
-        entries = []
-        for p, answer in zip(partitions, wanted, strict=True):
-            # Records are an empty set, never null, when there is nothing to return (Kafka sends
-            # MemoryRecords.EMPTY): librdkafka 2.0 (kcat) rejects a null record set
-            # ("invalid MessageSetSize -1").
-            entry = PartitionData(partition_index=p.partition, records=b"",
-                                  aborted_transactions=[] if read_committed else None)
-            if isinstance(answer, ErrorCode):
-                entry.error_code = answer
-            else:
-                result = next(results)
-                entry.error_code = result.error
-                entry.high_watermark = result.high_watermark
-                entry.last_stable_offset = result.last_stable_offset
-                entry.log_start_offset = result.log_start_offset
-                entry.records = result.records
-                if read_committed:
-                    entry.aborted_transactions = result.aborted_transactions
-            entries.append(entry)
-        session_id, carried = context.respond(entries)
+        results = await self.replicas.fetch_messages(params, fetches, on_wait=request.mark_local_complete)
+        if refused_any:
+            read = iter(results)
+            results = [FetchPartitionResult(error=w) if isinstance(w, ErrorCode) else next(read) for w in wanted]
+        session_id, carried = context.respond(results)
         # One topic entry per run of partitions of the same topic, in the order read.
         topics: list[FetchableTopicResponse] = []
         topic_names: list[str | None] = []
         last = None
-        for p, entry in carried:
+        for p, result in carried:
             if not topics or last != p.topic:
                 last = p.topic
                 name = self.metadata_cache.topic_name(p.topic) if ids else p.topic
                 topic_names.append(name)
                 topics.append(FetchableTopicResponse(topic=None if ids else p.topic, topic_id=p.topic if ids else None,
                                                      partitions=[]))
-            topics[-1].partitions.append(entry)
+            # Records are an empty set, never null, when there is nothing to return (Kafka sends
+            # MemoryRecords.EMPTY): librdkafka 2.0 (kcat) rejects a null record set
+            # ("invalid MessageSetSize -1").
+            topics[-1].partitions.append(PartitionData(
+                partition_index=p.partition, error_code=result.error, high_watermark=result.high_watermark,
+                last_stable_offset=result.last_stable_offset, log_start_offset=result.log_start_offset,
+                records=result.records, aborted_transactions=result.aborted_transactions if read_committed else None))
         self.replicas.topic_stats.fetched(topic_names, topics, follower=follower)
         return FetchResponseData(responses=topics, throttle_time_ms=0, error_code=ErrorCode.NONE,
                                  session_id=session_id)
