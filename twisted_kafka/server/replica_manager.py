@@ -408,9 +408,11 @@ class ReplicaManager(MultiService):
 
     # -- replication ----------------------------------------------------------------------
 
-    def follower_fetched(self, partition: Partition, replica_id: int, fetch_offset: int) -> None:
-        """Leader: follower ``replica_id`` fetched from ``fetch_offset`` (its log end)."""
-        now_ms = int(self.reactor.seconds() * 1000)
+    def follower_fetched(self, partition: Partition, replica_id: int, fetch_offset: int,
+                         now_ms: int | None = None) -> None:
+        """Leader: follower ``replica_id`` fetched from ``fetch_offset`` (its log end) at ``now_ms``."""
+        if now_ms is None:
+            now_ms = int(self.reactor.seconds() * 1000)
         if partition.update_follower(replica_id, fetch_offset, now_ms):
             self._high_watermark_moved(partition, 1)
         if self.isr_manager is not None:
@@ -475,13 +477,17 @@ class ReplicaManager(MultiService):
 
     async def _answer_fetch(self, params: FetchParams, fetches: Sequence[FetchTarget]
                             ) -> list[FetchPartitionResult]:
-        results, _, _, _ = await self._read_for_fetch(params, fetches)
+        # The follower's fetch state was taken when the fetch came (Kafka's DelayedFetch reads again
+        # without updating it).
+        results, _, _, _ = await self._read_for_fetch(params, fetches, follower_state=False)
         return results
 
-    async def _read_for_fetch(self, params: FetchParams, fetches: Sequence[FetchTarget]):
-        """One pass over ``fetches``: (results, bytes read, the partitions read, whether any failed)."""
+    async def _read_for_fetch(self, params: FetchParams, fetches: Sequence[FetchTarget], *,
+                              follower_state: bool = True):
+        """One pass over ``fetches``: (results, bytes read, the partitions read, whether any failed).
+        ``follower_state``: a follower's fetch offsets update what the leader knows of it."""
         remaining = params.max_bytes
-        follower = params.replica_id if params.is_follower else None
+        follower = params.replica_id if params.is_follower and follower_state else None
         total = 0
         failed = False
         results: list[FetchPartitionResult] = []
@@ -491,6 +497,7 @@ class ReplicaManager(MultiService):
         # partition: most of a follower's, round after round); a transactional read still goes to the log
         # for its aborted transactions.
         quick = isolation is not FetchIsolation.TXN_COMMITTED
+        now_ms = int(self.reactor.seconds() * 1000)
         log_end = isolation is FetchIsolation.LOG_END
         for fetch in fetches:
             result = FetchPartitionResult()
@@ -500,7 +507,7 @@ class ReplicaManager(MultiService):
                 partition.check_leader_epoch(fetch.current_leader_epoch)
                 offset = fetch.fetch_offset
                 if follower is not None:
-                    self.follower_fetched(partition, follower, offset)
+                    self.follower_fetched(partition, follower, offset, now_ms)
                 result.high_watermark = high_watermark = partition.high_watermark
                 result.last_stable_offset = partition.last_stable_offset
                 result.log_start_offset = log_start = partition.log_start_offset
