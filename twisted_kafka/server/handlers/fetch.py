@@ -54,13 +54,23 @@ class FetchHandler(ApiHandler):
     def __init__(self, replica_manager: ReplicaManager, metadata_cache: MetadataCache, config: DynamicBrokerConfig,
                  *, authorization: Authorization, clock=None):
         """``clock``: the reactor, for the sessions' times of use (the global reactor when None)."""
-        if clock is None:
-            from twisted.internet import reactor as clock
         self.authorization = authorization
-        self.sessions = FetchManager(FetchSessionCache(config["max.incremental.fetch.session.cache.slots"], clock))
+        self._clock = clock
+        self._sessions: FetchManager | None = None
         self.replicas = replica_manager
         self.metadata_cache = metadata_cache
         self.config = config
+
+    @property
+    def sessions(self) -> FetchManager:
+        """The fetch sessions, made at first use (the handler table is also built to list its API keys)."""
+        if self._sessions is None:
+            clock = self._clock
+            if clock is None:
+                from twisted.internet import reactor as clock
+            self._sessions = FetchManager(FetchSessionCache(
+                self.config["max.incremental.fetch.session.cache.slots"], clock))
+        return self._sessions
 
     async def handle(self, request):
         body = request.body
