@@ -499,18 +499,23 @@ class ReplicaManager(MultiService):
         quick = isolation is not FetchIsolation.TXN_COMMITTED
         now_ms = int(self.reactor.seconds() * 1000)
         log_end = isolation is FetchIsolation.LOG_END
+        hosted = self.partitions
         for fetch in fetches:
-            result = FetchPartitionResult()
+            result = None
             try:
-                partition = self.leader_partition(fetch.topic, fetch.partition)
+                partition = hosted.get((fetch.topic, fetch.partition))
+                if partition is None or not partition.is_leader:
+                    partition = self.leader_partition(fetch.topic, fetch.partition)    # raises its error
                 partitions.append(partition)
-                partition.check_leader_epoch(fetch.current_leader_epoch)
+                epoch = fetch.current_leader_epoch
+                if epoch >= 0 and epoch != partition.leader_epoch:
+                    partition.check_leader_epoch(epoch)
                 offset = fetch.fetch_offset
                 if follower is not None:
                     self.follower_fetched(partition, follower, offset, now_ms)
-                result.high_watermark = high_watermark = partition.high_watermark
-                result.last_stable_offset = partition.last_stable_offset
-                result.log_start_offset = log_start = partition.log_start_offset
+                high_watermark = partition.high_watermark
+                log_start = partition.log_start_offset
+                result = FetchPartitionResult(ErrorCode.NONE, high_watermark, partition.last_stable_offset, log_start)
                 if quick and log_start <= offset:
                     log = partition.log
                     end = log.log_end_offset
@@ -530,7 +535,10 @@ class ReplicaManager(MultiService):
                         result.aborted_transactions = [(a.producer_id, a.first_offset)
                                                        for a in info.aborted_transactions]
             except KafkaError as exc:
-                result.error = exc.code
+                if result is None:
+                    result = FetchPartitionResult(exc.code)
+                else:
+                    result.error = exc.code     # a failed read: the partition's offsets are still told
                 failed = True
             results.append(result)
         return results, total, partitions, failed
