@@ -176,7 +176,14 @@ _define("fetch.max.bytes", INT, 57671680, MEDIUM,
         "request asks for.",
         validator=at_least(1024))
 _define("max.incremental.fetch.session.cache.slots", INT, 1000, MEDIUM,
-        "How many incremental fetch sessions (KIP-227) the broker keeps.",
+        "How many incremental fetch sessions (KIP-227) the broker keeps, consumers' "
+        "and followers' together (0: none; every fetch is then a full fetch). When "
+        "all slots are taken a new session takes the slot of the least recently "
+        "used one idle for over 2 minutes; otherwise that of the session of least "
+        "value -- a consumer's before a follower's, then the fewest partitions -- if "
+        "the new one is worth more and that session is over 2 minutes old or (for a "
+        "follower's new session) a consumer's. A fetcher refused a session keeps to "
+        "full fetches.",
         validator=at_least(0))
 
 # --------------------------------------------------------------------------

@@ -31,7 +31,6 @@ SASL = ("SASL offers PLAIN and SCRAM-SHA-256/512 (sasl.enabled.mechanisms, the P
 METRICS = "metrics are kept under Kafka's names; reporters and sampling are not configurable yet"
 REACTOR = ("the reactor's single thread does all socket I/O, so there are no network threads to size "
            "(docs/architecture.md, 'num.network.threads')")
-FETCH_SESSIONS = "incremental fetch sessions (KIP-227) are not offered: every fetch is a full fetch"
 RECOMPRESSION = ("batches are stored as producers compressed them (Kafka's 'producer'); "
                  "recompression to another codec is not built yet")
 BACKGROUND = "background work runs on the reactor and the I/O thread pool (sized by num.io.threads)"
@@ -74,7 +73,6 @@ _KEYS = {
     "socket.connection.setup.timeout.max.ms": REPLICATION,
     "metric.reporters": METRICS,
     "num.network.threads": REACTOR,
-    "max.incremental.fetch.session.cache.slots": FETCH_SESSIONS,
     "background.threads": BACKGROUND,
 }
 

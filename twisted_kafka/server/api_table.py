@@ -103,7 +103,7 @@ def broker_handlers(*, advertised_keys: Callable[[RequestContext], list[int]], r
         DescribeProducersHandler(replica_manager, authorization=auth),
         DescribeTransactionsHandler(txn, authorization=auth),
         ListTransactionsHandler(txn, authorization=auth),
-        FetchHandler(replica_manager, metadata_cache, dynamic_config, authorization=auth),
+        FetchHandler(replica_manager, metadata_cache, dynamic_config, authorization=auth, clock=clock),
         ListOffsetsHandler(replica_manager, authorization=auth),
         OffsetForLeaderEpochHandler(replica_manager, authorization=auth),
         LeaderAndIsrHandler(replica_manager, controller_guard),

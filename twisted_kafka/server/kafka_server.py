@@ -125,6 +125,7 @@ from .broker_epoch import BrokerEpoch
 from .broker_lifecycle import DRAIN_TIMEOUT_SECONDS, STOP_GRACE_SECONDS, BrokerLifecycleManager, RequestDrain
 from .broker_metadata import BrokerMetadata, LogDirLocks, generate_cluster_id, load_or_create
 from .broker_metrics import register_broker_metrics
+from .handlers.fetch import FetchHandler
 from .cluster_view import LocalClusterView
 from .config_repository import ConfigRepository
 from .connection_event_log import ConnectionEventLog
@@ -314,6 +315,9 @@ class KafkaServer(MultiService):
             transactions=self.transaction_coordinator,
             producer_ids=self.producer_ids, clock=reactor, authorization=self.authorization,
             scram_store=self.scram_store)
+        for handler in handlers:
+            if isinstance(handler, FetchHandler):
+                handler.sessions.cache.register_metrics(self.metrics)
         request_metrics = RequestMetrics(self.metrics)
         apis = KafkaApis(handlers, authorization=self.authorization, request_metrics=request_metrics)
         socket_server = SocketServer(config=config, listeners=self.listeners, reactor=reactor, metrics=self.metrics,

@@ -159,14 +159,18 @@ class Partition:
         if state is None:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                              f"Broker {replica_id} is not a replica of {self.topic}-{self.index}")
-        leader_leo = self.log.committed_end_offset
+        log = self.log
+        leader_leo = log.committed_end_offset
         if fetch_offset >= leader_leo:
-            state.last_caught_up_ms = max(state.last_caught_up_ms, now_ms)
+            if now_ms > state.last_caught_up_ms:
+                state.last_caught_up_ms = now_ms
         elif fetch_offset >= state.last_fetch_leader_leo >= 0:
             state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
         state.log_end_offset = fetch_offset
         state.last_fetch_leader_leo = leader_leo
         state.last_fetch_ms = now_ms
+        if log.high_watermark >= leader_leo:
+            return False        # already at the committed end, the most it can be
         return self.maybe_increase_high_watermark()
 
     def maybe_increase_high_watermark(self) -> bool:

@@ -10,6 +10,16 @@ and ``replica.fetch.wait.max.ms`` (the leader holds the fetch until data
 arrives).  Returned batches are appended as they are, offsets and epochs
 kept, and the follower takes the leader's high watermark.
 
+The fetches use an incremental fetch session (KIP-227,
+``client/fetch_session.py``): after the first full fetch each request names
+only the partitions whose fetch state (log end, leader epoch, log start)
+changed -- those that just got records -- and forgets those not fetched
+this round (backed off, removed); the leader answers only partitions with
+records, errors or a new high watermark or log start.  An idle follower of
+many partitions thus sends and receives a few bytes a round.  A session
+error (FETCH_SESSION_ID_NOT_FOUND after the leader restarted or evicted it,
+INVALID_FETCH_SESSION_EPOCH) or a lost answer makes the next fetch a full one.
+
 Before a partition's first fetch under a new leader epoch it is truncated
 (KIP-101, KIP-279): OffsetForLeaderEpoch (23) asks the leader where this
 log's last epoch ends on its side, and the follower drops anything beyond
@@ -31,6 +41,7 @@ from twisted.internet.error import ConnectingCancelledError
 from twisted.logger import Logger
 
 from twisted_kafka.client import KafkaClientProtocol, KafkaConnectionError, connect
+from twisted_kafka.client.fetch_session import FetchSessionHandler
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
@@ -81,6 +92,8 @@ class ReplicaFetcher:
         self._sleep_call = None
         self._loop: Deferred | None = None
         self.rounds = 0
+        #: The incremental fetch session (KIP-227) with the leader.
+        self.session = FetchSessionHandler()
 
     def __repr__(self) -> str:
         return f"<ReplicaFetcher {self.fetcher_id} of broker {self.source_broker}>"
@@ -232,24 +245,42 @@ class ReplicaFetcher:
 
     async def _fetch(self, client: KafkaClientProtocol, ready: list[FetchState]) -> None:
         config = self.config
+        max_bytes = config["replica.fetch.max.bytes"]
+        # Each partition's fetch state; the session handler sends only those the leader's session lacks.
+        wanted = {s.key: (s.partition.log.log_end_offset, s.leader_epoch, s.partition.log.log_start_offset, max_bytes)
+                  for s in ready}
+        data = self.session.build(wanted)
         by_topic: dict[str, list] = {}
-        for state in ready:
-            partition = state.partition
-            by_topic.setdefault(partition.topic, []).append(FR.FetchTopic.FetchPartition(
-                partition=partition.index, current_leader_epoch=state.leader_epoch,
-                fetch_offset=partition.log.log_end_offset, last_fetched_epoch=-1,
-                log_start_offset=partition.log.log_start_offset,
-                partition_max_bytes=config["replica.fetch.max.bytes"]))
+        for (topic, index), (offset, epoch, log_start, limit) in data.to_send.items():
+            by_topic.setdefault(topic, []).append(FR.FetchTopic.FetchPartition(
+                partition=index, current_leader_epoch=epoch, fetch_offset=offset, last_fetched_epoch=-1,
+                log_start_offset=log_start, partition_max_bytes=limit))
+        forgotten: dict[str, list[int]] = {}
+        for topic, index in data.to_forget:
+            forgotten.setdefault(topic, []).append(index)
         request = FR(replica_id=self.broker_id, max_wait_ms=config["replica.fetch.wait.max.ms"],
                      min_bytes=config["replica.fetch.min.bytes"], max_bytes=config["replica.fetch.response.max.bytes"],
-                     isolation_level=0, session_id=0, session_epoch=-1,
+                     isolation_level=0, session_id=data.session_id, session_epoch=data.epoch,
                      topics=[FR.FetchTopic(topic=t, partitions=p) for t, p in by_topic.items()],
-                     forgotten_topics_data=[], rack_id="")
+                     forgotten_topics_data=[FR.ForgottenTopic(topic=t, partitions=p) for t, p in forgotten.items()],
+                     rack_id="")
         sent = {s.key: s for s in ready}
-        offsets = {s.key: s.partition.log.log_end_offset for s in ready}
-        response = await self._request(client, request, FETCH_VERSION)
-        if response.error_code:
-            raise KafkaError(ErrorCode(response.error_code), "the leader refused the fetch")
+        try:
+            response = await self._request(client, request, FETCH_VERSION)
+        except BaseException:
+            self.session.handle_error()
+            raise
+        carried = {(topic.topic, answer.partition_index) for topic in response.responses for answer in topic.partitions}
+        if not self.session.handle_response(response.error_code, response.session_id, carried):
+            if response.error_code in (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH):
+                self.log.info("{fetcher}: {error}; the next fetch is a full one", fetcher=self,
+                              error=ErrorCode(response.error_code).name)
+                return
+            if response.error_code:
+                raise KafkaError(ErrorCode(response.error_code), "the leader refused the fetch")
+            self.log.warn("{fetcher}: the leader answered partitions the fetch did not ask for; the next fetch "
+                          "is a full one", fetcher=self)
+            return
         for topic in response.responses:
             for answer in topic.partitions:
                 key = (topic.topic, answer.partition_index)
@@ -258,7 +289,7 @@ class ReplicaFetcher:
                     continue                       # removed (or re-added) while the fetch was out
                 error = ErrorCode(answer.error_code)
                 if error == ErrorCode.NONE:
-                    self._append(found, offsets[key], answer)
+                    self._append(found, wanted[key][0], answer)
                 elif error == ErrorCode.OFFSET_OUT_OF_RANGE:
                     await self._out_of_range(client, found)
                 else:

@@ -131,6 +131,22 @@ class PartitionFetch:
     current_leader_epoch: int = -1  # KIP-320 fencing; -1: not checked
 
 
+class FetchTarget(Protocol):
+    """What ``fetch_messages`` reads of a partition to fetch: a ``PartitionFetch``, or a fetch session's
+    ``CachedPartition`` (server/fetch_session.py) named by topic name."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def fetch_offset(self) -> int: ...
+    @property
+    def max_bytes(self) -> int: ...
+    @property
+    def current_leader_epoch(self) -> int: ...
+
+
 @dataclass(slots=True)
 class FetchPartitionResult:
     """What one partition of a Fetch answers (Kafka's ``FetchPartitionData``); offsets -1 when unknown."""
@@ -392,9 +408,11 @@ class ReplicaManager(MultiService):
 
     # -- replication ----------------------------------------------------------------------
 
-    def follower_fetched(self, partition: Partition, replica_id: int, fetch_offset: int) -> None:
-        """Leader: follower ``replica_id`` fetched from ``fetch_offset`` (its log end)."""
-        now_ms = int(self.reactor.seconds() * 1000)
+    def follower_fetched(self, partition: Partition, replica_id: int, fetch_offset: int,
+                         now_ms: int | None = None) -> None:
+        """Leader: follower ``replica_id`` fetched from ``fetch_offset`` (its log end) at ``now_ms``."""
+        if now_ms is None:
+            now_ms = int(self.reactor.seconds() * 1000)
         if partition.update_follower(replica_id, fetch_offset, now_ms):
             self._high_watermark_moved(partition, 1)
         if self.isr_manager is not None:
@@ -426,7 +444,7 @@ class ReplicaManager(MultiService):
 
     # -- fetching ----------------------------------------------------------------------------
 
-    async def fetch_messages(self, params: FetchParams, fetches: Sequence[PartitionFetch], *,
+    async def fetch_messages(self, params: FetchParams, fetches: Sequence[FetchTarget], *,
                              on_wait: Callable[[], None] | None = None) -> list[FetchPartitionResult]:
         """Fetch (Kafka's ``fetchMessages``): one result per entry of ``fetches``, in order.
 
@@ -457,30 +475,53 @@ class ReplicaManager(MultiService):
         self.fetch_purgatory.try_complete_else_watch(delayed, delayed.keys)
         return await delayed.result
 
-    async def _answer_fetch(self, params: FetchParams, fetches: Sequence[PartitionFetch]
+    async def _answer_fetch(self, params: FetchParams, fetches: Sequence[FetchTarget]
                             ) -> list[FetchPartitionResult]:
-        results, _, _, _ = await self._read_for_fetch(params, fetches)
+        # The follower's fetch state was taken when the fetch came (Kafka's DelayedFetch reads again
+        # without updating it).
+        results, _, _, _ = await self._read_for_fetch(params, fetches, follower_state=False)
         return results
 
-    async def _read_for_fetch(self, params: FetchParams, fetches: Sequence[PartitionFetch]):
-        """One pass over ``fetches``: (results, bytes read, the partitions read, whether any failed)."""
+    async def _read_for_fetch(self, params: FetchParams, fetches: Sequence[FetchTarget], *,
+                              follower_state: bool = True):
+        """One pass over ``fetches``: (results, bytes read, the partitions read, whether any failed).
+        ``follower_state``: a follower's fetch offsets update what the leader knows of it."""
         remaining = params.max_bytes
-        follower = params.replica_id if params.is_follower else None
+        follower = params.replica_id if params.is_follower and follower_state else None
         total = 0
         failed = False
         results: list[FetchPartitionResult] = []
         partitions: list[Partition] = []
+        isolation = params.isolation
+        # An offset at the end of what the fetch may read answers no records without reading (an idle
+        # partition: most of a follower's, round after round); a transactional read still goes to the log
+        # for its aborted transactions.
+        quick = isolation is not FetchIsolation.TXN_COMMITTED
+        now_ms = int(self.reactor.seconds() * 1000)
+        log_end = isolation is FetchIsolation.LOG_END
+        hosted = self.partitions
         for fetch in fetches:
-            result = FetchPartitionResult()
+            result = None
             try:
-                partition = self.leader_partition(fetch.topic, fetch.partition)
+                partition = hosted.get((fetch.topic, fetch.partition))
+                if partition is None or not partition.is_leader:
+                    partition = self.leader_partition(fetch.topic, fetch.partition)    # raises its error
                 partitions.append(partition)
-                partition.check_leader_epoch(fetch.current_leader_epoch)
+                epoch = fetch.current_leader_epoch
+                if epoch >= 0 and epoch != partition.leader_epoch:
+                    partition.check_leader_epoch(epoch)
+                offset = fetch.fetch_offset
                 if follower is not None:
-                    self.follower_fetched(partition, follower, fetch.fetch_offset)
-                result.high_watermark = partition.high_watermark
-                result.last_stable_offset = partition.last_stable_offset
-                result.log_start_offset = partition.log_start_offset
+                    self.follower_fetched(partition, follower, offset, now_ms)
+                high_watermark = partition.high_watermark
+                log_start = partition.log_start_offset
+                result = FetchPartitionResult(ErrorCode.NONE, high_watermark, partition.last_stable_offset, log_start)
+                if quick and log_start <= offset:
+                    log = partition.log
+                    end = log.log_end_offset
+                    if (end if log_end else high_watermark) <= offset <= end and not log.deleted:
+                        results.append(result)
+                        continue
                 limit = min(fetch.max_bytes, remaining)
                 if limit > 0 or total == 0:
                     info = await self._read_partition(partition, fetch.fetch_offset, max(limit, 0),
@@ -494,7 +535,10 @@ class ReplicaManager(MultiService):
                         result.aborted_transactions = [(a.producer_id, a.first_offset)
                                                        for a in info.aborted_transactions]
             except KafkaError as exc:
-                result.error = exc.code
+                if result is None:
+                    result = FetchPartitionResult(exc.code)
+                else:
+                    result.error = exc.code     # a failed read: the partition's offsets are still told
                 failed = True
             results.append(result)
         return results, total, partitions, failed

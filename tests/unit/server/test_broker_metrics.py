@@ -106,6 +106,7 @@ def test_fetch_marks_bytes_out_and_a_follower_fetch_replication_bytes_out(node, 
 
 def test_a_failed_read_is_a_failed_fetch(node, registry, monkeypatch):
     node.create_topic("t")
+    node.produce("t", 0, b"a")          # records to read: a partition at its end is answered without a read
     monkeypatch.setattr(node.replica_manager, "read", lambda *args, **kwargs: fail(OSError(5, "I/O error")))
     got = partitions(node.call(fetch({"t": {0: 0}}), 12))
     assert got[("t", 0)].error_code == ErrorCode.KAFKA_STORAGE_ERROR

@@ -64,8 +64,8 @@ def test_fetched_batches_are_appended_with_their_offsets_and_the_leader_s_high_w
     fetcher, state = follow(node, partition)
     state.truncated = True
     batch = records(b"x", b"y")
-    answer = SimpleNamespace(error_code=0, responses=[SimpleNamespace(topic="t", partitions=[SimpleNamespace(
-        partition_index=0, error_code=0, high_watermark=1, records=batch)])])
+    answer = SimpleNamespace(error_code=0, session_id=0, responses=[SimpleNamespace(topic="t", partitions=[
+        SimpleNamespace(partition_index=0, error_code=0, high_watermark=1, records=batch)])])
     leader = FakeLeader(answer)
     result_of(ensureDeferred(fetcher._fetch(leader, [state])))
     [asked] = leader.asked
@@ -78,7 +78,41 @@ def test_a_fenced_partition_backs_off(node):
     partition = node.replica_manager.partition("t", 0)
     fetcher, state = follow(node, partition)
     state.truncated = True
-    answer = SimpleNamespace(error_code=0, responses=[SimpleNamespace(topic="t", partitions=[SimpleNamespace(
-        partition_index=0, error_code=ErrorCode.FENCED_LEADER_EPOCH, high_watermark=-1, records=b"")])])
+    answer = SimpleNamespace(error_code=0, session_id=0, responses=[SimpleNamespace(topic="t", partitions=[
+        SimpleNamespace(partition_index=0, error_code=ErrorCode.FENCED_LEADER_EPOCH, high_watermark=-1, records=b"")])])
     result_of(ensureDeferred(fetcher._fetch(FakeLeader(answer), [state])))
     assert state.delayed_until == node.reactor.seconds() + 1.0 and partition.log.log_end_offset == 0
+
+
+def _answer(session_id, *partitions, error_code=0):
+    return SimpleNamespace(error_code=error_code, session_id=session_id, responses=[
+        SimpleNamespace(topic="t", partitions=list(partitions))] if partitions else [])
+
+
+def test_fetches_after_the_first_name_only_what_changed_and_a_lost_session_starts_again(node):
+    node.create_topic("t", 2)
+    p0, p1 = node.replica_manager.partition("t", 0), node.replica_manager.partition("t", 1)
+    fetcher, s0 = follow(node, p0)
+    s1 = FetchState(p1, p1.leader_epoch)
+    fetcher.partitions[s1.key] = s1
+    s0.truncated = s1.truncated = True
+    leader = FakeLeader(
+        _answer(7, SimpleNamespace(partition_index=0, error_code=0, high_watermark=0, records=b""),
+                SimpleNamespace(partition_index=1, error_code=0, high_watermark=0, records=b"")),
+        _answer(7, SimpleNamespace(partition_index=1, error_code=0, high_watermark=2, records=records(b"x", b"y"))),
+        _answer(7),
+        _answer(0, error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND),
+        _answer(9))
+    for _ in range(5):
+        result_of(ensureDeferred(fetcher._fetch(leader, [s0, s1])))
+    full, idle, moved, lost, again = leader.asked
+    assert (full.session_id, full.session_epoch) == (0, 0) and len(full.topics[0].partitions) == 2
+    assert (idle.session_id, idle.session_epoch, idle.topics, idle.forgotten_topics_data) == (7, 1, [], [])
+    # Partition 1 got two records: its fetch offset moved, so it is named again.
+    assert (moved.session_epoch, [(p.partition, p.fetch_offset) for p in moved.topics[0].partitions]) == (2, [(1, 2)])
+    assert p1.log.log_end_offset == 2 and p1.high_watermark == 2
+    assert (lost.session_id, lost.session_epoch) == (7, 3)
+    assert (again.session_id, again.session_epoch) == (0, 0) and len(again.topics[0].partitions) == 2
+    # A partition not fetched in a round (backed off) is forgotten by the session.
+    result_of(ensureDeferred(fetcher._fetch(FakeLeader(_answer(9)), [s0])))
+    assert fetcher.session.session == {("t", 0): (0, s0.leader_epoch, 0, 1 << 20)}
