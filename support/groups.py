@@ -163,14 +163,19 @@ class Group:
         return "\n".join(m.describe() for m in self.members)
 
     def settled(self) -> bool:
+        """Every partition held once and the shares balanced (within one partition): the target
+        assignment reached, not a step on the way (a consumer-protocol member gives partitions up one
+        heartbeat at a time, and every partition is held once at each step)."""
         live = self.live
         if not live or any(not m.assignment for m in live):
             return False
         held = [p for m in live for p in m.assignment or ()]
-        return sorted(held) == list(range(self.partitions))
+        sizes = [len(m.assignment or ()) for m in live]
+        return sorted(held) == list(range(self.partitions)) and max(sizes) - min(sizes) <= 1
 
     def wait_settled(self, timeout: float = 30) -> dict[str, tuple[int, ...]]:
-        """Every partition held by exactly one live member, and every live member holds one."""
+        """Every partition held by exactly one live member, every live member holds one, the shares
+        balanced."""
         wait_for(self.settled, timeout, "the group to settle", self.describe)
         return {m.name: m.assignment for m in self.live}
 
