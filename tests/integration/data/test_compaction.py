@@ -355,8 +355,10 @@ def test_compaction_keeps_committed_transactions_only_and_removes_markers_after_
                              "offsets.topic.num.partitions": "2"})
     topic = "compacted-transactions"
     retention_ms = 5000
+    # Nothing is cleaned until the read below has seen the aborted records (min.compaction.lag.ms, then 0).
     create_topic(broker.bootstrap, topic, **{"segment.bytes": "16384", "min.cleanable.dirty.ratio": "0.01",
-                                             "delete.retention.ms": str(retention_ms)})
+                                             "delete.retention.ms": str(retention_ms),
+                                             "min.compaction.lag.ms": "3600000"})
     keys = [b"k%02d" % i for i in range(50)]
     producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "compacted-txn",
                          "batch.size": 2048, "linger.ms": 5, "log_level": 0})
@@ -375,6 +377,11 @@ def test_compaction_keeps_committed_transactions_only_and_removes_markers_after_
             producer.abort_transaction(30)
     aborted_seen = [v for _, _, v in read_confluent(broker.bootstrap, topic) if v is not None and v[:1] == b"B"]
     assert len(aborted_seen) == 100, "read_uncommitted sees the aborted records before the cleaning"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    lag = ConfigEntry("min.compaction.lag.ms", "0", incremental_operation=AlterConfigOpType.SET)
+    for future in admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, topic,
+                                                                  incremental_configs=[lag])]).values():
+        future.result(15)
     filler = iter(range(1_000_000))
 
     def roll() -> None:
