@@ -50,6 +50,21 @@ log = Logger(namespace="twisted_kafka.log.log_manager")
 TopicPartition = tuple[str, int]
 
 
+#: Logs opened (or flushed) by one job of the thread pool at most.  Kafka's recovery threads each
+#: take logs one after the other; a job per log would pay a hand-off between the reactor and a
+#: pool thread per partition, which at tens of thousands of partitions is most of a restart.
+LOGS_PER_JOB = 256
+
+
+def in_chunks(items: list, threads: int, most: int = LOGS_PER_JOB) -> list[list]:
+    """``items`` in consecutive chunks of at most ``most``, at least ``threads`` chunks when there
+    are that many items (so every recovery thread gets work)."""
+    if not items:
+        return []
+    size = max(1, min(most, -(-len(items) // max(1, threads))))
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
 class DirScan:
     """What a log dir holds at start-up (read in the thread pool)."""
 
@@ -118,16 +133,21 @@ class LogLoader:
             log.info("removing deleted partition dir {dir}", dir=doomed)
             self._blocking(shutil.rmtree, doomed, True)
         semaphore = DeferredSemaphore(self.recovery_threads)
-        loads = []
-        for topic, partition, part_dir in scan.partitions:
-            key = (topic, partition)
-            loads.append(semaphore.run(
-                self._blocking, Log.open, part_dir, self._log_config(topic), topic=topic,
-                partition=partition, recovery_point=scan.recovery_points.get(key, 0),
-                log_start_offset=scan.log_start_offsets.get(key, 0),
-                had_clean_shutdown=scan.clean, now_ms=now_ms,
-                producer_state_config=self._producer_state_config, files=self._files))
-        return gatherResults(loads, consumeErrors=True)
+        jobs = [(topic, partition, part_dir, self._log_config(topic))
+                for topic, partition, part_dir in scan.partitions]
+
+        def open_all(chunk: list) -> list[Log]:
+            return [Log.open(part_dir, cfg, topic=topic, partition=partition,
+                             recovery_point=scan.recovery_points.get((topic, partition), 0),
+                             log_start_offset=scan.log_start_offsets.get((topic, partition), 0),
+                             had_clean_shutdown=scan.clean, now_ms=now_ms,
+                             producer_state_config=self._producer_state_config, files=self._files)
+                    for topic, partition, part_dir, cfg in chunk]
+
+        d = gatherResults([semaphore.run(self._blocking, open_all, chunk)
+                           for chunk in in_chunks(jobs, self.recovery_threads)], consumeErrors=True)
+        d.addCallback(lambda chunks: [opened for chunk in chunks for opened in chunk])
+        return d
 
     @staticmethod
     def remove_marker(path: str) -> None:
