@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -180,8 +181,8 @@ class LogLoader:
         """CRC-check in the background the finished segments below the recovery point of each of
         ``logs`` (the logs of ``path``), one segment at a time, while ``running()``; a log no
         longer ``hosted`` is skipped."""
-        work = [(key, segment, end) for key, unified in logs
-                for segment, end in unified.local_log.segments_to_check()]
+        work = deque((key, segment, end) for key, unified in logs
+                     for segment, end in unified.local_log.segments_to_check())
         if work:
             log.info("checking {n} segment(s) of {dir} below the recovery point for damage, in the "
                      "background", n=len(work), dir=path)
@@ -190,11 +191,11 @@ class LogLoader:
     def checks_running(self) -> list[Deferred]:
         return list(self._checking.values())
 
-    def _check_next(self, work: list, path: str, hosted: Callable[[TopicPartition], UnifiedLog | None],
+    def _check_next(self, work: deque, path: str, hosted: Callable[[TopicPartition], UnifiedLog | None],
                     running: Callable[[], bool]) -> None:
         self._checking.pop(path, None)
         while work and running():
-            key, segment, end = work.pop(0)
+            key, segment, end = work.popleft()       # (a list's pop(0) is quadratic in the segments)
             unified = hosted(key)
             if unified is None or segment.deleted or segment.closed:
                 continue
