@@ -355,3 +355,21 @@ def test_the_recovery_point_is_checkpointed_once_a_finished_segment_is_flushed(t
     bases = [s.base_offset for s in log.local_log.segments]
     assert len(bases) > 2
     assert read_offset_checkpoint(path) == {("t", 0): bases[-1]}
+
+
+def test_new_logs_go_to_the_dir_with_fewest_logs_as_logs_come_and_go():
+    from twisted_kafka.log.log_registry import LogRegistry
+
+    registry = LogRegistry(["/a", "/b"])
+    placed = []
+    for p in range(4):
+        log_dir = registry.dir_for_new_log()
+        registry.add(("t", p), object(), log_dir)       # type: ignore[arg-type]
+        placed.append(log_dir)
+    assert placed == ["/a", "/b", "/a", "/b"]
+    registry.remove(("t", 0))
+    registry.remove(("t", 2))                           # /a now holds none, /b two
+    assert registry.dir_for_new_log() == "/a"
+    registry.add(("t", 1), object(), "/a")              # moved: counted once, in its new dir
+    registry.add(("u", 0), object(), "/a")
+    assert registry.dir_for_new_log() == "/b"
