@@ -25,7 +25,10 @@ its soft limit to the hard limit itself) in a new directory, and:
   probe's p50/p99/max, and how many Metadata answers the flood got.
 
 The time per partition at each size shows whether creation and restart are
-linear; the scaling check (bench/common.py) compares the two largest sizes
+linear, and so do the create columns "1st q" and "last q": the mean time per
+partition of the first and the last quarter of the CreateTopics requests on
+one broker (the same when creating one more partition does not cost more
+as the broker holds more); the scaling check (bench/common.py) compares the two largest sizes
 (N/2 and N must take about half and all of the time).  The broker's CPU is
 reported next to the client's (AdminClient and the raw Metadata reads run in
 this process).  ``--root DIR`` runs another checkout's broker (its ``bin/``
@@ -160,7 +163,9 @@ def run_size(n: int, args) -> dict:
         profiler.start(broker.pid, f"create-{n}")
         started = time.perf_counter()
         made = 0
+        steps = []
         for first in range(0, len(topics), args.batch):
+            step = time.perf_counter()
             batch = []
             for name in topics[first:first + args.batch]:
                 count = min(args.per_topic, n - made)
@@ -168,6 +173,13 @@ def run_size(n: int, args) -> dict:
                 made += count
             for future in admin.create_topics(batch, operation_timeout=600, request_timeout=600).values():
                 future.result()
+            steps.append(time.perf_counter() - step)
+        # Within one broker: the first and the last quarter of the CreateTopics requests (ms per
+        # partition) -- linear creation takes the same per partition whatever the broker holds.
+        quarter = max(1, len(steps) // 4)
+        per = args.per_topic * args.batch
+        result["step_first_ms"] = statistics.mean(steps[:quarter]) / per * 1000
+        result["step_last_ms"] = statistics.mean(steps[-quarter:]) / per * 1000
         result["create_requests_s"] = time.perf_counter() - started
         wait_all_led(broker.data_port, n)
         result["create_s"] = time.perf_counter() - started
@@ -241,12 +253,14 @@ def main() -> None:
     print(f"\nPartitions on one broker ({args.root or 'this checkout'}): topics of {args.per_topic} partitions, "
           f"{args.batch} topics per CreateTopics, RF=1, max.connections={MAX_CONNECTIONS}, open-file limit "
           f"{soft}/{hard}, {os.cpu_count()} CPU(s)")
-    print(f"{'partitions':>10} {'create s':>9} {'us/part':>8} {'brkCPU s':>9} {'cliCPU s':>9} {'stop s':>7} "
+    print(f"{'partitions':>10} {'create s':>9} {'us/part':>8} {'1st q ms':>8} {'last q':>7} {'brkCPU s':>9} "
+          f"{'cliCPU s':>9} {'stop s':>7} "
           f"{'exit':>4} {'started s':>9} {'restart s':>9} {'us/part':>8} {'md ms':>8} {'md KiB':>8} "
           f"{'ctl p50':>8} {'ctl p99':>8} {'ctl max':>8} {'md/s':>6}")
     for r in results:
         p = r["probe"]
         print(f"{r['n']:>10} {r['create_s']:>9.2f} {r['create_s'] / r['n'] * 1e6:>8.0f} "
+              f"{r['step_first_ms']:>8.2f} {r['step_last_ms']:>7.2f} "
               f"{r['create_broker_cpu']:>9.2f} {r['create_client_cpu']:>9.2f} {r['stop_s']:>7.2f} "
               f"{r['stop_status']:>4} {r['restart_started_s']:>9.2f} {r['restart_s']:>9.2f} "
               f"{r['restart_s'] / r['n'] * 1e6:>8.0f} "
