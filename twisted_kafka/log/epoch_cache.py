@@ -223,10 +223,14 @@ class LeaderEpochCache:
                 self._durable = entries
                 self._dirty = False
 
-    def flush(self) -> None:
-        """Make the checkpoint durable if it changed since the last flush (BLOCKING)."""
+    def flush(self) -> bool:
+        """Make the checkpoint durable if it changed since the last flush (BLOCKING).  True when
+        it was written, which fsyncs its directory too (the log's own: ``Log.flush`` then needs
+        no directory fsync of its own)."""
         with self._lock:
             if self._dirty and self.entries == self._durable == self._on_disk:
                 self._dirty = False            # changed in memory only and back: the disk has it
             elif self._dirty and self.path is not None and os.path.isdir(os.path.dirname(self.path)):
                 self.write(fsync=True)
+                return True
+            return False

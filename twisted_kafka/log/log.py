@@ -1221,10 +1221,13 @@ class Log:
                     if next_base is not None and next_base <= start:
                         continue
                     segment.flush()
-            if generation != self._dir_flushed_generation and os.path.isdir(self.dir):
+            # The epoch checkpoint lives in this directory: writing it durably fsyncs the
+            # directory (after every name ``generation`` counts), so one fsync does for both.
+            if self.epoch_cache.flush() and os.path.dirname(self.epoch_cache.path or "") == self.dir:
+                self._dir_flushed_generation = generation
+            elif generation != self._dir_flushed_generation and os.path.isdir(self.dir):
                 fsync_dir(self.dir)
                 self._dir_flushed_generation = generation
-            self.epoch_cache.flush()
             if target > self.recovery_point:
                 self.recovery_point = min(target, self._committed_leo)
             self.last_flush_ms = wall_clock_ms() if now_ms is None else now_ms

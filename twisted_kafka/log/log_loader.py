@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -48,6 +49,21 @@ from twisted_kafka.log.unified_log import UnifiedLog
 log = Logger(namespace="twisted_kafka.log.log_manager")
 
 TopicPartition = tuple[str, int]
+
+
+#: Logs opened (or flushed) by one job of the thread pool at most.  Kafka's recovery threads each
+#: take logs one after the other; a job per log would pay a hand-off between the reactor and a
+#: pool thread per partition, which at tens of thousands of partitions is most of a restart.
+LOGS_PER_JOB = 256
+
+
+def in_chunks(items: list, threads: int, most: int = LOGS_PER_JOB) -> list[list]:
+    """``items`` in consecutive chunks of at most ``most``, at least ``threads`` chunks when there
+    are that many items (so every recovery thread gets work)."""
+    if not items:
+        return []
+    size = max(1, min(most, -(-len(items) // max(1, threads))))
+    return [items[i:i + size] for i in range(0, len(items), size)]
 
 
 class DirScan:
@@ -118,16 +134,21 @@ class LogLoader:
             log.info("removing deleted partition dir {dir}", dir=doomed)
             self._blocking(shutil.rmtree, doomed, True)
         semaphore = DeferredSemaphore(self.recovery_threads)
-        loads = []
-        for topic, partition, part_dir in scan.partitions:
-            key = (topic, partition)
-            loads.append(semaphore.run(
-                self._blocking, Log.open, part_dir, self._log_config(topic), topic=topic,
-                partition=partition, recovery_point=scan.recovery_points.get(key, 0),
-                log_start_offset=scan.log_start_offsets.get(key, 0),
-                had_clean_shutdown=scan.clean, now_ms=now_ms,
-                producer_state_config=self._producer_state_config, files=self._files))
-        return gatherResults(loads, consumeErrors=True)
+        jobs = [(topic, partition, part_dir, self._log_config(topic))
+                for topic, partition, part_dir in scan.partitions]
+
+        def open_all(chunk: list) -> list[Log]:
+            return [Log.open(part_dir, cfg, topic=topic, partition=partition,
+                             recovery_point=scan.recovery_points.get((topic, partition), 0),
+                             log_start_offset=scan.log_start_offsets.get((topic, partition), 0),
+                             had_clean_shutdown=scan.clean, now_ms=now_ms,
+                             producer_state_config=self._producer_state_config, files=self._files)
+                    for topic, partition, part_dir, cfg in chunk]
+
+        d = gatherResults([semaphore.run(self._blocking, open_all, chunk)
+                           for chunk in in_chunks(jobs, self.recovery_threads)], consumeErrors=True)
+        d.addCallback(lambda chunks: [opened for chunk in chunks for opened in chunk])
+        return d
 
     @staticmethod
     def remove_marker(path: str) -> None:
@@ -160,8 +181,8 @@ class LogLoader:
         """CRC-check in the background the finished segments below the recovery point of each of
         ``logs`` (the logs of ``path``), one segment at a time, while ``running()``; a log no
         longer ``hosted`` is skipped."""
-        work = [(key, segment, end) for key, unified in logs
-                for segment, end in unified.local_log.segments_to_check()]
+        work = deque((key, segment, end) for key, unified in logs
+                     for segment, end in unified.local_log.segments_to_check())
         if work:
             log.info("checking {n} segment(s) of {dir} below the recovery point for damage, in the "
                      "background", n=len(work), dir=path)
@@ -170,11 +191,11 @@ class LogLoader:
     def checks_running(self) -> list[Deferred]:
         return list(self._checking.values())
 
-    def _check_next(self, work: list, path: str, hosted: Callable[[TopicPartition], UnifiedLog | None],
+    def _check_next(self, work: deque, path: str, hosted: Callable[[TopicPartition], UnifiedLog | None],
                     running: Callable[[], bool]) -> None:
         self._checking.pop(path, None)
         while work and running():
-            key, segment, end = work.pop(0)
+            key, segment, end = work.popleft()       # (a list's pop(0) is quadratic in the segments)
             unified = hosted(key)
             if unified is None or segment.deleted or segment.closed:
                 continue

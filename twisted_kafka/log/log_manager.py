@@ -100,7 +100,7 @@ from twisted_kafka.log.layout import (
 from twisted_kafka.log.cleaner import CleanerConfig, LogCleaner
 from twisted_kafka.log.log import Log
 from twisted_kafka.log.log_config import LONG_MAX, LogConfig, config_value
-from twisted_kafka.log.log_loader import DirScan, LogLoader
+from twisted_kafka.log.log_loader import DirScan, LogLoader, in_chunks
 from twisted_kafka.log.log_registry import LogRegistry, TopicPartition
 from twisted_kafka.log.log_scheduler import LogScheduler, unwrap
 from twisted_kafka.log.partition_log import LogStore
@@ -605,12 +605,25 @@ class LogManager(Service, LogStore):
             log_.local_log.snapshot_for_shutdown()
 
     def _flush_all(self) -> Deferred:
-        semaphore = DeferredSemaphore(max(1, self.recovery_threads * len(self.log_dirs)))
+        threads = max(1, self.recovery_threads * len(self.log_dirs))
+        semaphore = DeferredSemaphore(threads)
         now = self._now_ms()
-        # Log.flush itself, not the flusher: it also makes the epoch checkpoint
-        # and the directory durable when no record is left unflushed.
-        return gatherResults([semaphore.run(self._blocking, log_.local_log.flush, None, now)
-                              for log_ in self.registry.logs()], consumeErrors=True)
+
+        def flush_all(chunk: list[UnifiedLog]) -> None:
+            # Log.flush itself, not the flusher: it also makes the epoch checkpoint
+            # and the directory durable when no record is left unflushed.
+            # Every log is flushed even when one fails: the first failure is raised after.
+            error: Exception | None = None
+            for log_ in chunk:
+                try:
+                    log_.local_log.flush(None, now)
+                except Exception as e:
+                    error = error or e
+            if error is not None:
+                raise error
+
+        return gatherResults([semaphore.run(self._blocking, flush_all, chunk)
+                              for chunk in in_chunks(self.registry.logs(), threads)], consumeErrors=True)
 
     def _close_all(self) -> None:
         for log_ in self.registry.logs():

@@ -9,6 +9,7 @@ removing the logs is the manager's.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import ItemsView
 
 from twisted_kafka.log.unified_log import UnifiedLog
@@ -23,6 +24,9 @@ class LogRegistry:
         self.log_dirs = list(log_dirs)
         self._logs: dict[TopicPartition, UnifiedLog] = {}
         self._dir_of: dict[TopicPartition, str] = {}
+        # Logs per dir, kept as logs come and go: placing a new partition must not visit
+        # every partition (creating N partitions one by one would be quadratic).
+        self._per_dir: Counter[str] = Counter()
 
     def __len__(self) -> int:
         return len(self._logs)
@@ -31,15 +35,21 @@ class LogRegistry:
         return key in self._logs
 
     def add(self, key: TopicPartition, unified: UnifiedLog, log_dir: str) -> None:
+        previous = self._dir_of.get(key)
+        if previous is not None:
+            self._per_dir[previous] -= 1
         self._logs[key] = unified
         self._dir_of[key] = log_dir
+        self._per_dir[log_dir] += 1
 
     def remove(self, key: TopicPartition) -> tuple[UnifiedLog, str] | None:
         """Forget a partition's log; (the log, its dir), or None if there was none."""
         unified = self._logs.pop(key, None)
         if unified is None:
             return None
-        return unified, self._dir_of.pop(key)
+        log_dir = self._dir_of.pop(key)
+        self._per_dir[log_dir] -= 1
+        return unified, log_dir
 
     def get(self, key: TopicPartition) -> UnifiedLog | None:
         return self._logs.get(key)
@@ -62,7 +72,5 @@ class LogRegistry:
 
     def dir_for_new_log(self) -> str:
         """The dir a new partition goes to: the one holding the fewest logs (the first on a tie)."""
-        counts = {d: 0 for d in self.log_dirs}
-        for d in self._dir_of.values():
-            counts[d] = counts.get(d, 0) + 1
+        counts = self._per_dir
         return min(self.log_dirs, key=lambda d: (counts[d], self.log_dirs.index(d)))

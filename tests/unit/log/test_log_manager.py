@@ -264,9 +264,38 @@ def test_recovery_runs_in_the_thread_pool(tmp_path):
     d = manager.startService()
     assert not d.called
     pool.run_one()                        # the directory scan
-    assert [f.__name__ for _, f, _, _ in pool.queue] == ["open"]   # one load at a time
+    # One job per recovery thread, each opening its logs one after the other (no hand-off
+    # between the reactor and the pool per log).
+    assert [f.__name__ for _, f, _, _ in pool.queue] == ["open_all"]
+    pool.run_one()
+    assert len(manager.all_logs()) == 2   # both loaded by that one job
+    pool.run_all()                        # the clean-shutdown marker's removal
+    assert d.called
+
+
+def test_recovery_threads_share_the_logs(tmp_path):
+    manager, _ = _started(tmp_path)
+    for p in range(5):
+        manager.create_log("t", p)
+    _result(manager.stopService())
+    pool = ManualThreadPool()
+    manager, _ = _manager(tmp_path, pool=pool, num_recovery_threads_per_data_dir=2)
+    d = manager.startService()
+    pool.run_one()                        # the directory scan
+    assert [f.__name__ for _, f, _, _ in pool.queue] == ["open_all", "open_all"]
+    assert [len(args[0]) for _, _, args, _ in pool.queue] == [3, 2]
     pool.run_all()
-    assert d.called and len(manager.all_logs()) == 2
+    assert d.called and sorted(log.partition for log in manager.all_logs()) == [0, 1, 2, 3, 4]
+
+
+def test_logs_are_loaded_in_jobs_of_bounded_size():
+    from twisted_kafka.log.log_loader import LOGS_PER_JOB, in_chunks
+
+    items = list(range(2 * LOGS_PER_JOB + 1))
+    chunks = in_chunks(items, 1)
+    assert [len(c) for c in chunks] == [LOGS_PER_JOB, LOGS_PER_JOB, 1]
+    assert [x for c in chunks for x in c] == items
+    assert in_chunks([], 4) == [] and in_chunks([1], 4) == [[1]]
 
 
 def test_stop_without_a_successful_load_writes_no_marker(tmp_path):
@@ -326,3 +355,21 @@ def test_the_recovery_point_is_checkpointed_once_a_finished_segment_is_flushed(t
     bases = [s.base_offset for s in log.local_log.segments]
     assert len(bases) > 2
     assert read_offset_checkpoint(path) == {("t", 0): bases[-1]}
+
+
+def test_new_logs_go_to_the_dir_with_fewest_logs_as_logs_come_and_go():
+    from twisted_kafka.log.log_registry import LogRegistry
+
+    registry = LogRegistry(["/a", "/b"])
+    placed = []
+    for p in range(4):
+        log_dir = registry.dir_for_new_log()
+        registry.add(("t", p), object(), log_dir)       # type: ignore[arg-type]
+        placed.append(log_dir)
+    assert placed == ["/a", "/b", "/a", "/b"]
+    registry.remove(("t", 0))
+    registry.remove(("t", 2))                           # /a now holds none, /b two
+    assert registry.dir_for_new_log() == "/a"
+    registry.add(("t", 1), object(), "/a")              # moved: counted once, in its new dir
+    registry.add(("u", 0), object(), "/a")
+    assert registry.dir_for_new_log() == "/b"
