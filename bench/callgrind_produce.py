@@ -39,11 +39,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
 from bench.common import report_scaling, scaling_check
 from support import load
-from twisted_kafka.testing.wire import AdminConnection
 from twisted_kafka.testing.process import BrokerProcess
-
+from twisted_kafka.testing.wire import AdminConnection
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -20,15 +20,20 @@ import uuid
 from dataclasses import replace
 
 from bench.common import ClientCpu, Scaling, ratio_cell, report_scaling, scaling_check
-
 from twisted_kafka.protocol import codec, metadata_response
 from twisted_kafka.protocol.error_counts import error_counts
 from twisted_kafka.protocol.fetch_response import (
-    FetchableTopicResponse, FetchResponseData, PartitionData,
+    FetchableTopicResponse,
+    FetchResponseData,
+    PartitionData,
 )
 from twisted_kafka.protocol.header import RequestHeader, parse_request_header
 from twisted_kafka.protocol.messages import (
-    ApiVersionsRequest, MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse,
+    ApiVersionsRequest,
+    MetadataRequest,
+    MetadataResponse,
+    ProduceRequest,
+    ProduceResponse,
 )
 from twisted_kafka.protocol.registry import REGISTRY
 

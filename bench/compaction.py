@@ -33,7 +33,6 @@ import tempfile
 import time
 
 from bench.common import ClientCpu, report_scaling, scaling_check
-
 from twisted_kafka.log.cleaner import CleanTask, OffsetMap, log_to_clean
 from twisted_kafka.log.file_handles import FileHandleCache, default_capacity
 from twisted_kafka.log.log import AppendOrigin, Log

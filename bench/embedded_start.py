@@ -49,13 +49,13 @@ import statistics
 import sys
 import time
 
-import twisted_kafka
-from twisted_kafka.testing import EmbeddedBroker
-
 # A sibling module (this script's folder is sys.path[0]), not ``bench.common``: in a virtualenv where
 # the package was installed as a user installs it, the checkout is not on sys.path, and the
 # twisted_kafka measured is the installed one.
 from common import ClientCpu, report_scaling, scaling_check
+
+import twisted_kafka
+from twisted_kafka.testing import EmbeddedBroker
 
 PHASES = ("started", "metadata", "topic", "produce", "group", "stop")
 _SELF_REPORTED = re.compile(r"started in ([\d.]+)s")

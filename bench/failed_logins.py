@@ -54,10 +54,10 @@ from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechani
 from kafka.net.sasl.scram import ScramClient
 
 from bench.common import ClientCpu, report_scaling, scaling_check
-from support.tls import Pki
 from support.broker_process import BrokerProcess
 from support.nofile import NofileBroker, open_fds
 from support.raw_client import Closed, RawClient
+from support.tls import Pki
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.messages import (
     MetadataRequest,

@@ -46,9 +46,21 @@ from pathlib import Path
 from bench.common import ClientCpu
 from support.broker_process import BrokerProcess
 from support.fuzz_corpus import Corpus, capture
-from support.fuzzing import (FUZZ_BROKER_OVERRIDES, FrameEdit, Mutation, Plan, Sender, fuzz_round,
-                                   liveness, play, render, rss_kib, scan_log)
+from support.fuzzing import (
+    FUZZ_BROKER_OVERRIDES,
+    FrameEdit,
+    Mutation,
+    Plan,
+    Sender,
+    fuzz_round,
+    liveness,
+    play,
+    render,
+    rss_kib,
+    scan_log,
+)
 from twisted_kafka.server.broker_lifecycle import DRAIN_TIMEOUT_SECONDS, STOP_GRACE_SECONDS
+
 
 def plan_to_json(plan: Plan) -> str:
     return json.dumps(dataclasses.asdict(plan))

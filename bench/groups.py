@@ -73,9 +73,8 @@ import psutil
 from confluent_kafka import Producer
 
 from bench.produce_consume import TANSU_DEFAULT, TansuBroker, cpu_seconds, create_topic
-
-from support.groups import Group, wait_for
 from support.broker_process import BrokerProcess
+from support.groups import Group, wait_for
 
 PARTITIONS = 8
 MEMBERS = 4

@@ -40,10 +40,10 @@ import statistics
 import tempfile
 import time
 
-from bench.common import ClientCpu, ratio_cell, report_scaling, scaling_check
 from twisted.internet import defer, reactor, task, threads
 from twisted.python.threadpool import ThreadPool
 
+from bench.common import ClientCpu, ratio_cell, report_scaling, scaling_check
 from twisted_kafka.log.file_handles import FileHandleCache, default_capacity
 from twisted_kafka.log.log import Log
 from twisted_kafka.log.log_config import LogConfig

@@ -43,10 +43,11 @@ from pathlib import Path
 import psutil
 
 from bench.common import ClientCpu, ratio_cell, report_scaling, scaling_check
-from support import load
 from bench.tansu import BINARY as TANSU
 from bench.tansu import Tansu
+from support import load
 from support.broker_process import BrokerProcess
+
 
 def cpu_seconds(pid: int) -> float:
     times = psutil.Process(pid).cpu_times()

@@ -55,15 +55,15 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from bench.common import Scaling, report_scaling, scaling_check
+
 import bench.produce_consume as produce_consume
+from bench.common import Scaling, report_scaling, scaling_check
 from bench.produce_consume import consume, create_topic, produce
 from bench.tansu import BINARY as TANSU_BINARY
 from bench.tansu import Tansu
 from support import load
 from support.broker_process import BrokerProcess
 from twisted_kafka.testing.process import BrokerProcess as ProcessBroker
-
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -51,7 +51,6 @@ from pathlib import Path
 import psutil
 
 from bench.common import report_scaling, scaling_check
-
 from support import load
 from support.broker_process import BrokerProcess
 from support.raw_client import RawClient, auto_create_topic

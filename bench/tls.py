@@ -58,8 +58,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.common import ClientCpu, ratio_cell, report_scaling, scaling_check
-from support.tls import Pki, tls_overrides
 from support.broker_process import BrokerProcess
+from support.tls import Pki, tls_overrides
 
 MB = 1_000_000
 MESSAGE = b"x" * 1024

@@ -25,7 +25,12 @@ from pathlib import Path
 
 from twisted_kafka.testing import process as _process
 from twisted_kafka.testing.process import (
-    ADMIN_REST, STARTUP_FAILURE_EXIT_GRACE, BrokerStartupError, NotStarted, answers_api_versions, bound_listeners,
+    ADMIN_REST,
+    STARTUP_FAILURE_EXIT_GRACE,
+    BrokerStartupError,
+    NotStarted,
+    answers_api_versions,
+    bound_listeners,
 )
 
 __all__ = ["BrokerProcess", "BrokerExited", "REPO_ROOT", "START_SCRIPT", "BASE_CONFIG", "answers_api_versions",

@@ -39,10 +39,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from kafka.protocol.metadata import (ApiVersionsRequest, ApiVersionsResponse, MetadataRequest,
-                                     MetadataResponse)
-from kafka.protocol.producer import (InitProducerIdRequest, InitProducerIdResponse, ProduceRequest,
-                                     ProduceResponse)
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse
 
 __all__ = ["CapturePeer", "CapturedProduce", "DEFAULT_API_VERSIONS"]
 

@@ -168,11 +168,24 @@ def _wait_all(futures) -> None:
 
 def confluent_admin(bootstrap: str, _sasl: str) -> None:
     from confluent_kafka import ConsumerGroupTopicPartitions, ElectionType, TopicCollection, TopicPartition
-    from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType,
-                                       AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
-                                       NewPartitions, NewTopic, OffsetSpec,
-                                       ResourcePatternType, ResourceType, ScramCredentialInfo, ScramMechanism,
-                                       UserScramCredentialUpsertion)
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        NewPartitions,
+        NewTopic,
+        OffsetSpec,
+        ResourcePatternType,
+        ResourceType,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": "fuzz-confluent-admin"})
     _wait_all(admin.create_topics([NewTopic("fz-a", 3, 1), NewTopic("fz-b", 1, 1, config={"cleanup.policy": "compact"}),

@@ -33,13 +33,12 @@ import ssl
 import struct
 import time
 
+from support.readiness import readable_within
+from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.client_connection import DEFAULT_MAX_RESPONSE_SIZE, ClientConnection, ResponseReceived
 from twisted_kafka.protocol.codec import decode_response, encode_request
 from twisted_kafka.protocol.framing import SIZE_PREFIX, FrameBuffer
-from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.messages import ApiVersionsRequest, MetadataRequest
-
-from support.readiness import readable_within
 
 __all__ = ["RawClient", "Closed", "api_versions_frame", "frame", "auto_create_topic"]
 

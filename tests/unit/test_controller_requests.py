@@ -11,7 +11,9 @@ from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.server.broker_epoch import BrokerEpoch
 from twisted_kafka.server.controller_requests import (
-    BROKER_EPOCH_RANDOM_BITS, ControllerRequestGuard, new_broker_epoch,
+    BROKER_EPOCH_RANDOM_BITS,
+    ControllerRequestGuard,
+    new_broker_epoch,
 )
 
 EPOCH = new_broker_epoch()

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from dataclasses import fields
 
+from twisted_kafka.coordinator.group.lag import group_views
 from twisted_kafka.metrics import MetricName, MetricsRegistry
 from twisted_kafka.metrics.registry import Meter
 from twisted_kafka.network.connection_stats import CLOSE_REASONS, REJECT_REASONS
 from twisted_kafka.network.socket_server import LiveConnection, SocketServer
-from twisted_kafka.coordinator.group.lag import group_views
 
 #: The percentiles /v1/planes reports per API (keys of a histogram snapshot).
 PERCENTILES = (("p50", "50thPercentile"), ("p95", "95thPercentile"), ("p99", "99thPercentile"),

@@ -15,9 +15,15 @@ from __future__ import annotations
 from typing import Any
 
 from twisted_kafka.security.authorizer import AUTHORIZER_CLASS_NAMES
-from twisted_kafka.security.password_encoder import (AES_KEY_LENGTHS, CIPHER_ALGORITHMS, DEFAULT_CIPHER_ALGORITHM,
-                                                     DEFAULT_ITERATIONS, DEFAULT_KEY_FACTORY_ALGORITHM,
-                                                     DEFAULT_KEY_LENGTH, KEY_FACTORY_ALGORITHMS)
+from twisted_kafka.security.password_encoder import (
+    AES_KEY_LENGTHS,
+    CIPHER_ALGORITHMS,
+    DEFAULT_CIPHER_ALGORITHM,
+    DEFAULT_ITERATIONS,
+    DEFAULT_KEY_FACTORY_ALGORITHM,
+    DEFAULT_KEY_LENGTH,
+    KEY_FACTORY_ALGORITHMS,
+)
 
 from .definition import ConfigDef, ConfigKey, Importance, UpdateMode
 from .types import Type

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from .broker import BROKER_CONFIG, MECHANISM_PREFIX_REQUIRED
-from .effect import deprecation, not_effective_reason
 from .definition import ConfigDef, ConfigKey
+from .effect import deprecation, not_effective_reason
 from .topic import TOPIC_CONFIG, TOPIC_SYNONYMS
 from .types import format_value
 from .validators import describe

@@ -26,10 +26,10 @@ from .checks import check
 from .definition import ConfigKey
 from .describe import describe_broker_config
 from .effect import deprecation, not_effective_reason
+from .errors import HIDDEN
 from .prefixes import NotAListenerKey, split_listener_key
 from .properties import load_properties, parse_override
 from .sources import ConfigEntry, ConfigSource
-from .errors import HIDDEN
 from .types import format_value
 
 __all__ = ["KafkaConfig"]

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from .broker import BROKER_CONFIG, COMPRESSION_TYPES
 from twisted.logger import Logger
 
+from .broker import BROKER_CONFIG, COMPRESSION_TYPES
 from .definition import ConfigDef, ConfigKey, Importance
 from .effect import deprecation
 from .errors import ConfigError

@@ -11,7 +11,6 @@ shows as "Valid values". A plain function works too; wrap it with
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-
 from collections.abc import Callable, Iterable
 from typing import Any
 

@@ -29,7 +29,7 @@ from typing import Any
 from twisted.internet.task import deferLater
 from twisted.logger import Logger
 
-from twisted_kafka.client import KafkaConnectionError, KafkaClientProtocol, connect
+from twisted_kafka.client import KafkaClientProtocol, KafkaConnectionError, connect
 from twisted_kafka.client.listener_credentials import ListenerCredentials
 from twisted_kafka.config import ConfigError
 from twisted_kafka.protocol import messages as m
@@ -38,7 +38,12 @@ from twisted_kafka.security.acl import AclBinding, AclBindingFilter
 from twisted_kafka.zk.admin import ZkAdmin
 
 from .admin_rules import (
-    check_topic_config_change, created_topic_result, plan_partitions, plan_topic, refused_deletions, unknown_deletion,
+    check_topic_config_change,
+    created_topic_result,
+    plan_partitions,
+    plan_topic,
+    refused_deletions,
+    unknown_deletion,
     unknown_topic,
 )
 from .client import ControllerClient, LocalControllerClient, forwarding_client_id

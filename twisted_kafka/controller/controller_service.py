@@ -21,8 +21,8 @@ from .channel_manager import ControllerChannelManager
 from .client import LocalControllerClient
 from .interface import LiveBroker
 from .kafka_controller import KafkaController
-from .metrics import register_controller_metrics
 from .metadata_store import ClusterMetadataStore, JsonFileMetadataStore
+from .metrics import register_controller_metrics
 
 
 class ControllerService(Service):

@@ -22,9 +22,9 @@ import json
 import os
 import uuid
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from collections.abc import Callable, Mapping
 
 from twisted.internet.defer import DeferredLock
 from twisted.internet.threads import deferToThreadPool

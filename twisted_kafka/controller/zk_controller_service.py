@@ -59,8 +59,8 @@ from .channel_manager import ControllerChannelManager
 from .client import LocalControllerClient
 from .interface import LiveBroker
 from .kafka_controller import KafkaController
-from .metrics import register_controller_metrics
 from .metadata_store import ControllerMovedError
+from .metrics import register_controller_metrics
 from .zk_metadata_store import ZkMetadataStore
 
 #: How long startup waits for a controller to tell this broker its metadata before opening anyway.

@@ -33,17 +33,32 @@ from types import MappingProxyType
 from twisted.internet.defer import ensureDeferred, gatherResults
 from twisted.logger import Logger
 
+from twisted_kafka.security.acl import (
+    AccessControlEntry,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+    entries_from_json,
+    entries_json,
+)
 from twisted_kafka.zk import data as z
 from twisted_kafka.zk.client import (
-    BadVersionError, NodeExistsError, NoNodeError, RolledBackError, RuntimeInconsistency, ZkClient,
-)
-
-from twisted_kafka.security.acl import (
-    AccessControlEntry, PatternType, ResourcePattern, ResourceType, entries_from_json, entries_json,
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+    RolledBackError,
+    RuntimeInconsistency,
+    ZkClient,
 )
 
 from .metadata_store import (
-    NO_LEADER, NO_STATE, ClusterMetadataStore, ClusterState, ControllerMovedError, PartitionRecord, TopicRecord,
+    NO_LEADER,
+    NO_STATE,
+    ClusterMetadataStore,
+    ClusterState,
+    ControllerMovedError,
+    PartitionRecord,
+    TopicRecord,
     topic_record,
 )
 

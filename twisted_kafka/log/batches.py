@@ -14,8 +14,8 @@ fetch may cut through thousands of small batches).
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from twisted_kafka.protocol.records.batch import (  # noqa: F401  (re-exported)
     BATCH_HEADER_SIZE,

@@ -36,13 +36,13 @@ from bisect import bisect_right
 
 from twisted.logger import Logger
 
-from twisted_kafka.log.disk_space import LogDirSpace
-from twisted_kafka.log.file_handles import FileHandleCache
 from twisted_kafka.log.checkpoints import (
     CheckpointError,
     read_epoch_checkpoint,
     write_epoch_checkpoint,
 )
+from twisted_kafka.log.disk_space import LogDirSpace
+from twisted_kafka.log.file_handles import FileHandleCache
 
 log = Logger()
 

@@ -38,14 +38,14 @@ then rebuilds it from the segment's batches.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from abc import ABC, abstractmethod
 import struct
 import sys
 import threading
+from abc import ABC, abstractmethod
 from array import array
 from bisect import bisect_right
-import contextlib
 
 from twisted.logger import Logger
 

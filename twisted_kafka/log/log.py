@@ -61,20 +61,20 @@ import threading
 import time
 from bisect import bisect_right
 from collections import deque
+from collections.abc import Callable
 from itertools import pairwise
 from typing import TYPE_CHECKING
-from collections.abc import Callable
 
 from twisted.logger import Logger
 
 from twisted_kafka.log.batches import (
     InvalidRecordBatch,
-    validate_records,
     iter_batch_headers,
     record_offsets_and_timestamps,
     rewrite_offsets_and_epoch,
     set_log_append_time,
     validate_batch,
+    validate_records,
     whole_batches,
 )
 from twisted_kafka.log.checkpoints import write_damaged_ranges, write_partition_metadata

@@ -15,9 +15,9 @@ sent; both are accepted, and a value that cannot be read raises
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
-from collections.abc import Mapping
 
 LONG_MAX = 9223372036854775807
 

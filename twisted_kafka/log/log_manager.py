@@ -65,8 +65,8 @@ import contextlib
 import errno
 import os
 import shutil
-from typing import Any
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from twisted.application.service import Service
 from twisted.internet import threads
@@ -75,12 +75,13 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from twisted_kafka.config import StartupError
-from twisted_kafka.log.disk_space import CHECK_INTERVAL_SECONDS, LogDirSpace, LogDirSpaces, is_out_of_space
 from twisted_kafka.log.checkpoints import (
     write_clean_shutdown_marker,
     write_offset_checkpoint,
     write_partition_metadata,
 )
+from twisted_kafka.log.cleaner import CleanerConfig, LogCleaner
+from twisted_kafka.log.disk_space import CHECK_INTERVAL_SECONDS, LogDirSpace, LogDirSpaces, is_out_of_space
 from twisted_kafka.log.file_handles import FileHandleCache, default_capacity
 from twisted_kafka.log.layout import (
     CLEAN_SHUTDOWN_FILE,
@@ -97,7 +98,6 @@ from twisted_kafka.log.layout import (
     partition_dir_name,
     segment_file_name,
 )
-from twisted_kafka.log.cleaner import CleanerConfig, LogCleaner
 from twisted_kafka.log.log import Log
 from twisted_kafka.log.log_config import LONG_MAX, LogConfig, config_value
 from twisted_kafka.log.log_loader import DirScan, LogLoader, in_chunks

@@ -125,10 +125,10 @@ from __future__ import annotations
 
 import contextlib
 import enum
-from bisect import insort
 import os
 import struct
 import threading
+from bisect import insort
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 

@@ -53,6 +53,7 @@ BLOCKING: run in the thread pool (``LogManager`` does, in parallel up to
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from twisted.logger import Logger
@@ -77,8 +78,8 @@ from twisted_kafka.log.layout import (
     TIME_INDEX_SUFFIX,
     TMP_SUFFIX,
     TXN_INDEX_SUFFIX,
-    parse_partition_dir,
     fsync_dir,
+    parse_partition_dir,
     parse_segment_file,
     segment_file_name,
 )
@@ -86,7 +87,6 @@ from twisted_kafka.log.log import Log, SegmentDeleter, wall_clock_ms
 from twisted_kafka.log.log_config import LogConfig
 from twisted_kafka.log.producer_state import ProducerStateConfig, ProducerStateManager
 from twisted_kafka.log.segment import DamagedRange, LogSegment
-import contextlib
 
 log = Logger()
 

@@ -22,12 +22,13 @@ descriptors fails that append cleanly -- to its commit.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import random
 import struct
-from typing import Any, NamedTuple
 from collections.abc import Iterator
+from typing import Any, NamedTuple
 
 from twisted.logger import Logger
 
@@ -52,7 +53,6 @@ from twisted_kafka.log.layout import (
 from twisted_kafka.log.log_config import LogConfig
 from twisted_kafka.log.txn_index import TransactionIndex
 from twisted_kafka.protocol.records.file_region import FileRegion
-import contextlib
 
 log = Logger()
 

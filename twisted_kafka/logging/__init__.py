@@ -8,8 +8,20 @@ Only ``twisted.logger`` underneath, so any layer may import it.
 """
 
 from .json_format import json_file_observer, json_line
-from .levels import (KAFKA_LOGGERS, LEVELS, LOG_LEVELS, REQUEST_LOGGER, ROOT, VALID_LEVELS, InvalidLevel, KafkaLogger,
-                     LevelGate, LogLevels, UnknownLogger, parse_level_list)
+from .levels import (
+                     KAFKA_LOGGERS,
+                     LEVELS,
+                     LOG_LEVELS,
+                     REQUEST_LOGGER,
+                     ROOT,
+                     VALID_LEVELS,
+                     InvalidLevel,
+                     KafkaLogger,
+                     LevelGate,
+                     LogLevels,
+                     UnknownLogger,
+                     parse_level_list,
+)
 
 __all__ = ["KAFKA_LOGGERS", "LEVELS", "LOG_LEVELS", "REQUEST_LOGGER", "ROOT", "VALID_LEVELS", "InvalidLevel",
            "KafkaLogger", "LevelGate", "LogLevels", "UnknownLogger", "parse_level_list", "json_file_observer",

@@ -22,6 +22,7 @@ advertised -- before clients are let in.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import sys
 from collections import deque
@@ -31,14 +32,14 @@ from twisted.internet.defer import Deferred
 from twisted.internet.protocol import ServerFactory
 from twisted.logger import Logger
 
-from .connection_quotas import ConnectionQuotas, TooManyConnections
+from twisted_kafka.sasl.authenticator import SaslServerConfig
+
+from .close_reasons import CloseReason
 from .connection_events import ConnectionEvent, ConnectionEventKind, ConnectionEvents
+from .connection_quotas import ConnectionQuotas, TooManyConnections
 from .connections import ConnectionRegistry
 from .endpoints import SASL_PROTOCOLS, listen
 from .listeners import EndPoint
-from twisted_kafka.sasl.authenticator import SaslServerConfig
-from .close_reasons import CloseReason
-import contextlib
 
 #: Accepted sockets inherit TCP_NODELAY, SO_SNDBUF and SO_RCVBUF from the listening socket.
 SOCKET_OPTIONS_INHERITED = sys.platform.startswith("linux")

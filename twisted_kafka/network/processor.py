@@ -49,9 +49,9 @@ plane a connection belongs to.
 from __future__ import annotations
 
 import socket
+from collections.abc import Sequence
 from functools import partial
 from time import perf_counter_ns
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet import tcp
@@ -75,9 +75,8 @@ from twisted_kafka.protocol.registry import ApiKey
 from twisted_kafka.sasl.authenticator import SaslStep
 
 from .close_reasons import CloseReason
-from .direct_write import close_regions, has_regions, send_now, skip_sent, unsent_part
 from .connection_events import TLS_FAILURE_PREFIX
-from .tls import describe_failure
+from .direct_write import close_regions, has_regions, send_now, skip_sent, unsent_part
 from .request import (
     ANONYMOUS,
     CloseConnectionResponse,
@@ -88,6 +87,7 @@ from .request import (
     Response,
     SendResponse,
 )
+from .tls import describe_failure
 
 if TYPE_CHECKING:
     from .acceptor import Acceptor

@@ -23,10 +23,10 @@ points Kafka takes them.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
-from collections.abc import Callable, Sequence
 
 if TYPE_CHECKING:
     from twisted_kafka.protocol.header import RequestHeader

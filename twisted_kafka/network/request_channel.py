@@ -41,8 +41,8 @@ dropped.  Nothing outside the network layer ever holds a connection.
 from __future__ import annotations
 
 from collections import deque
-from time import perf_counter_ns
 from collections.abc import Callable
+from time import perf_counter_ns
 from typing import TYPE_CHECKING
 
 from twisted.internet.defer import CancelledError, Deferred, succeed

@@ -30,9 +30,9 @@ thread does all socket I/O (see docs/architecture.md).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
-from collections.abc import Callable, Iterable, Mapping
 
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred, DeferredList, gatherResults, inlineCallbacks
@@ -46,13 +46,13 @@ from twisted_kafka.protocol.registry import CONTROLLER_API_KEYS, ApiSpec
 from twisted_kafka.sasl.authenticator import SaslServerConfig
 
 from .acceptor import Acceptor
-from .connection_quotas import ConnectionQuotas
+from .close_reasons import CloseReason
 from .connection_events import ConnectionEvents
+from .connection_quotas import ConnectionQuotas
 from .connection_stats import ConnectionStats
 from .connections import ConnectionRegistry
 from .endpoints import TLS_PROTOCOLS
 from .listeners import EndPoint, ListenerConfig
-from .close_reasons import CloseReason
 from .processor import ControlPlaneProcessor, DataPlaneProcessor
 from .readiness import ReadinessWatch, readiness_watch
 from .request_channel import RequestChannel

@@ -22,9 +22,9 @@ from itertools import count
 from typing import Any
 
 from .codec import decode_response, encode_request
+from .connection import CLOSED, NEED_DATA, ProtocolViolation
 from .exceptions import ProtocolDecodeError
 from .framing import FrameBuffer, InvalidFrameSize
-from .connection import CLOSED, NEED_DATA, ProtocolViolation
 
 #: Largest response a client accepts by default (Kafka clients bound it by their fetch sizes).
 DEFAULT_MAX_RESPONSE_SIZE = 2**31 - 1

@@ -33,9 +33,9 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Callable
 
 from .codec import decode_request_body
 from .exceptions import ProtocolDecodeError

@@ -21,9 +21,8 @@ from twisted_kafka.controller.client import ControllerClient
 from twisted_kafka.controller.interface import INTERNAL_TOPICS, NewTopic, TopicResult, validate_topic_name
 from twisted_kafka.logging import LOG_LEVELS, ROOT, InvalidLevel, LogLevels
 from twisted_kafka.logging.levels import check_level
-from twisted_kafka.protocol.errors import ErrorCode, KafkaError
-
 from twisted_kafka.network.connection_quotas import IP_RATES_KEY, format_ip_rates, parse_ip_rates
+from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
 from .config_repository import ConfigRepository
 from .dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig

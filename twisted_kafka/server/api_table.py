@@ -28,24 +28,24 @@ from .controller_requests import ControllerRequestGuard
 from .dynamic_config import DynamicBrokerConfig
 from .handlers.acls import CreateAclsHandler, DeleteAclsHandler, DescribeAclsHandler
 from .handlers.alter_configs import AlterConfigsHandler, IncrementalAlterConfigsHandler
+from .handlers.alter_partition import AlterPartitionHandler
 from .handlers.api_versions import ApiVersionsHandler
+from .handlers.client_quotas import AlterClientQuotasHandler, DescribeClientQuotasHandler
+from .handlers.consumer_group import ConsumerGroupDescribeHandler, ConsumerGroupHeartbeatHandler
 from .handlers.controller_apis import (
     ControlledShutdownHandler,
     LeaderAndIsrHandler,
     StopReplicaHandler,
     UpdateMetadataHandler,
 )
-from .handlers.consumer_group import ConsumerGroupDescribeHandler, ConsumerGroupHeartbeatHandler
 from .handlers.create_partitions import CreatePartitionsHandler
 from .handlers.create_topics import CreateTopicsHandler
 from .handlers.delete_records import DeleteRecordsHandler
 from .handlers.delete_topics import DeleteTopicsHandler
-from .handlers.client_quotas import AlterClientQuotasHandler, DescribeClientQuotasHandler
 from .handlers.describe_cluster import DescribeClusterHandler
 from .handlers.describe_configs import DescribeConfigsHandler
-from .handlers.describe_producers import DescribeProducersHandler
 from .handlers.describe_log_dirs import DescribeLogDirsHandler
-from .handlers.alter_partition import AlterPartitionHandler
+from .handlers.describe_producers import DescribeProducersHandler
 from .handlers.elect_leaders import ElectLeadersHandler
 from .handlers.fetch import FetchHandler
 from .handlers.find_coordinator import FindCoordinatorHandler
@@ -58,13 +58,16 @@ from .handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
 from .handlers.offsets import OffsetCommitHandler, OffsetDeleteHandler, OffsetFetchHandler
 from .handlers.produce import ProduceHandler
 from .handlers.reassignments import AlterPartitionReassignmentsHandler, ListPartitionReassignmentsHandler
-from .handlers.transaction_admin import DescribeTransactionsHandler, ListTransactionsHandler
-from .handlers.transactions import (
-    AddOffsetsToTxnHandler, AddPartitionsToTxnHandler, EndTxnHandler, TxnOffsetCommitHandler,
-)
-from .handlers.write_txn_markers import WriteTxnMarkersHandler
 from .handlers.sasl import SaslAuthenticateHandler, SaslHandshakeHandler
 from .handlers.scram_credentials import AlterUserScramCredentialsHandler, DescribeUserScramCredentialsHandler
+from .handlers.transaction_admin import DescribeTransactionsHandler, ListTransactionsHandler
+from .handlers.transactions import (
+    AddOffsetsToTxnHandler,
+    AddPartitionsToTxnHandler,
+    EndTxnHandler,
+    TxnOffsetCommitHandler,
+)
+from .handlers.write_txn_markers import WriteTxnMarkersHandler
 from .metadata_cache import MetadataCache
 from .replica_manager import ReplicaManager
 

@@ -10,8 +10,8 @@ configuration, and a change reaches every broker the same way.
 
 from __future__ import annotations
 
-from types import MappingProxyType
 from collections.abc import Mapping
+from types import MappingProxyType
 
 
 class ConfigRepository:

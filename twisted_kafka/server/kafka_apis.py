@@ -33,8 +33,8 @@ one line says so, without a traceback.
 
 from __future__ import annotations
 
-from time import perf_counter_ns
 from collections.abc import Iterable
+from time import perf_counter_ns
 
 from twisted.logger import Logger
 
@@ -52,7 +52,6 @@ from twisted_kafka.protocol.codec import encode_response
 from twisted_kafka.protocol.error_counts import error_counts
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import CONTROLLER_API_KEYS, REGISTRY, ApiSpec
-
 from twisted_kafka.security.acl import ResourceType
 
 from .api_handler import NO_RESPONSE, ApiHandler, CloseConnection, Encoded, RefusedPeer, Reply

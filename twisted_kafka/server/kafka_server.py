@@ -89,14 +89,13 @@ from twisted_kafka.admin import AdminRestService, AdminRestSettings
 from twisted_kafka.admin.web import AdminBackend
 from twisted_kafka.config import ConfigError, StartupError
 from twisted_kafka.controller.client import ControllerClient
-from twisted_kafka.security.authorizer import AclAuthorizer
 from twisted_kafka.controller.cluster_client import ClusterControllerClient
 from twisted_kafka.controller.controller_service import ControllerService
 from twisted_kafka.controller.interface import LiveBroker
-from twisted_kafka.coordinator.group.service import GroupCoordinatorService
-from twisted_kafka.coordinator.transaction.service import TransactionCoordinatorService
 from twisted_kafka.controller.zk_controller_service import ZkControllerService
+from twisted_kafka.coordinator.group.service import GroupCoordinatorService
 from twisted_kafka.coordinator.transaction import FileProducerIdBlockStore, ProducerIdBlockStore, ProducerIdManager
+from twisted_kafka.coordinator.transaction.service import TransactionCoordinatorService
 from twisted_kafka.coordinator.transaction.zk_producer_id_store import ZkProducerIdBlockStore
 from twisted_kafka.log import LogManager
 from twisted_kafka.log.cleaner import register_cleaner_metrics
@@ -109,6 +108,7 @@ from twisted_kafka.network.ssl_principal import NoMatchingRule
 from twisted_kafka.sasl.credential_store import STORE_FILE as SCRAM_STORE_FILE
 from twisted_kafka.sasl.credential_store import FileScramCredentialStore, ScramCredentialStore
 from twisted_kafka.sasl.listener_config import SASL_PROTOCOLS, sasl_client_config, sasl_server_configs
+from twisted_kafka.security.authorizer import AclAuthorizer
 from twisted_kafka.zk import data as zk_data
 from twisted_kafka.zk import registration as zk_registration
 from twisted_kafka.zk.admin import ZkAdmin
@@ -125,13 +125,13 @@ from .broker_epoch import BrokerEpoch
 from .broker_lifecycle import DRAIN_TIMEOUT_SECONDS, STOP_GRACE_SECONDS, BrokerLifecycleManager, RequestDrain
 from .broker_metadata import BrokerMetadata, LogDirLocks, generate_cluster_id, load_or_create
 from .broker_metrics import register_broker_metrics
-from .handlers.fetch import FetchHandler
 from .cluster_view import LocalClusterView
 from .config_repository import ConfigRepository
 from .connection_event_log import ConnectionEventLog
 from .controller_requests import ControllerRequestGuard, new_broker_epoch
 from .descriptor_budget import DescriptorBudget, descriptor_budget, raise_open_file_limit
 from .dynamic_config import ConnectionLimits, DynamicBrokerConfig, ListenerTls, LogDefaults, ProducerIdExpiration
+from .handlers.fetch import FetchHandler
 from .inter_broker_sender import InterBrokerSender
 from .kafka_apis import KafkaApis
 from .metadata_cache import MetadataCache

@@ -16,8 +16,8 @@ fragments.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from twisted.internet.defer import Deferred, succeed

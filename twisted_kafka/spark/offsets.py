@@ -16,8 +16,8 @@ reader, the stream reader and the executors.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 
 __all__ = ["EARLIEST", "LATEST", "EARLIEST_OFFSET", "LATEST_OFFSET", "OffsetRange", "DataLossError",
            "to_json", "from_json", "resolve", "rate_limit", "plan_ranges", "split_ranges", "data_loss_message"]

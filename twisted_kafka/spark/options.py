@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from .offsets import EARLIEST, EARLIEST_OFFSET, LATEST, LATEST_OFFSET
 

@@ -12,8 +12,16 @@ Spark's Kafka source declares, all fields nullable::
 
 from __future__ import annotations
 
-from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType, StructField, StructType,
-                               TimestampType)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 
 __all__ = ["HEADERS_TYPE", "kafka_schema", "arrow_schema"]
 

@@ -21,10 +21,9 @@ which neither this sink nor Spark's offers.
 
 from __future__ import annotations
 
-from typing import Any
-
-from dataclasses import dataclass
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
 
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType

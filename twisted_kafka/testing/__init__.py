@@ -18,8 +18,14 @@ broker runs in a child process, and the admin requests of
 a blocking socket.
 """
 
-from .embedded import SASL_MECHANISMS, SECURITY_PROTOCOLS, TEST_DEFAULTS, EmbeddedBroker, EmbeddedCluster, \
-    unique_topic_name
+from .embedded import (
+           SASL_MECHANISMS,
+           SECURITY_PROTOCOLS,
+           TEST_DEFAULTS,
+           EmbeddedBroker,
+           EmbeddedCluster,
+           unique_topic_name,
+)
 from .process import BrokerStartupError
 from .zookeeper import ZooKeeperUnavailable
 

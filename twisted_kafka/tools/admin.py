@@ -148,7 +148,8 @@ class Admin:
 
     def call(self, api: str, key: int, function: Callable[..., T], *args, **kwargs) -> T:
         """``function`` (a kafka-python admin call sending ``api``); a broker without the API is one line."""
-        from kafka.errors import KafkaError as PyKafkaError, UnsupportedVersionError
+        from kafka.errors import KafkaError as PyKafkaError
+        from kafka.errors import UnsupportedVersionError
 
         try:
             return function(*args, **kwargs)

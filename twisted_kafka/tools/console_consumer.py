@@ -22,10 +22,10 @@ import time
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
 
-from .errors import describe_exception
 from .client_config import client_settings
 from .command import KafkaArgumentParser, ToolError, UsageError, run_tool
 from .console_producer import key_values
+from .errors import describe_exception
 
 PROG = "twisted-kafka-console-consumer"
 #: librdkafka's message timestamp types, as Kafka's TimestampType prints them.

@@ -21,9 +21,9 @@ import sys
 
 from confluent_kafka import KafkaException, Producer
 
-from .errors import describe_exception
 from .client_config import client_settings, load_client_properties
 from .command import KafkaArgumentParser, ToolError, UsageError, run_tool
+from .errors import describe_exception
 
 PROG = "twisted-kafka-console-producer"
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")

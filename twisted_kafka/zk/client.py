@@ -34,8 +34,17 @@ from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
-    BadVersionError, ConnectionClosedError, ConnectionLoss, KazooException, NodeExistsError, NoNodeError,
-    NotEmptyError, OperationTimeoutError, RolledBackError, RuntimeInconsistency, SessionExpiredError,
+    BadVersionError,
+    ConnectionClosedError,
+    ConnectionLoss,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    OperationTimeoutError,
+    RolledBackError,
+    RuntimeInconsistency,
+    SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState, ZnodeStat

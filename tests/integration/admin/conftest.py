@@ -12,7 +12,6 @@ from __future__ import annotations
 import pytest
 
 
-
 @pytest.fixture(scope="module")
 def admin_broker(module_broker):
     return module_broker

@@ -33,8 +33,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from tests.integration.admin.support import confluent_admin, outcomes
 from support.wait import wait_until
+from tests.integration.admin.support import confluent_admin, outcomes
 
 pytestmark = pytest.mark.integration
 

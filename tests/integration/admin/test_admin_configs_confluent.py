@@ -14,9 +14,17 @@ import pytest
 from confluent_kafka import KafkaError as CK
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, NewTopic, ResourceType
 
-from tests.integration.admin.support import (confluent_admin, error_code, outcomes, produce, produce_one,
-                                             raw_request, wait_until, watermarks)
 from support.raw_client import RawClient
+from tests.integration.admin.support import (
+    confluent_admin,
+    error_code,
+    outcomes,
+    produce,
+    produce_one,
+    raw_request,
+    wait_until,
+    watermarks,
+)
 from twisted_kafka.protocol import messages as m
 
 pytestmark = pytest.mark.integration

@@ -11,8 +11,15 @@ import pytest
 from confluent_kafka import KafkaError as CK
 from confluent_kafka.admin import NewPartitions, NewTopic
 
-from tests.integration.admin.support import (error_code, fetch_log_start_offset, outcomes, produce, produce_one,
-                                             topic_id, watermarks)
+from tests.integration.admin.support import (
+    error_code,
+    fetch_log_start_offset,
+    outcomes,
+    produce,
+    produce_one,
+    topic_id,
+    watermarks,
+)
 
 pytestmark = pytest.mark.integration
 

@@ -14,8 +14,8 @@ import time
 import psutil
 import pytest
 
-from tests.integration.admin.support import error_code, outcomes, raw_request
 from support.raw_client import RawClient
+from tests.integration.admin.support import error_code, outcomes, raw_request
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.codec import encode_request
 from twisted_kafka.protocol.errors import ErrorCode

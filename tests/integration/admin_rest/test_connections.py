@@ -134,8 +134,7 @@ class ConnectionsTest(AdminRestTestCase):
 
     async def test_alter_configs_over_the_wire_shows_in_the_rest_quotas(self):
         """A Kafka admin client changes the same state (incremental AlterConfigs of the broker)."""
-        from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
-                                           ResourceType)
+        from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
         broker = self.broker_factory({"admin.rest.auth.token": TOKEN})
         admin = Admin(broker)

@@ -18,10 +18,10 @@ import urllib.request
 import pytest
 from cryptography import x509
 
-from tests.integration.security.test_tls_reload import TlsConnection, serial_of
-from support.tls import Pki, tls_overrides
 from support.broker_process import BrokerProcess
+from support.tls import Pki, tls_overrides
 from support.wait import wait_until
+from tests.integration.security.test_tls_reload import TlsConnection, serial_of
 
 from .support import TOKEN
 

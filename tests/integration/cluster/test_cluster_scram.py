@@ -12,12 +12,16 @@ import json
 import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import (
-    AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialDeletion, UserScramCredentialUpsertion,
+    AdminClient,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
 )
 
-from tests.integration.sasl.conftest import SASL_OVERRIDES, authenticates
 from support.cluster import Cluster
 from support.wait import wait_until
+from tests.integration.sasl.conftest import SASL_OVERRIDES, authenticates
 
 pytestmark = pytest.mark.integration
 

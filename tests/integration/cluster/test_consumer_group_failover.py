@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from support.groups import Group
 from support.cluster import Cluster
+from support.groups import Group
 from twisted_kafka.coordinator.group.topic import partition_for
 
 OFFSETS_PARTITIONS = 3

@@ -26,13 +26,13 @@ import os
 
 import pytest
 
-from support.reading import read_to_end
 from support.broker_process import BrokerExited
 from support.raw_client import RawClient
+from support.reading import read_to_end
+from support.wait import wait_until
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.records.batch import iter_batch_headers
 from twisted_kafka.protocol.records.builder import build_batch
-from support.wait import wait_until
 
 from .helpers import fetch_request, produce_request
 from .test_durability import topic_state

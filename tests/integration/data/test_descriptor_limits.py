@@ -18,9 +18,9 @@ import uuid
 
 import pytest
 
-from tests.integration.admin.support import raw_request, wait_until
 from support.nofile import NofileBroker, nofile_limits, open_fds
 from support.raw_client import Closed, RawClient
+from tests.integration.admin.support import raw_request, wait_until
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode
 

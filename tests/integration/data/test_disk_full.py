@@ -25,11 +25,11 @@ import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from support.reading import read_to_end
 from support.raw_client import RawClient
+from support.reading import read_to_end
+from support.wait import wait_until
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.records.builder import build_batch
-from support.wait import wait_until
 
 from .helpers import produce_request
 from .test_durability import log_end_offsets, read_all

@@ -22,8 +22,8 @@ import threading
 import pytest
 from confluent_kafka import Producer
 
-from support.reading import read_to_end
 from support.raw_client import RawClient, auto_create_topic
+from support.reading import read_to_end
 from support.wait import wait_until
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode

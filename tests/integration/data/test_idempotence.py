@@ -24,13 +24,12 @@ from aiokafka import AIOKafkaProducer
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka import KafkaProducer
 
-from twisted_kafka.protocol import messages as m
-from twisted_kafka.protocol.errors import ErrorCode
-from twisted_kafka.protocol.records import build_batch
-
 from support.cutting_proxy import CuttingProxy
 from support.raw_client import RawClient
 from support.wait import wait_until
+from twisted_kafka.protocol import messages as m
+from twisted_kafka.protocol.errors import ErrorCode
+from twisted_kafka.protocol.records import build_batch
 
 PARTITIONS = 3
 #: Values are sent round-robin to the partitions; each carries its own number.

@@ -22,7 +22,6 @@ import pytest
 from .helpers import CODECS, assert_stored_codec, stored_codecs
 from .test_confluent_roundtrip import FIND_COORDINATOR, advertised_keys
 
-
 BROKER_OVERRIDES = {"num.partitions": "3"}
 N = 5000
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.admin.support import produce_one, raw_request
 from support.broker_process import BrokerExited
+from tests.integration.admin.support import produce_one, raw_request
 from twisted_kafka.protocol import messages as m
 
 pytestmark = pytest.mark.integration

@@ -26,8 +26,8 @@ import uuid
 import confluent_kafka
 import pytest
 from aiokafka import AIOKafkaProducer
-from confluent_kafka.admin import AdminClient, NewTopic
 from aiokafka.structs import TopicPartition as AioPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaProducer
 from kafka import TopicPartition as KpPartition
 from kafka.structs import OffsetAndMetadata

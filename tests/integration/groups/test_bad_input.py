@@ -25,8 +25,8 @@ from __future__ import annotations
 import struct
 
 from support.raw_client import RawClient
-from twisted_kafka.protocol import messages as m
 from support.wait import wait_until
+from twisted_kafka.protocol import messages as m
 
 from .conftest import create_topic
 

@@ -31,11 +31,11 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupType, Producer
 from confluent_kafka.admin import AdminClient
 
-from tests.integration.tools.support import ok
+from support.groups import Group, wait_for
 from support.wait import wait_until
+from tests.integration.tools.support import ok
 
 from .conftest import create_topic
-from support.groups import Group, wait_for
 
 BROKER_OVERRIDES = {
     "group.consumer.heartbeat.interval.ms": "1000", "group.consumer.min.heartbeat.interval.ms": "500",

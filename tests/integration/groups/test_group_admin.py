@@ -22,12 +22,12 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 from kafka import KafkaAdminClient
 from kafka import TopicPartition as KTopicPartition
 
+from support.groups import Group
 from support.raw_client import RawClient
-from twisted_kafka.protocol import messages as m
 from support.wait import wait_until
+from twisted_kafka.protocol import messages as m
 
 from .conftest import create_topic
-from support.groups import Group
 
 BROKER_OVERRIDES = {"offsets.topic.num.partitions": "7"}
 PARTITIONS = 3

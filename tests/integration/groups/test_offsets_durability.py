@@ -21,10 +21,10 @@ from confluent_kafka import Consumer, TopicPartition
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KTopicPartition
 
+from support.groups import Group
 from tests.integration.data.helpers import stored_batches
 
 from .conftest import GROUP_OVERRIDES, create_topic
-from support.groups import Group
 
 PARTITIONS = 3
 BATCH = 30

@@ -36,10 +36,10 @@ import subprocess
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from support.groups import Group
 from support.wait import wait_until
 
 from .conftest import create_topic
-from support.groups import Group
 
 PARTITIONS = 6
 BATCH = 120

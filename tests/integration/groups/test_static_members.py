@@ -12,10 +12,11 @@ from __future__ import annotations
 import time
 
 import pytest
+
+from support.groups import Group
 from support.wait import wait_until
 
 from .conftest import create_topic
-from support.groups import Group
 
 PARTITIONS = 6
 BATCH = 60

@@ -21,10 +21,10 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.integration.tools.support import run
 from support.burrow import BURROW, Burrow
 from support.scrape import scrape
 from support.wait import wait_until
+from tests.integration.tools.support import run
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(not shutil.which(BURROW), reason="needs Debian's burrow (bin/install-system-deps)")]

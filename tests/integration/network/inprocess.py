@@ -30,10 +30,10 @@ from twisted_kafka.network.socket_server import SocketServer
 from twisted_kafka.protocol.messages import MetadataResponse
 from twisted_kafka.protocol.registry import ApiKey
 from twisted_kafka.server.api_handler import ApiHandler
+from twisted_kafka.server.authorization import ALLOW_ALL
 from twisted_kafka.server.handlers.api_versions import ApiVersionsHandler
 from twisted_kafka.server.kafka_apis import KafkaApis
 from twisted_kafka.server.request_handler import DATA_PLANE_TURN_BUDGET, KafkaRequestHandlerPool
-from twisted_kafka.server.authorization import ALLOW_ALL
 
 BASE = {
     "listeners": "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",

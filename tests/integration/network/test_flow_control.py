@@ -25,9 +25,9 @@ import threading
 
 import pytest
 
-from tests.integration.data.helpers import fetch_request, produce_request
 from support.broker_process import BrokerProcess
 from support.raw_client import RawClient, auto_create_topic
+from tests.integration.data.helpers import fetch_request, produce_request
 from twisted_kafka.protocol.codec import encode_request
 from twisted_kafka.protocol.framing import FrameBuffer
 from twisted_kafka.protocol.records import build_batch

@@ -26,8 +26,8 @@ from twisted.internet.defer import Deferred
 from twisted.internet.threads import deferToThread
 from twisted.trial import unittest
 
-from support import load
 import twisted_kafka
+from support import load
 from support.broker_process import START_SCRIPT, BrokerExited, BrokerProcess
 from support.raw_client import Closed, RawClient
 from twisted_kafka.protocol.messages import MetadataRequest

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from support.broker_process import BASE_CONFIG, REPO_ROOT
-from twisted_kafka.testing.process import BrokerProcess
 from twisted_kafka.config import BROKER_CONFIG
 from twisted_kafka.server.broker_lifecycle import DRAIN_TIMEOUT_SECONDS
+from twisted_kafka.testing.process import BrokerProcess
 
 UNIT = REPO_ROOT / "etc" / "twisted-kafka.service"
 #: Where pip puts console scripts in the environment it installs into (the venv running these tests).

@@ -14,8 +14,8 @@ import subprocess
 
 import pytest
 
-from tests.integration.security.test_tls_clients import consume_with_confluent
 from support.broker_process import REPO_ROOT
+from tests.integration.security.test_tls_clients import consume_with_confluent
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

@@ -13,7 +13,6 @@ from aiokafka.helpers import create_ssl_context
 from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 
 from support import round_trips
-
 from support import tls as tls_support
 from support.broker_process import BrokerProcess
 

@@ -14,11 +14,16 @@ import pytest
 from confluent_kafka import KafkaError as CK
 from confluent_kafka import Producer
 from confluent_kafka.admin import (
-    AclBinding, AclOperation, AclPermissionType, NewTopic, ResourcePatternType, ResourceType,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
 )
 
-from tests.integration.admin.support import confluent_admin, outcomes
 from support.tls import Pki, librdkafka_ssl, tls_overrides
+from tests.integration.admin.support import confluent_admin, outcomes
 
 pytestmark = pytest.mark.integration
 

@@ -15,16 +15,21 @@ import ssl
 
 import pytest
 from confluent_kafka.admin import (
-    AclBinding, AclOperation, AclPermissionType, NewTopic, ResourcePatternType, ResourceType,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
 )
 
+from support.broker_process import BrokerProcess
+from support.raw_client import RawClient
+from support.tls import Pki
+from support.wait import wait_until
 from tests.integration.admin.support import outcomes
 from tests.integration.network.test_controller_apis import leader, update_metadata_v8
 from tests.integration.security.test_tls_control_plane import control_plane_ssl
-from support.tls import Pki
-from support.broker_process import BrokerProcess
-from support.raw_client import RawClient
-from support.wait import wait_until
 from twisted_kafka.protocol.errors import ErrorCode
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

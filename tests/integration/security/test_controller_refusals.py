@@ -23,12 +23,12 @@ import urllib.request
 
 import pytest
 
-from tests.integration.network.test_controller_apis import controlled_shutdown_v3, create_topic, update_metadata_v8
-from tests.integration.security.test_tls_control_plane import control_plane_ssl
-from support.tls import Pki
 from support.broker_process import BrokerProcess
 from support.raw_client import RawClient
+from support.tls import Pki
 from support.wait import wait_until
+from tests.integration.network.test_controller_apis import controlled_shutdown_v3, create_topic, update_metadata_v8
+from tests.integration.security.test_tls_control_plane import control_plane_ssl
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode
 

@@ -21,15 +21,21 @@ import stat
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
-from confluent_kafka.admin import ResourceType
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    ResourceType,
+)
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from tests.integration.admin.support import outcomes
-from support.tls import Pki, tls_overrides
 from support.broker_process import BrokerProcess
+from support.tls import Pki, tls_overrides
 from support.wait import wait_until
+from tests.integration.admin.support import outcomes
 from twisted_kafka.security.password_encoder import PasswordEncoder, looks_encoded
 
 pytestmark = pytest.mark.timeout(180)

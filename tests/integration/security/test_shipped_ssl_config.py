@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 
+from support.broker_process import REPO_ROOT
+from support.tls import Pki, librdkafka_ssl
 from tests.integration.network.test_shipped_config import ShippedConfigBroker
 from tests.integration.security.test_tls_clients import consume_with_confluent
-from support.tls import Pki, librdkafka_ssl
-from support.broker_process import REPO_ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

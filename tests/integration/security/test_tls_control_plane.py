@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from support.tls import Pki, librdkafka_ssl
 from support.broker_process import BrokerExited, BrokerProcess
+from support.tls import Pki, librdkafka_ssl
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -23,8 +23,8 @@ import time
 
 import pytest
 
-from support.tls import Pki, librdkafka_ssl, tls_overrides
 from support.broker_process import BrokerProcess
+from support.tls import Pki, librdkafka_ssl, tls_overrides
 from support.wait import wait_until
 
 pytestmark = pytest.mark.timeout(120)

@@ -20,9 +20,9 @@ import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 from cryptography import x509
 
-from tests.integration.admin.support import outcomes
-from support.tls import Pki, librdkafka_ssl, tls_overrides
 from support.broker_process import BrokerProcess
+from support.tls import Pki, librdkafka_ssl, tls_overrides
+from tests.integration.admin.support import outcomes
 
 pytestmark = pytest.mark.timeout(120)
 

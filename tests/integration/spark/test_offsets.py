@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from twisted_kafka.spark.offsets import (DataLossError, OffsetRange, from_json, plan_ranges, rate_limit, resolve,
-                                         split_ranges, to_json)
+from twisted_kafka.spark.offsets import (
+    DataLossError,
+    OffsetRange,
+    from_json,
+    plan_ranges,
+    rate_limit,
+    resolve,
+    split_ranges,
+    to_json,
+)
 from twisted_kafka.spark.options import OptionError, parse_sink_options, parse_source_options
 
 BOOTSTRAP = {"kafka.bootstrap.servers": "127.0.0.1:9092"}

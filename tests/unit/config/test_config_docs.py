@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from twisted_kafka.config import BROKER_CONFIG, TOPIC_CONFIG
-from twisted_kafka.config import docs
+from twisted_kafka.config import BROKER_CONFIG, TOPIC_CONFIG, docs
 
 
 def test_committed_reference_is_current():

@@ -11,6 +11,7 @@ from __future__ import annotations
 from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.python.failure import Failure
 
+from support.inline import InlineReactor, SyncThreadPool
 from twisted_kafka.config import KafkaConfig
 from twisted_kafka.controller.interface import LiveBroker
 from twisted_kafka.controller.kafka_controller import KafkaController
@@ -18,8 +19,6 @@ from twisted_kafka.controller.metadata_store import JsonFileMetadataStore
 from twisted_kafka.network.listeners import EndPoint
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.registry import ApiKey
-
-from support.inline import InlineReactor, SyncThreadPool
 
 CLUSTER_ID = "unit-test-cluster-id1"
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from support.inline import InlineReactor
 from twisted_kafka.config import KafkaConfig
 from twisted_kafka.controller.client import FORWARDED_SUFFIX, NoControllerClient, forwarded, forwarding_client_id
 from twisted_kafka.controller.cluster_client import ClusterControllerClient
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
-
-from support.inline import InlineReactor
 
 from .helpers import run
 

@@ -13,15 +13,14 @@ from __future__ import annotations
 import pytest
 from twisted.internet.defer import ensureDeferred
 
+from support.inline import InlineReactor
 from twisted_kafka.config import KafkaConfig
-from twisted_kafka.controller.interface import LEADER_DURING_DELETE, NewTopic
 from twisted_kafka.controller.broker_request_batch import UPDATE_METADATA_VERSION
+from twisted_kafka.controller.interface import LEADER_DURING_DELETE, NewTopic
 from twisted_kafka.controller.kafka_controller import KafkaController
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.codec import decode_request, encode_request
 from twisted_kafka.protocol.registry import ApiKey
-
-from support.inline import InlineReactor
 
 from .helpers import FakeChannels, live_broker, make_controller, make_store, run
 

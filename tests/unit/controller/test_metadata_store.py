@@ -13,17 +13,14 @@ import uuid
 import pytest
 from twisted.internet.defer import ensureDeferred
 
+from support.inline import InlineReactor, ManualThreadPool, SyncThreadPool
+from twisted_kafka.config import StartupError
 from twisted_kafka.controller.metadata_store import (
     STORE_FILE,
     JsonFileMetadataStore,
     PartitionRecord,
     topic_record,
 )
-from twisted_kafka.config import StartupError
-
-from support.inline import ManualThreadPool, SyncThreadPool
-
-from support.inline import InlineReactor
 
 from .helpers import make_store, run
 

@@ -10,8 +10,8 @@ import pytest
 from twisted.internet.defer import ensureDeferred
 
 from support.inline import InlineReactor, SyncThreadPool
-from twisted_kafka.controller.metadata_store import JsonFileMetadataStore, PartitionRecord, topic_record
 from twisted_kafka.config import StartupError
+from twisted_kafka.controller.metadata_store import JsonFileMetadataStore, PartitionRecord, topic_record
 from twisted_kafka.log.checkpoints import write_epoch_checkpoint, write_partition_metadata
 
 

@@ -9,9 +9,19 @@ import pytest
 from twisted_kafka.coordinator.group.group import CommitRecord, OffsetAndMetadata
 from twisted_kafka.coordinator.group.loader import batches_of, replay
 from twisted_kafka.coordinator.group.records import (
-    GroupMetadataKey, GroupMetadataValue, MemberValue, OffsetCommitKey, OffsetCommitValue, UnknownKey,
-    decode_group_metadata_value, decode_key, decode_offset_commit_value, encode_group_metadata_key,
-    encode_group_metadata_value, encode_offset_commit_key, encode_offset_commit_value,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    UnknownKey,
+    decode_group_metadata_value,
+    decode_key,
+    decode_offset_commit_value,
+    encode_group_metadata_key,
+    encode_group_metadata_value,
+    encode_offset_commit_key,
+    encode_offset_commit_value,
 )
 from twisted_kafka.coordinator.group.topic import java_string_hash, partition_for
 from twisted_kafka.protocol.exceptions import ProtocolDecodeError

@@ -12,10 +12,18 @@ from __future__ import annotations
 import pytest
 
 from twisted_kafka.coordinator.transaction.log_records import (
-    TransactionLogValue, decode_key, decode_value, encode_key, encode_value,
+    TransactionLogValue,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
 )
 from twisted_kafka.coordinator.transaction.metadata import (
-    TransactionMetadata, TransactionState as S, is_epoch_exhausted,
+    TransactionMetadata,
+    is_epoch_exhausted,
+)
+from twisted_kafka.coordinator.transaction.metadata import (
+    TransactionState as S,
 )
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.exceptions import ProtocolDecodeError

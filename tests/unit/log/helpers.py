@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import os
 
-
 from twisted_kafka.log.file_handles import FileHandleCache, default_capacity
 from twisted_kafka.log.log import Log
 from twisted_kafka.log.log_config import LogConfig
-from twisted_kafka.protocol.records.batch import parse_batch_header, iter_batch_headers
+from twisted_kafka.protocol.records.batch import iter_batch_headers, parse_batch_header
 from twisted_kafka.protocol.records.builder import build_batch
 from twisted_kafka.protocol.records.record import iter_records
-
 
 NOW = 1_700_000_000_000
 

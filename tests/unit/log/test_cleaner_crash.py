@@ -11,7 +11,6 @@ renamed ``.swap``) the old segments must come back, after it the cleaned one.
 from __future__ import annotations
 
 import contextlib
-
 import os
 
 import pytest

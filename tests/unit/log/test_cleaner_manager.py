@@ -8,13 +8,12 @@ import os
 
 import pytest
 
+from support.inline import InlineReactor, ManualThreadPool, SyncThreadPool
 from twisted_kafka.config import KafkaConfig
 from twisted_kafka.log.checkpoints import read_offset_checkpoint
 from twisted_kafka.log.cleaner import CLEANER_CHECKPOINT
 from twisted_kafka.log.log_manager import LogManager
 from twisted_kafka.log.segment import LogSegment
-
-from support.inline import InlineReactor, ManualThreadPool, SyncThreadPool
 
 from .helpers import NOW, all_records, keyed_batch, latest_by_key
 

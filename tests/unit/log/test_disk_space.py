@@ -12,14 +12,14 @@ import os
 
 import pytest
 
+from support.inline import InlineReactor, SyncThreadPool
 from twisted_kafka.config import KafkaConfig
-from twisted_kafka.log import checkpoints, disk_space, segment as segment_module
+from twisted_kafka.log import checkpoints, disk_space
+from twisted_kafka.log import segment as segment_module
 from twisted_kafka.log.checkpoints import read_offset_checkpoint, write_atomically
 from twisted_kafka.log.disk_space import RESERVE_FILE, LogDirSpace, is_out_of_space
 from twisted_kafka.log.log_manager import LogManager
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
-
-from support.inline import InlineReactor, SyncThreadPool
 
 from .helpers import NOW, batch, records_of
 

@@ -10,12 +10,11 @@ import resource
 
 import pytest
 
+from support.inline import InlineReactor, SyncThreadPool
 from twisted_kafka.config import KafkaConfig
 from twisted_kafka.log.file_handles import FileHandleCache, default_capacity
 from twisted_kafka.log.log_manager import LogManager
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
-
-from support.inline import InlineReactor, SyncThreadPool
 
 from .helpers import NOW, batch, new_log, records_of
 

@@ -17,6 +17,7 @@ import os
 
 import pytest
 
+from support.inline import InlineReactor, SyncThreadPool
 from twisted_kafka.config import KafkaConfig
 from twisted_kafka.log.file_handles import FileHandleCache, default_capacity
 from twisted_kafka.log.layout import CLEAN_SHUTDOWN_FILE, segment_file_name
@@ -24,8 +25,6 @@ from twisted_kafka.log.log import Log
 from twisted_kafka.log.log_manager import LogManager
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.records.batch import iter_batch_headers
-
-from support.inline import InlineReactor, SyncThreadPool
 
 from .helpers import NOW, batch, config, new_log, records_of
 

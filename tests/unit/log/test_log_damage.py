@@ -12,6 +12,7 @@ import os
 
 import pytest
 
+from support.inline import InlineReactor, SyncThreadPool
 from twisted_kafka.config import KafkaConfig
 from twisted_kafka.log.checkpoints import read_damaged_ranges, read_epoch_checkpoint
 from twisted_kafka.log.layout import DAMAGED_RANGES, LEADER_EPOCH_CHECKPOINT, segment_file_name
@@ -19,8 +20,6 @@ from twisted_kafka.log.log import Log
 from twisted_kafka.log.log_manager import LogManager
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.records.batch import iter_batch_headers
-
-from support.inline import InlineReactor, SyncThreadPool
 
 from .helpers import NOW, batch, config, new_log, records_of
 

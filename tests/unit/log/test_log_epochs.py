@@ -72,6 +72,7 @@ def test_epochs_survive_restart_and_are_rebuilt_by_recovery(tmp_path):
     log.close()
     os.unlink(path)
     from twisted_kafka.log.log import Log
+
     from .helpers import config
     log = Log.open(log.dir, config(), files=log.files, recovery_point=0, now_ms=NOW)
     assert log.epoch_cache.entries == [(1, 0), (4, 3)]

@@ -6,12 +6,11 @@ import os
 
 import pytest
 
+from support.inline import InlineReactor, ManualThreadPool
 from twisted_kafka.config import KafkaConfig
 from twisted_kafka.log.log_manager import LogManager
 from twisted_kafka.log.segment import WouldBlock
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
-
-from support.inline import InlineReactor, ManualThreadPool
 
 from .helpers import NOW, batch, new_log, records_of, reopen
 

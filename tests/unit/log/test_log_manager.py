@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 
+from support.inline import InlineReactor, ManualThreadPool, SyncThreadPool
 from twisted_kafka.config import KafkaConfig
 from twisted_kafka.log.checkpoints import (
     read_offset_checkpoint,
@@ -16,8 +17,6 @@ from twisted_kafka.log.checkpoints import (
 )
 from twisted_kafka.log.log_manager import LogManager
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
-
-from support.inline import InlineReactor, ManualThreadPool, SyncThreadPool
 
 from .helpers import NOW, batch, records_of
 

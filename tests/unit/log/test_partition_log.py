@@ -4,10 +4,9 @@ transactions says of its last stable offset and aborted transactions."""
 
 from __future__ import annotations
 
+from support.inline import InlineReactor, ManualThreadPool
 from twisted_kafka.log import FetchIsolation, PartitionLog
 from twisted_kafka.log.unified_log import UnifiedLog
-
-from support.inline import InlineReactor, ManualThreadPool
 
 from .helpers import NOW, batch, new_log, records_of
 

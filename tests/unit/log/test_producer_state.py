@@ -13,6 +13,7 @@ import struct
 import pytest
 from crc32c import crc32c
 
+from support.inline import InlineReactor, ManualThreadPool, SyncThreadPool
 from twisted_kafka.config import KafkaConfig
 from twisted_kafka.log.layout import segment_file_name
 from twisted_kafka.log.log_manager import LogManager
@@ -28,8 +29,6 @@ from twisted_kafka.log.producer_state import (
 from twisted_kafka.log.unified_log import UnifiedLog
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.records.batch import parse_batch_header
-
-from support.inline import InlineReactor, ManualThreadPool, SyncThreadPool
 
 from .helpers import NOW, batch, new_log, records_of, reopen
 

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from support.inline import InlineReactor, ManualThreadPool
 from twisted_kafka.log import AbortedTransaction, AppendOrigin, FetchIsolation
 from twisted_kafka.log.layout import segment_file_name
 from twisted_kafka.log.log import Log
@@ -22,8 +23,6 @@ from twisted_kafka.log.txn_index import AbortedTxn
 from twisted_kafka.log.unified_log import UnifiedLog
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.records import ControlRecordType, build_batch, build_end_txn_marker
-
-from support.inline import InlineReactor, ManualThreadPool
 
 from .helpers import NOW, batch, config, new_log, records_of, reopen
 

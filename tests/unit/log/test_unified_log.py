@@ -16,10 +16,9 @@ from twisted.internet import defer, reactor
 from twisted.python.threadpool import ThreadPool
 from twisted.trial import unittest
 
+from support.inline import InlineReactor, ManualThreadPool
 from twisted_kafka.log.unified_log import INLINE_WRITE_MAX_BYTES, UnifiedLog
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
-
-from support.inline import InlineReactor, ManualThreadPool
 
 from .helpers import NOW, batch, new_log, records_of
 

@@ -26,9 +26,9 @@ from twisted_kafka.network.listeners import parse_listeners
 from twisted_kafka.network.request_metrics import RequestMetrics
 from twisted_kafka.network.socket_server import SocketServer
 from twisted_kafka.protocol.codec import decode_response, encode_request
+from twisted_kafka.server.authorization import ALLOW_ALL
 from twisted_kafka.server.handlers.api_versions import ApiVersionsHandler
 from twisted_kafka.server.kafka_apis import KafkaApis
-from twisted_kafka.server.authorization import ALLOW_ALL
 
 BASE_PROPS = {
     "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import contextlib
 
+import trustme
+from kafka.protocol.sasl import SaslHandshakeRequest
 from OpenSSL import SSL
 from twisted.internet.address import IPv4Address
-
-import trustme
 
 from twisted_kafka.network.close_reasons import CloseReason
 from twisted_kafka.network.endpoints import TlsListenerFactory
@@ -25,8 +25,6 @@ from twisted_kafka.sasl.authenticator import SaslServerConfig
 from twisted_kafka.server.handlers.sasl import SaslAuthenticateHandler, SaslHandshakeHandler
 
 from .helpers import Stack, WindowTransport, decode, request_bytes, split_frames
-
-from kafka.protocol.sasl import SaslHandshakeRequest
 
 DELAY = 0.25
 

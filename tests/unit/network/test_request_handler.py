@@ -14,8 +14,8 @@ from twisted_kafka.metrics.idle import IdleRatio
 from twisted_kafka.network.close_reasons import CloseReason
 from twisted_kafka.network.request import CloseConnectionResponse, NoOpResponse, Request, RequestContext, SendResponse
 from twisted_kafka.network.request_channel import RequestChannel
-from twisted_kafka.protocol.header import RequestHeader
 from twisted_kafka.protocol.errors import ErrorCode
+from twisted_kafka.protocol.header import RequestHeader
 from twisted_kafka.protocol.registry import REGISTRY, ApiKey
 from twisted_kafka.server.request_handler import STOP_TIMEOUT_SECONDS, KafkaRequestHandlerPool
 

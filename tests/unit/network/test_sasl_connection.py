@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import struct
 
+from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
+from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
+
 from twisted_kafka.network.close_reasons import CloseReason
 from twisted_kafka.network.connection_events import ConnectionEventKind
 from twisted_kafka.protocol import messages as m
@@ -21,9 +24,6 @@ from twisted_kafka.server.api_handler import ApiHandler
 from twisted_kafka.server.handlers.sasl import SaslAuthenticateHandler, SaslHandshakeHandler
 
 from .helpers import Stack, decode, request_bytes, split_frames
-
-from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
-from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 SASL_PROPS = {
     "listeners": "PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9095",

@@ -16,7 +16,17 @@ from typing import Any
 
 from aiokafka.protocol import types as ak
 from kafka.protocol.schemas.fields.codecs import (
-    BitField, Boolean, Bytes, Float64, Int8, Int16, Int32, Int64, String, UnsignedInt16, UUID,
+    UUID,
+    BitField,
+    Boolean,
+    Bytes,
+    Float64,
+    Int8,
+    Int16,
+    Int32,
+    Int64,
+    String,
+    UnsignedInt16,
 )
 
 _TEXT = "abcxyz-_.09é中"

@@ -34,9 +34,9 @@ from twisted_kafka.protocol.messages import (
 )
 from twisted_kafka.protocol.registry import ApiKey
 from twisted_kafka.server.api_handler import NO_RESPONSE, ApiHandler
+from twisted_kafka.server.authorization import ALLOW_ALL
 from twisted_kafka.server.handlers.api_versions import ApiVersionsHandler
 from twisted_kafka.server.kafka_apis import KafkaApis
-from twisted_kafka.server.authorization import ALLOW_ALL
 
 from .counting import CHUNK, CountingFrameBuffer, Work, chunks_of, framed
 

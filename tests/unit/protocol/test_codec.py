@@ -5,14 +5,19 @@ from __future__ import annotations
 import struct
 
 import pytest
-
 from kafka.protocol.metadata import ApiVersionsResponse as KpApiVersionsResponse
+
 from twisted_kafka.protocol import codec
 from twisted_kafka.protocol.exceptions import ProtocolDecodeError
 from twisted_kafka.protocol.fetch_response import FetchResponseData
 from twisted_kafka.protocol.header import RequestHeader
 from twisted_kafka.protocol.messages import (
-    ApiVersionsRequest, ApiVersionsResponse, FetchRequest, HeartbeatResponse, MetadataRequest, ProduceResponse,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    FetchRequest,
+    HeartbeatResponse,
+    MetadataRequest,
+    ProduceResponse,
 )
 from twisted_kafka.protocol.registry import CONTROLLER_API_KEYS, REGISTRY
 

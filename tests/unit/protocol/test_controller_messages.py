@@ -18,8 +18,14 @@ from twisted_kafka.protocol import primitives as p
 from twisted_kafka.protocol.codec import decode_request, decode_response, encode_request, encode_response
 from twisted_kafka.protocol.header import parse_request_header
 from twisted_kafka.protocol.messages import (
-    ControlledShutdownRequest, ControlledShutdownResponse, LeaderAndIsrRequest, LeaderAndIsrResponse,
-    StopReplicaRequest, StopReplicaResponse, UpdateMetadataRequest, UpdateMetadataResponse,
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    StopReplicaRequest,
+    StopReplicaResponse,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
 )
 from twisted_kafka.protocol.registry import REGISTRY, ApiKey
 

@@ -7,13 +7,18 @@ import struct
 import uuid
 
 import pytest
+from aiokafka.protocol import fetch as ak_fetch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aiokafka.protocol import fetch as ak_fetch
 from twisted_kafka.protocol.codec import encode_response, frame_size
 from twisted_kafka.protocol.fetch_response import (
-    MAX_VERSION, MIN_VERSION, FetchableTopicResponse, FetchResponseData, NodeEndpoint, PartitionData,
+    MAX_VERSION,
+    MIN_VERSION,
+    FetchableTopicResponse,
+    FetchResponseData,
+    NodeEndpoint,
+    PartitionData,
     encode_fetch_response_body,
 )
 from twisted_kafka.protocol.header import RequestHeader

@@ -5,17 +5,20 @@ from __future__ import annotations
 import struct
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
 from aiokafka.protocol.admin import ApiVersionRequest_v0
 from aiokafka.protocol.api import RequestHeader_v1, RequestHeader_v2
 from aiokafka.protocol.metadata import MetadataRequest_v1
+from hypothesis import given
+from hypothesis import strategies as st
 from kafka.protocol.api_header import RequestHeader as KpRequestHeader
+
 from twisted_kafka.protocol import primitives as p
 from twisted_kafka.protocol.exceptions import ProtocolDecodeError
 from twisted_kafka.protocol.header import (
-    RequestHeader, encode_response_header, parse_request_header, response_header_for,
+    RequestHeader,
+    encode_response_header,
+    parse_request_header,
+    response_header_for,
 )
 
 

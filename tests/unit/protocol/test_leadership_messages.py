@@ -13,7 +13,10 @@ from twisted_kafka.protocol import primitives as p
 from twisted_kafka.protocol.codec import decode_request, decode_response, encode_request, encode_response
 from twisted_kafka.protocol.header import parse_request_header
 from twisted_kafka.protocol.messages import (
-    AlterPartitionReassignmentsRequest, ElectLeadersRequest, ElectLeadersResponse, ListPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsRequest,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    ListPartitionReassignmentsRequest,
 )
 from twisted_kafka.protocol.registry import REGISTRY, ApiKey
 

@@ -6,10 +6,10 @@ import io
 import random
 import struct
 
+from aiokafka.protocol import metadata as ak_metadata
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aiokafka.protocol import metadata as ak_metadata
 from twisted_kafka.protocol import metadata_response as mr
 from twisted_kafka.protocol.header import RequestHeader
 from twisted_kafka.protocol.messages import MetadataResponse

@@ -6,11 +6,11 @@ import struct
 import uuid
 
 import pytest
+from aiokafka.protocol import types as ak
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-
-from aiokafka.protocol import types as ak
 from kafka.record import util as record_util
+
 from twisted_kafka.protocol import primitives as p
 from twisted_kafka.protocol.exceptions import ProtocolDecodeError
 

@@ -4,8 +4,8 @@ kafka-python and aiokafka, listed in the registry's module docstring."""
 from __future__ import annotations
 
 import pytest
-
 from kafka.protocol.broker_version_data import infer_broker_version_from_api_versions
+
 from twisted_kafka.protocol.registry import ADVERTISED_RANGES, CONTROLLER_API_KEYS, REGISTRY, ApiKey
 
 from .clients import AIOKAFKA_REQUESTS

@@ -9,11 +9,22 @@ from crc32c import crc32c
 
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.exceptions import ProtocolDecodeError
-from twisted_kafka.protocol.records import (BATCH_HEADER_SIZE, LOG_OVERHEAD, CompressionType,
-                                            ControlRecordType, InvalidRecordBatch, build_batch,
-                                            control_record, iter_batch_headers, iter_records,
-                                            parse_batch_header, rewrite_offsets_and_epoch,
-                                            set_log_append_time, validate_batch, verify_crc)
+from twisted_kafka.protocol.records import (
+    BATCH_HEADER_SIZE,
+    LOG_OVERHEAD,
+    CompressionType,
+    ControlRecordType,
+    InvalidRecordBatch,
+    build_batch,
+    control_record,
+    iter_batch_headers,
+    iter_records,
+    parse_batch_header,
+    rewrite_offsets_and_epoch,
+    set_log_append_time,
+    validate_batch,
+    verify_crc,
+)
 from twisted_kafka.protocol.records.batch import InvalidRecordBatch as BatchModuleError
 from twisted_kafka.protocol.records.builder import encode_record
 

@@ -8,11 +8,20 @@ import struct
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from twisted_kafka.protocol.records import (BATCH_HEADER_SIZE, CompressionType, InvalidRecordBatch,
-                                            build_batch, iter_batch_headers, iter_records,
-                                            parse_batch_header, rewrite_offsets_and_epoch,
-                                            set_log_append_time, validate_batch, validate_records,
-                                            verify_crc)
+from twisted_kafka.protocol.records import (
+    BATCH_HEADER_SIZE,
+    CompressionType,
+    InvalidRecordBatch,
+    build_batch,
+    iter_batch_headers,
+    iter_records,
+    parse_batch_header,
+    rewrite_offsets_and_epoch,
+    set_log_append_time,
+    validate_batch,
+    validate_records,
+    verify_crc,
+)
 
 from .helpers import fix_crc
 

@@ -20,8 +20,7 @@ import pytest
 
 from support.capture_peer import CapturePeer
 from support.wait import WaitTimeout, wait_until
-from twisted_kafka.protocol.records import (CompressionType, iter_records, validate_records,
-                                            verify_crc)
+from twisted_kafka.protocol.records import CompressionType, iter_records, validate_records, verify_crc
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 MESSAGES = [(b"key-%03d" % i, b"value-%03d|" % i * 12, [("trace", b"t-%d" % i), ("app", b"records-test")])

@@ -7,8 +7,14 @@ import struct
 import pytest
 
 from twisted_kafka.protocol.errors import ErrorCode
-from twisted_kafka.protocol.records import (BATCH_HEADER_SIZE, CompressionType, InvalidRecordBatch,
-                                            build_batch, compress, validate_records)
+from twisted_kafka.protocol.records import (
+    BATCH_HEADER_SIZE,
+    CompressionType,
+    InvalidRecordBatch,
+    build_batch,
+    compress,
+    validate_records,
+)
 from twisted_kafka.protocol.records.builder import encode_record
 
 from .helpers import fix_crc, patched

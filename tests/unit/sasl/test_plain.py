@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from twisted_kafka.sasl.errors import AuthenticationFailed
 from twisted_kafka.sasl.plain import PlainServer, parse_jaas_options, plain_users
-import contextlib
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required\n'
         '    username="admin" password="admin-secret"\n'

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 
 import pytest
 from hypothesis import given, settings
@@ -19,7 +20,6 @@ from twisted_kafka.sasl.scram_credentials import (
     credential_from_salted_password,
     salted_password,
 )
-import contextlib
 
 # RFC 7677 section 3: user "user", password "pencil".
 SALT = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")

@@ -24,21 +24,21 @@ also checks that its request and response survive the codec.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 from collections import deque
+from types import SimpleNamespace
 
 from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.python.failure import Failure
 
+from support.inline import InlineReactor, ManualThreadPool
 from twisted_kafka.config import KafkaConfig
 from twisted_kafka.controller.client import LocalControllerClient
 from twisted_kafka.controller.interface import LiveBroker, NewTopic
 from twisted_kafka.controller.kafka_controller import KafkaController
 from twisted_kafka.controller.metadata_store import JsonFileMetadataStore
 from twisted_kafka.coordinator.group.service import GroupCoordinatorService
-from twisted_kafka.coordinator.transaction.service import TransactionCoordinatorService
 from twisted_kafka.coordinator.transaction import FileProducerIdBlockStore, ProducerIdManager
+from twisted_kafka.coordinator.transaction.service import TransactionCoordinatorService
 from twisted_kafka.log import LogManager
 from twisted_kafka.network.listeners import parse_listeners
 from twisted_kafka.network.request import ANONYMOUS, CloseConnectionResponse, Request, RequestContext, SendResponse
@@ -47,9 +47,9 @@ from twisted_kafka.protocol.codec import decode_request, decode_response, encode
 from twisted_kafka.protocol.header import RequestHeader
 from twisted_kafka.protocol.records.builder import build_batch
 from twisted_kafka.protocol.registry import REGISTRY
+from twisted_kafka.security.authorizer import AclAuthorizer
 from twisted_kafka.server.admin_manager import AdminManager
 from twisted_kafka.server.api_table import broker_handlers
-from twisted_kafka.security.authorizer import AclAuthorizer
 from twisted_kafka.server.authorization import ALLOW_ALL, Authorization
 from twisted_kafka.server.broker_epoch import BrokerEpoch
 from twisted_kafka.server.broker_metadata import BrokerMetadata
@@ -64,8 +64,6 @@ from twisted_kafka.server.dynamic_config import (
 from twisted_kafka.server.kafka_apis import KafkaApis
 from twisted_kafka.server.metadata_cache import MetadataCache
 from twisted_kafka.server.replica_manager import ReplicaManager, Replication
-
-from support.inline import InlineReactor, ManualThreadPool
 
 NOW = 1_700_000_000_000   # ms: the clock starts here, so record timestamps are "now"
 CLUSTER_ID = "unit-test-cluster-id1"

@@ -8,9 +8,9 @@ from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.codec import decode_response
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.registry import CONTROLLER_API_KEYS, REGISTRY, ApiKey
+from twisted_kafka.server.authorization import ALLOW_ALL
 from twisted_kafka.server.handlers.api_versions import ApiVersionsHandler
 from twisted_kafka.server.kafka_apis import KafkaApis
-from twisted_kafka.server.authorization import ALLOW_ALL
 
 from .helpers import bodiless_request, decode, decode_at_version, make_request, response_bytes, result_of
 

@@ -23,7 +23,10 @@ from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.server.broker_epoch import BrokerEpoch
 from twisted_kafka.server.broker_lifecycle import (
-    DRAIN_TIMEOUT_SECONDS, STOP_GRACE_SECONDS, BrokerLifecycleManager, RequestDrain,
+    DRAIN_TIMEOUT_SECONDS,
+    STOP_GRACE_SECONDS,
+    BrokerLifecycleManager,
+    RequestDrain,
 )
 
 from .helpers import decode, result_of

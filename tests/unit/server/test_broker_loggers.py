@@ -11,8 +11,15 @@ from twisted.logger import LogLevel, PredicateResult
 from twisted_kafka.config import ConfigSource
 from twisted_kafka.logging import LogLevels
 from twisted_kafka.protocol.errors import ErrorCode
-from twisted_kafka.security.acl import (AccessControlEntry, AclBinding, AclOperation, AclPermissionType, PatternType,
-                                        ResourcePattern, ResourceType)
+from twisted_kafka.security.acl import (
+    AccessControlEntry,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
 
 from .helpers import Broker, result_of
 from .test_alter_configs import alter, incremental, results

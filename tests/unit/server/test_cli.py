@@ -52,9 +52,8 @@ def test_the_help_lists_every_option_of_the_plugin_but_config():
 
 @pytest.mark.parametrize("level", ["debug", "TRACE", "Warn"])
 def test_the_plugin_takes_a_root_log_level_in_any_case(level):
-    from twisted.plugins.twisted_kafka_plugin import Options
-
     from support.broker_process import BASE_CONFIG
+    from twisted.plugins.twisted_kafka_plugin import Options
 
     options = Options()
     options.parseOptions(["--config", str(BASE_CONFIG), "--log-level", level])

@@ -14,7 +14,6 @@ import json
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from twisted.internet.defer import Deferred
 from twisted.internet.testing import MemoryReactorClock
 from twisted.logger import LogLevel, globalLogPublisher
@@ -24,8 +23,12 @@ from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.records.batch import iter_batch_headers
 from twisted_kafka.protocol.records.record import iter_records
-from twisted_kafka.server.connection_event_log import (CONNECTION_EVENTS_TOPIC, ConnectionEventLog, decode_event,
-                                                       encode_event)
+from twisted_kafka.server.connection_event_log import (
+    CONNECTION_EVENTS_TOPIC,
+    ConnectionEventLog,
+    decode_event,
+    encode_event,
+)
 
 from .helpers import Broker, records, result_of
 

@@ -15,11 +15,11 @@ from twisted_kafka.controller.client import NoControllerClient
 from twisted_kafka.controller.interface import LEADER_DURING_DELETE
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
+from twisted_kafka.server.authorization import ALLOW_ALL
+from twisted_kafka.server.broker_epoch import BrokerEpoch
 from twisted_kafka.server.controller_requests import ControllerRequestGuard
 from twisted_kafka.server.handlers.controller_apis import ControlledShutdownHandler
 from twisted_kafka.server.kafka_apis import KafkaApis
-from twisted_kafka.server.authorization import ALLOW_ALL
-from twisted_kafka.server.broker_epoch import BrokerEpoch
 
 from .helpers import BROKER_EPOCH, BROKER_ID, CLUSTER_ID, Broker, decode, make_request, result_of
 

@@ -21,8 +21,15 @@ from twisted_kafka.security.acl import AclOperation, ResourceType
 
 from .helpers import Broker
 from .test_authorization import AUTHORIZER, allow, grant
-from .test_controller_apis import lai_errors, lai_partition, leader_and_isr, stop_errors, stop_replica, \
-    um_partition, update_metadata
+from .test_controller_apis import (
+    lai_errors,
+    lai_partition,
+    leader_and_isr,
+    stop_errors,
+    stop_replica,
+    um_partition,
+    update_metadata,
+)
 
 BROKER, ADMIN, MALLORY, OPERATOR = "User:broker", "User:admin", "User:mallory", "User:operator"
 TOPIC_ID = uuid.UUID("0123456789abcdef0123456789abcdef")

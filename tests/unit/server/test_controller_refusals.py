@@ -21,9 +21,9 @@ from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.registry import CONTROLLER_API_KEYS, ApiKey
 from twisted_kafka.security.acl import AclOperation, ResourceType
 from twisted_kafka.server.api_handler import ApiHandler
+from twisted_kafka.server.authorization import ALLOW_ALL
 from twisted_kafka.server.controller_requests import ControllerApiHandler
 from twisted_kafka.server.kafka_apis import KafkaApis
-from twisted_kafka.server.authorization import ALLOW_ALL
 
 from .helpers import BROKER_EPOCH, BROKER_ID, decode
 from .test_authorization import allow, grant

@@ -9,9 +9,12 @@ from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.registry import ApiKey
 from twisted_kafka.server.fetch_session import (
-    MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS, CachedPartition, FetchManager, FetchSessionCache, next_epoch,
+    MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS,
+    CachedPartition,
+    FetchManager,
+    FetchSessionCache,
+    next_epoch,
 )
-
 from twisted_kafka.server.replica_manager import FetchPartitionResult
 
 from .test_fetch import fetch, partitions, values

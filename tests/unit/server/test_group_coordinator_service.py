@@ -9,7 +9,11 @@ broker started again on the same directory replays them.
 from __future__ import annotations
 
 from twisted_kafka.coordinator.group.records import (
-    GroupMetadataKey, OffsetCommitKey, decode_group_metadata_value, decode_key, decode_offset_commit_value,
+    GroupMetadataKey,
+    OffsetCommitKey,
+    decode_group_metadata_value,
+    decode_key,
+    decode_offset_commit_value,
 )
 from twisted_kafka.coordinator.group.topic import OFFSETS_TOPIC, partition_for
 from twisted_kafka.protocol import messages as m

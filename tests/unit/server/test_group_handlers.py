@@ -28,13 +28,13 @@ from twisted_kafka.network.request import Request, RequestContext, SendResponse
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.codec import decode_request
 from twisted_kafka.protocol.registry import REGISTRY, ApiKey
+from twisted_kafka.server.authorization import ALLOW_ALL
 from twisted_kafka.server.handlers.find_coordinator import FindCoordinatorHandler
 from twisted_kafka.server.handlers.group import HeartbeatHandler, JoinGroupHandler, LeaveGroupHandler, SyncGroupHandler
 from twisted_kafka.server.handlers.group_admin import DeleteGroupsHandler, DescribeGroupsHandler, ListGroupsHandler
 from twisted_kafka.server.handlers.offsets import OffsetCommitHandler, OffsetDeleteHandler, OffsetFetchHandler
 from twisted_kafka.server.kafka_apis import KafkaApis
 from twisted_kafka.server.metadata_cache import BrokerRegistration, MetadataCache, PartitionState
-from twisted_kafka.server.authorization import ALLOW_ALL
 
 CONTEXT = RequestContext(connection_id="c", listener_name="PLAINTEXT", security_protocol="PLAINTEXT", plane="data",
                          client_host="127.0.0.1", client_port=5555)

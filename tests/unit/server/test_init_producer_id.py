@@ -8,6 +8,7 @@ import os
 import pytest
 from twisted.internet.defer import Deferred, fail, maybeDeferred, succeed
 
+from support.inline import SyncThreadPool
 from twisted_kafka.coordinator.transaction import (
     PRODUCER_ID_BLOCK_FILE,
     FileProducerIdBlockStore,
@@ -17,8 +18,6 @@ from twisted_kafka.coordinator.transaction import (
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
-
-from support.inline import SyncThreadPool
 
 from .helpers import records, result_of
 from .test_produce import produce

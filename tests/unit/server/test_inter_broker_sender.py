@@ -13,14 +13,13 @@ import pytest
 from twisted.internet.defer import CancelledError
 from twisted.logger import LogLevel, formatEvent, globalLogPublisher
 
+from tests.unit.client.helpers import Brokers, update_metadata
+from tests.unit.client.test_protocol import failure_of, result_of
 from twisted_kafka.client.broker_channel import RECONNECT_BACKOFF_SECONDS
 from twisted_kafka.config import KafkaConfig
 from twisted_kafka.network.listeners import EndPoint, parse_listeners
 from twisted_kafka.server.inter_broker_sender import InterBrokerSender
 from twisted_kafka.server.metadata_cache import BrokerRegistration, MetadataCache
-
-from tests.unit.client.helpers import Brokers, update_metadata
-from tests.unit.client.test_protocol import failure_of, result_of
 
 PROPS = {"broker.id": "0", "listeners": "INTERNAL://127.0.0.1:9092,CLIENTS://127.0.0.1:9095",
          "listener.security.protocol.map": "INTERNAL:PLAINTEXT,CLIENTS:PLAINTEXT",

@@ -23,11 +23,10 @@ from twisted_kafka.protocol.codec import decode_response
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import REGISTRY, ApiKey
 from twisted_kafka.server.api_handler import NO_RESPONSE, ApiHandler, CloseConnection, Encoded, Reply
-from twisted_kafka.server.kafka_apis import KafkaApis
 from twisted_kafka.server.authorization import ALLOW_ALL
+from twisted_kafka.server.kafka_apis import KafkaApis
 
-from .helpers import Broker, decode, make_request, response_bytes, decode_at_version, result_of, \
-    served_api_keys
+from .helpers import Broker, decode, decode_at_version, make_request, response_bytes, result_of, served_api_keys
 
 R = m.DescribeClusterResponse
 

@@ -144,7 +144,12 @@ class ZkMetadataStoreTest(ZkTestCase):
 
     async def test_acls_are_written_in_kafka_s_layout_with_change_notifications(self):
         from twisted_kafka.security.acl import (
-            AccessControlEntry, AclOperation, AclPermissionType, PatternType, ResourcePattern, ResourceType,
+            AccessControlEntry,
+            AclOperation,
+            AclPermissionType,
+            PatternType,
+            ResourcePattern,
+            ResourceType,
         )
 
         store = await self.claimed()

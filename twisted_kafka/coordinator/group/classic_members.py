@@ -24,8 +24,8 @@ A new classic member joining a consumer group is handled the same way
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import uuid
+from collections.abc import Callable
 
 from twisted.internet.defer import Deferred, succeed
 

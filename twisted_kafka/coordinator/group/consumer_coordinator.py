@@ -37,12 +37,11 @@ Timing runs on ``clock`` (``IReactorTime``): ``task.Clock`` drives it in tests.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-import uuid
 
 import re2
-
 from twisted.internet.defer import Deferred, succeed
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -50,17 +49,33 @@ from twisted.python.failure import Failure
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 
 from .assignors import MemberSpec, TopicSpec, assignors
+from .classic_members import ClassicMembers
 from .config import ConsumerGroupConfig
 from .consumer_group import ConsumerGroup, ConsumerGroupState, compile_regex
 from .consumer_member import (
-    JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH, Assignment, ConsumerMember, MemberState, normalized,
+    JOIN_EPOCH,
+    LEAVE_EPOCH,
+    STATIC_LEAVE_EPOCH,
+    Assignment,
+    ConsumerMember,
+    MemberState,
+    normalized,
 )
 from .consumer_records import (
-    CURRENT_ASSIGNMENT, GROUP_METADATA, MEMBER_METADATA, PARTITION_METADATA, TARGET_MEMBER, TARGET_METADATA,
-    TopicMetadata, encode_current_assignment_value, encode_epoch_value, encode_key,
-    encode_member_metadata_value, encode_partition_metadata_value, encode_target_member_value,
+    CURRENT_ASSIGNMENT,
+    GROUP_METADATA,
+    MEMBER_METADATA,
+    PARTITION_METADATA,
+    TARGET_MEMBER,
+    TARGET_METADATA,
+    TopicMetadata,
+    encode_current_assignment_value,
+    encode_epoch_value,
+    encode_key,
+    encode_member_metadata_value,
+    encode_partition_metadata_value,
+    encode_target_member_value,
 )
-from .classic_members import ClassicMembers
 from .consumer_results import ConsumerGroupDescription, HeartbeatResult
 from .manager import GroupMetadataManager, store_group_error
 

@@ -16,9 +16,9 @@ only once it is free.
 
 from __future__ import annotations
 
-from enum import StrEnum
 import functools
 import uuid
+from enum import StrEnum
 
 import re2
 

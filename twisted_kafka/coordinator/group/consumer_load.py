@@ -17,9 +17,17 @@ from twisted_kafka.protocol.exceptions import ProtocolDecodeError
 
 from .consumer_group import ConsumerGroup
 from .consumer_records import (
-    CURRENT_ASSIGNMENT, GROUP_METADATA, MEMBER_METADATA, PARTITION_METADATA, TARGET_MEMBER, TARGET_METADATA,
-    decode_current_assignment_value, decode_epoch_value, decode_member_metadata_value,
-    decode_partition_metadata_value, decode_target_member_value,
+    CURRENT_ASSIGNMENT,
+    GROUP_METADATA,
+    MEMBER_METADATA,
+    PARTITION_METADATA,
+    TARGET_MEMBER,
+    TARGET_METADATA,
+    decode_current_assignment_value,
+    decode_epoch_value,
+    decode_member_metadata_value,
+    decode_partition_metadata_value,
+    decode_target_member_value,
 )
 from .loader import LoadedPartition
 

@@ -13,10 +13,11 @@ where it is in reconciliation (Kafka's ``MemberState``):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Set as AbstractSet
+import uuid
+from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
-import uuid
 
 #: topic id -> partition indexes
 Assignment = dict[uuid.UUID, frozenset[int]]

@@ -14,8 +14,8 @@ consumer group, speak Kafka's ``ConsumerProtocolSubscription`` and
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 import struct
+from dataclasses import dataclass, field
 
 from twisted_kafka.protocol.exceptions import ProtocolDecodeError
 from twisted_kafka.protocol.primitives import decode_array, decode_bytes, decode_int16, decode_int32, decode_string

@@ -33,14 +33,30 @@ other tagged fields are skipped when read.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 import uuid
+from dataclasses import dataclass
 
 from twisted_kafka.protocol.exceptions import ProtocolDecodeError
 from twisted_kafka.protocol.primitives import (
-    EMPTY_TAGGED_FIELDS, INT8, INT16, INT32, decode_compact_array, decode_compact_bytes, decode_compact_string,
-    decode_int8, decode_int16, decode_int32, decode_string, decode_tagged_fields, decode_uuid, encode_compact_array,
-    encode_compact_bytes, encode_compact_nullable_string, encode_compact_string, encode_string, encode_tagged_fields,
+    EMPTY_TAGGED_FIELDS,
+    INT8,
+    INT16,
+    INT32,
+    decode_compact_array,
+    decode_compact_bytes,
+    decode_compact_string,
+    decode_int8,
+    decode_int16,
+    decode_int32,
+    decode_string,
+    decode_tagged_fields,
+    decode_uuid,
+    encode_compact_array,
+    encode_compact_bytes,
+    encode_compact_nullable_string,
+    encode_compact_string,
+    encode_string,
+    encode_tagged_fields,
     encode_uuid,
 )
 

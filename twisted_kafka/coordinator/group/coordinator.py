@@ -69,8 +69,15 @@ from .manager import GroupMetadataManager
 from .member import MemberMetadata
 from .records import encode_group_metadata_key
 from .results import (
-    NO_MEMBER_ID, GroupOverview, GroupSummary, JoinGroupResult, LeaveGroupResult, LeaveMemberResult,
-    MemberSummary, OffsetFetchResult, SyncGroupResult,
+    NO_MEMBER_ID,
+    GroupOverview,
+    GroupSummary,
+    JoinGroupResult,
+    LeaveGroupResult,
+    LeaveMemberResult,
+    MemberSummary,
+    OffsetFetchResult,
+    SyncGroupResult,
 )
 from .state import GroupState
 from .txn_offsets import TransactionalOffsets

@@ -37,7 +37,12 @@ from twisted_kafka.protocol.records.record import Record, iter_records
 from .consumer_records import CONSUMER_KEY_VERSIONS, ConsumerGroupKey, decode_consumer_key
 from .group import CommitRecord, OffsetAndMetadata, TopicPartition
 from .records import (
-    GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, UnknownKey, decode_group_metadata_value, decode_key,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    UnknownKey,
+    decode_group_metadata_value,
+    decode_key,
     decode_offset_commit_value,
 )
 

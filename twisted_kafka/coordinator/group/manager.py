@@ -31,8 +31,13 @@ from .group import CommitRecord, GroupMetadata, OffsetAndMetadata, TopicPartitio
 from .loader import LoadedPartition
 from .member import MemberMetadata
 from .records import (
-    NO_TIMESTAMP, GroupMetadataValue, MemberValue, encode_group_metadata_key,
-    encode_group_metadata_value, encode_offset_commit_key, encode_offset_commit_value,
+    NO_TIMESTAMP,
+    GroupMetadataValue,
+    MemberValue,
+    encode_group_metadata_key,
+    encode_group_metadata_value,
+    encode_offset_commit_key,
+    encode_offset_commit_value,
 )
 from .results import OffsetFetchResult
 from .state import GroupState

@@ -15,8 +15,8 @@ its new owner only once its old owner has stopped using it.  So:
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import uuid
+from collections.abc import Callable
 
 from .consumer_member import Assignment, ConsumerMember, MemberState, normalized
 

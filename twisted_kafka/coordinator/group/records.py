@@ -46,9 +46,23 @@ from dataclasses import dataclass, field
 
 from twisted_kafka.protocol.exceptions import ProtocolDecodeError
 from twisted_kafka.protocol.primitives import (
-    INT16, INT32, INT64, decode_array, decode_bytes, decode_compact_array, decode_compact_bytes,
-    decode_compact_string, decode_int16, decode_int32, decode_int64, decode_string, decode_tagged_fields,
-    encode_array, encode_bytes, encode_nullable_string, encode_string,
+    INT16,
+    INT32,
+    INT64,
+    decode_array,
+    decode_bytes,
+    decode_compact_array,
+    decode_compact_bytes,
+    decode_compact_string,
+    decode_int16,
+    decode_int32,
+    decode_int64,
+    decode_string,
+    decode_tagged_fields,
+    encode_array,
+    encode_bytes,
+    encode_nullable_string,
+    encode_string,
 )
 
 __all__ = [

@@ -22,7 +22,6 @@ answered then, while their connections are still open.
 
 from __future__ import annotations
 
-
 from twisted.application.service import Service
 from twisted.internet.defer import ensureDeferred
 from twisted.internet.task import LoopingCall

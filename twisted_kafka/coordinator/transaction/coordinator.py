@@ -54,7 +54,12 @@ from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from .log_records import encode_key, encode_value
 from .markers import TxnMarkerChannel
 from .metadata import (
-    NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TransactionMetadata, TransactionState, TxnTransit, is_epoch_exhausted,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    TransactionMetadata,
+    TransactionState,
+    TxnTransit,
+    is_epoch_exhausted,
 )
 
 log = Logger(namespace="twisted_kafka.coordinator.transaction.TransactionCoordinator")

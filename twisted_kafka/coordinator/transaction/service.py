@@ -22,7 +22,6 @@
 
 from __future__ import annotations
 
-
 from twisted.application.service import Service
 from twisted.internet.defer import ensureDeferred
 from twisted.internet.task import LoopingCall

@@ -46,8 +46,8 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from twisted_kafka.log.checkpoints import CheckpointError, read_offset_checkpoint, write_offset_checkpoint
-from twisted_kafka.log.file_handles import FileHandleCache
 from twisted_kafka.log.disk_space import LogDirSpace, is_out_of_space
+from twisted_kafka.log.file_handles import FileHandleCache
 from twisted_kafka.log.log import Log
 
 from .cleaner import CleanerError, CleanerStats, CleanTask

@@ -12,9 +12,18 @@ it ever changes outside the CRC are baseOffset and partitionLeaderEpoch.
 * ``control``     transaction markers (COMMIT/ABORT control batches): build and parse
 """
 
-from .batch import (BATCH_HEADER_SIZE, LOG_OVERHEAD, InvalidRecordBatch, RecordBatchHeader,
-                    iter_batch_headers, parse_batch_header, rewrite_offsets_and_epoch,
-                    set_log_append_time, validate_batch, verify_crc)
+from .batch import (
+                    BATCH_HEADER_SIZE,
+                    LOG_OVERHEAD,
+                    InvalidRecordBatch,
+                    RecordBatchHeader,
+                    iter_batch_headers,
+                    parse_batch_header,
+                    rewrite_offsets_and_epoch,
+                    set_log_append_time,
+                    validate_batch,
+                    verify_crc,
+)
 from .builder import ControlRecordType, build_batch, control_record
 from .compression import CompressionType, compress, decompress
 from .control import EndTransactionMarker, build_end_txn_marker, parse_end_txn_marker

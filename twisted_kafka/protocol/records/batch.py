@@ -46,9 +46,9 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
+from ..errors import ErrorCode
 from .compression import CompressionType
 from .errors import InvalidRecordBatch
-from ..errors import ErrorCode
 
 __all__ = [
     "BATCH_HEADER_SIZE", "LOG_OVERHEAD", "MAGIC", "InvalidRecordBatch", "RecordBatchHeader",

@@ -15,8 +15,7 @@ from collections.abc import Iterable, Sequence
 
 from crc32c import crc32c
 
-from .batch import (BATCH_HEADER_SIZE, CONTROL_MASK, LOG_OVERHEAD, MAGIC, TIMESTAMP_TYPE_MASK,
-                    TRANSACTIONAL_MASK)
+from .batch import BATCH_HEADER_SIZE, CONTROL_MASK, LOG_OVERHEAD, MAGIC, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK
 from .compression import CompressionType, compress
 from .varint import encode_varint
 

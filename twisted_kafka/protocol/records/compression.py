@@ -35,8 +35,8 @@ from enum import IntEnum
 
 import cramjam
 
-from .errors import InvalidRecordBatch
 from ..errors import ErrorCode
+from .errors import InvalidRecordBatch
 
 __all__ = ["CompressionType", "compress", "decompress", "MAX_DECOMPRESSED_SIZE", "XERIAL_MAGIC"]
 

@@ -24,11 +24,11 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
+from ..errors import ErrorCode
 from .batch import RecordBatchHeader
 from .builder import ControlRecordType, build_batch, control_record
 from .errors import InvalidRecordBatch
 from .record import iter_records
-from ..errors import ErrorCode
 
 __all__ = ["EndTransactionMarker", "build_end_txn_marker", "parse_end_txn_marker"]
 

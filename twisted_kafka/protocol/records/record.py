@@ -25,11 +25,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import NamedTuple
 
+from ..errors import ErrorCode
 from .batch import BATCH_HEADER_SIZE, RecordBatchHeader
-from .compression import CompressionType, MAX_DECOMPRESSED_SIZE, decompress
+from .compression import MAX_DECOMPRESSED_SIZE, CompressionType, decompress
 from .errors import InvalidRecordBatch
 from .varint import read_varint
-from ..errors import ErrorCode
 
 __all__ = ["Record", "iter_records", "keyless_records", "records_payload", "scan_records"]
 

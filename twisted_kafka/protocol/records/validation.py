@@ -51,11 +51,10 @@ by default (``deep=None``):
 
 from __future__ import annotations
 
-from .batch import (RecordBatchHeader, InvalidRecordBatch,
-                    iter_batch_headers, validate_batch)
-from .compression import CompressionType, MAX_DECOMPRESSED_SIZE
-from .record import keyless_records, records_payload, scan_records
 from ..errors import ErrorCode
+from .batch import InvalidRecordBatch, RecordBatchHeader, iter_batch_headers, validate_batch
+from .compression import MAX_DECOMPRESSED_SIZE, CompressionType
+from .record import keyless_records, records_payload, scan_records
 
 __all__ = ["validate_records"]
 

@@ -10,8 +10,8 @@ record instead of testing bounds per byte.
 
 from __future__ import annotations
 
-from .errors import InvalidRecordBatch
 from ..errors import ErrorCode
+from .errors import InvalidRecordBatch
 
 
 def read_varint(buf, pos: int, max_bytes: int = 5) -> tuple[int, int]:

@@ -41,10 +41,9 @@ from twisted_kafka.config import BROKER_CONFIG, TOPIC_CONFIG, Type, format_value
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
-
-from ..admin_manager import AdminManager
 from twisted_kafka.security.acl import AclOperation, ResourceType
 
+from ..admin_manager import AdminManager
 from ..api_handler import ApiHandler
 from ..authorization import Authorization
 

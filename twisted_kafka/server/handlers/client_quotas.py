@@ -27,10 +27,9 @@ from twisted_kafka.network.connection_quotas import DEFAULT_IP
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
-
-from ..admin_manager import AdminManager
 from twisted_kafka.security.acl import AclOperation
 
+from ..admin_manager import AdminManager
 from ..api_handler import ApiHandler
 
 IP = "ip"

@@ -25,10 +25,9 @@ from twisted_kafka.controller.interface import MAX_PARTITIONS_PER_REQUEST, exces
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
-
-from ..admin_manager import AdminManager
 from twisted_kafka.security.acl import AclOperation, ResourceType
 
+from ..admin_manager import AdminManager
 from ..api_handler import ApiHandler
 from ..authorization import Authorization
 

@@ -23,10 +23,9 @@ import uuid
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.registry import ApiKey
-
-from ..admin_manager import AdminManager
 from twisted_kafka.security.acl import AclOperation, ResourceType
 
+from ..admin_manager import AdminManager
 from ..api_handler import ApiHandler
 from ..authorization import Authorization
 from ..dynamic_config import DynamicBrokerConfig

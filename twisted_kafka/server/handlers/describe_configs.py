@@ -32,10 +32,9 @@ from twisted_kafka.config import ConfigEntry, ConfigSource, Type
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.registry import ApiKey
-
-from ..admin_manager import AdminManager, DescribedConfig
 from twisted_kafka.security.acl import AclOperation, ResourceType
 
+from ..admin_manager import AdminManager, DescribedConfig
 from ..api_handler import ApiHandler
 from ..authorization import Authorization
 

@@ -26,7 +26,6 @@ from twisted_kafka.coordinator.transaction.service import TRANSACTION_STATE_TOPI
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.registry import ApiKey
-
 from twisted_kafka.security.acl import AclOperation, ResourceType
 
 from ..api_handler import ApiHandler

@@ -25,7 +25,6 @@ from twisted_kafka.coordinator.group.results import JoinGroupResult
 from twisted_kafka.protocol import messages as m
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.registry import ApiKey
-
 from twisted_kafka.security.acl import AclOperation
 
 from ..api_handler import ApiHandler

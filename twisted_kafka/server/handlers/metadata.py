@@ -31,10 +31,9 @@ from twisted_kafka.controller.interface import validate_topic_name
 from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.metadata_response import assemble
 from twisted_kafka.protocol.registry import ApiKey
-
-from ..admin_manager import AdminManager
 from twisted_kafka.security.acl import AclOperation
 
+from ..admin_manager import AdminManager
 from ..api_handler import ApiHandler, Encoded
 from ..authorization import CLUSTER, TOPIC, Authorization
 from ..dynamic_config import DynamicBrokerConfig

@@ -50,7 +50,6 @@ from twisted_kafka.protocol.errors import ErrorCode, KafkaError
 from twisted_kafka.protocol.produce_response import encode_produce_success
 from twisted_kafka.protocol.records.batch import InvalidRecordBatch, parse_batch_header
 from twisted_kafka.protocol.registry import ApiKey
-
 from twisted_kafka.security.acl import AclOperation, ResourceType
 
 from ..api_handler import NO_RESPONSE, ApiHandler, CloseConnection, Encoded

@@ -10,8 +10,8 @@ as far as ranges over unchanged members are.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 import uuid
+from collections.abc import Mapping
 
 from ..consumer_member import Assignment, normalized
 from .spec import MemberSpec, TopicSpec

@@ -17,9 +17,9 @@ move.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 import math
 import uuid
+from collections.abc import Mapping
 
 from ..consumer_member import Assignment, normalized
 from .spec import MemberSpec, TopicSpec
