@@ -47,17 +47,6 @@ from twisted_kafka.testing.wire import AdminConnection
 
 ROOT = Path(__file__).resolve().parents[1]
 
-def _read(sock: socket.socket, buf: bytearray) -> bytes:
-    while len(buf) < 4 or len(buf) < 4 + struct.unpack_from(">i", buf)[0]:
-        chunk = sock.recv(1 << 16)
-        if not chunk:
-            raise ConnectionError("the broker closed the connection")
-        buf += chunk
-    size = struct.unpack_from(">i", buf)[0]
-    response = bytes(buf[4:4 + size])
-    del buf[:4 + size]
-    return response
-
 
 def _control(pid: int, *args: str) -> None:
     subprocess.run(["callgrind_control", *args, str(pid)], check=True, stdout=subprocess.DEVNULL,
@@ -114,7 +103,7 @@ def main() -> None:
             sock.sendall(b"".join(load.request(args.api, correlation + 1 + i) for i in range(first)))
             correlation += first
             for i in range(n):
-                response = _read(sock, buf)
+                response = load.read_frame(sock, buf)
                 if struct.unpack_from(">i", response)[0] != expected:
                     raise RuntimeError("response out of order")
                 expected += 1

@@ -57,6 +57,7 @@ from bench.common import ClientCpu, report_scaling, scaling_check
 from support.broker_process import BrokerProcess
 from support.nofile import NofileBroker, open_fds
 from support.raw_client import Closed, RawClient
+from support.sasl_listeners import sasl_listener_overrides
 from support.tls import Pki
 from twisted_kafka.protocol.errors import ErrorCode
 from twisted_kafka.protocol.messages import (
@@ -76,8 +77,6 @@ AFTERWARDS = 1.0
 WARMUP = 100
 #: Seconds an attacker's connection attempt or read may take.
 ATTACKER_TIMEOUT = 10.0
-PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
-              'username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
 
 
 # -- the attacker ------------------------------------------------------------------------------------
@@ -307,19 +306,8 @@ def main() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))   # the attacker holds every socket it opens
     workdir = Path(tempfile.mkdtemp(prefix="bench-failed-logins-"))
     pki = Pki(workdir / "pki")
-    keystore = pki.server_keystore("localhost", "127.0.0.1")
     overrides = {
-        "listeners": "PLAINTEXT://127.0.0.1:{port:PLAINTEXT},SASL_PLAINTEXT://127.0.0.1:{port:SASL_PLAINTEXT},"
-                     "SASL_SSL://127.0.0.1:{port:SASL_SSL}",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
-        "inter.broker.listener.name": "PLAINTEXT",
-        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
-        "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS,
-        "listener.name.sasl_ssl.ssl.keystore.type": "PEM",
-        "listener.name.sasl_ssl.ssl.keystore.location": keystore,
-        "listener.name.sasl_ssl.ssl.truststore.type": "PEM",
-        "listener.name.sasl_ssl.ssl.truststore.location": pki.ca_file,
+        **sasl_listener_overrides(pki),
         "connection.failed.authentication.delay.ms": str(args.delay_ms),
         "max.connections": str(args.max_connections),
     }

@@ -145,18 +145,6 @@ class TansuBroker:
 # -- the cases: each returns {figure: value} and the seconds (or count) the N-scaling check compares ---
 
 
-def _read_frame(sock: socket.socket, buf: bytearray) -> bytes:
-    while len(buf) < 4 or len(buf) < 4 + struct.unpack_from(">i", buf)[0]:
-        chunk = sock.recv(1 << 16)
-        if not chunk:
-            raise ConnectionError("the broker closed the connection")
-        buf += chunk
-    size = struct.unpack_from(">i", buf)[0]
-    frame = bytes(buf[4:4 + size])
-    del buf[:4 + size]
-    return frame
-
-
 def _produce_error(frame: bytes) -> int:
     """The partition's error code in a ProduceResponse v3 for one topic, one partition."""
     topic_len = struct.unpack_from(">h", frame, 8)[0]
@@ -170,14 +158,14 @@ def sequential_produce(broker, count: int) -> tuple[dict, float]:
     requests = [load.request("produce", i) for i in range(count + 20)]
     for i in range(20):                        # warm: the connection, the partition's first append
         sock.sendall(requests[count + i])
-        _read_frame(sock, buf)
+        load.read_frame(sock, buf)
     samples = []
     cpu0, client0 = broker_cpu(broker.pid), client_cpu()
     began = time.perf_counter()
     for i in range(count):
         t0 = time.perf_counter()
         sock.sendall(requests[i])
-        frame = _read_frame(sock, buf)
+        frame = load.read_frame(sock, buf)
         samples.append(time.perf_counter() - t0)
         if struct.unpack_from(">i", frame)[0] != i or _produce_error(frame) != 0:
             raise RuntimeError(f"{broker.name}: produce {i} answered with correlation id "

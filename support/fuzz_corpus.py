@@ -37,11 +37,10 @@ from pathlib import Path
 
 from support.broker_process import BrokerProcess
 from support.recording_proxy import RecordedConnection, RecordingProxy
+from support.sasl_listeners import PLAIN_JAAS
 
 __all__ = ["Corpus", "CaptureBroker", "capture", "CAPTURE_BROKER_OVERRIDES", "PLAIN_JAAS", "SCRAM_USER"]
 
-PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
-              'username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
 #: The SCRAM-SHA-256 user the capture creates (through AlterUserScramCredentials) and logs in as.
 SCRAM_USER = ("fuzz-scram", "fuzz-scram-secret")
 

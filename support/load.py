@@ -307,6 +307,19 @@ def latency(host: str, port: int, duration: float, interval: float, api: str) ->
             "p50_ms": percentile(ordered, 0.50), "p99_ms": percentile(ordered, 0.99), "max_ms": ordered[-1]}
 
 
+def read_frame(sock: socket.socket, buf: bytearray) -> bytes:
+    """One response frame (its size prefix off) from ``sock``; bytes read past it stay in ``buf``."""
+    while len(buf) < 4 or len(buf) < 4 + struct.unpack_from(">i", buf)[0]:
+        chunk = sock.recv(1 << 16)
+        if not chunk:
+            raise ConnectionError("the broker closed the connection")
+        buf += chunk
+    size = struct.unpack_from(">i", buf)[0]
+    frame = bytes(buf[4:4 + size])
+    del buf[:4 + size]
+    return frame
+
+
 def nonreader(host: str, port: int, duration: float, api: str, receive_buffer: int = 4096) -> dict:
     """Send requests as fast as the broker takes them and never read an answer."""
     signal.signal(signal.SIGTERM, _request_stop)

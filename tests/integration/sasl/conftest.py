@@ -9,9 +9,7 @@ from __future__ import annotations
 import pytest
 
 from support.broker_process import BrokerProcess
-
-PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
-              'username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
+from support.sasl_listeners import PLAIN_JAAS
 
 SASL_OVERRIDES = {
     "listeners": "PLAINTEXT://127.0.0.1:{port:PLAINTEXT},SASL_PLAINTEXT://127.0.0.1:{port:SASL_PLAINTEXT}",

@@ -24,6 +24,7 @@ from support import tls as tls_support
 from support.broker_process import BrokerProcess
 from support.nofile import open_fds
 from support.raw_client import RawClient
+from support.sasl_listeners import sasl_listener_overrides
 from support.wait import wait_until
 from twisted_kafka.protocol.codec import encode_request
 from twisted_kafka.protocol.errors import ErrorCode
@@ -35,8 +36,6 @@ from twisted_kafka.protocol.messages import (
 )
 from twisted_kafka.protocol.registry import ApiKey
 
-from .conftest import PLAIN_JAAS
-
 DELAY_MS = 200
 #: Failed logins per case, all held open by their clients at once.
 N = 8
@@ -46,19 +45,8 @@ TINY_BUFFER = 4096
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
     pki = tls_support.Pki(tmp_path_factory.mktemp("failed-login-pki"))
-    keystore = pki.server_keystore("localhost", "127.0.0.1")
     overrides = {
-        "listeners": "PLAINTEXT://127.0.0.1:{port:PLAINTEXT},SASL_PLAINTEXT://127.0.0.1:{port:SASL_PLAINTEXT},"
-                     "SASL_SSL://127.0.0.1:{port:SASL_SSL}",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
-        "inter.broker.listener.name": "PLAINTEXT",
-        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
-        "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS,
-        "listener.name.sasl_ssl.ssl.keystore.type": "PEM",
-        "listener.name.sasl_ssl.ssl.keystore.location": keystore,
-        "listener.name.sasl_ssl.ssl.truststore.type": "PEM",
-        "listener.name.sasl_ssl.ssl.truststore.location": pki.ca_file,
+        **sasl_listener_overrides(pki),
         "connection.failed.authentication.delay.ms": str(DELAY_MS),
         # Small socket buffers: a client that does not read leaves the broker's answers in the broker.
         "socket.send.buffer.bytes": str(TINY_BUFFER),
